@@ -1,0 +1,41 @@
+"""bert_tf: pretrain, fine-tune and export BERT with TensorFlow and Keras 3."""
+
+from setuptools import find_packages, setup
+
+setup(
+    name="bert_tf",
+    version="0.1.0",
+    description="Pretrain, fine-tune and serve BERT with TensorFlow 2 and Keras 3",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    python_requires=">=3.11,<3.12",
+    packages=find_packages(include=["bert_tf", "bert_tf.*", "pipelines", "pipelines.*"]) + ["bert_tf._configs"],
+    # The model-size configs live in the top-level configs/ folder of the checkout and
+    # are installed inside the package, so `--config=bert_base` works from any install.
+    package_dir={"bert_tf._configs": "configs"},
+    package_data={"bert_tf._configs": ["*.json"]},
+    install_requires=[
+        "tensorflow>=2.21,<2.22",
+        # 2.21.0 of tensorflow-text is broken; 2.21.1 is the tested release.
+        "tensorflow-text==2.21.1",
+        "keras>=3.15,<4",
+        "tensorflow-datasets>=4.9,<4.10",
+        "absl-py>=2.1",
+        "numpy>=1.26",
+        "safetensors>=0.4",
+        "scipy>=1.11",
+        "scikit-learn>=1.4",
+        "seqeval>=1.2.2",
+    ],
+    extras_require={
+        "test": [
+            "pytest>=8",
+            # Independent reference implementation for the tokenizer tests.
+            "tokenizers>=0.19",
+            # Runs the Keras model on the JAX backend in the backend-parity tests.
+            "jax[cpu]>=0.4.30",
+            "ruff>=0.5",
+        ],
+    },
+)
