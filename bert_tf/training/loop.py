@@ -222,21 +222,40 @@ class Trainer:
             optimizer.apply(gradients, variables)
             return metrics
 
+        return self._steps_loop(replica_step)
+
+    def _steps_loop(self, replica_fn):
+        """A tf.function running `replica_fn` on `num_steps` batches; returns mean metrics."""
+        strategy = self.strategy
+
         def one_step(iterator):
-            per_replica = strategy.run(replica_step, args=(next(iterator),))
+            per_replica = strategy.run(replica_fn, args=(next(iterator),))
             return {
                 name: strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None)
                 for name, value in per_replica.items()
             }
 
         @tf.function
-        def train_loop(iterator, num_steps):
+        def steps_loop(iterator, num_steps):
             sums = one_step(iterator)
             for _ in tf.range(num_steps - 1):
                 sums = tf.nest.map_structure(tf.add, sums, one_step(iterator))
             return {name: value / tf.cast(num_steps, value.dtype) for name, value in sums.items()}
 
-        return train_loop
+        return steps_loop
+
+    def evaluate(self, dataset_fn, steps: int) -> dict:
+        """Mean metrics of `loss_fn` over `steps` global batches of `dataset_fn`, no training."""
+
+        def replica_eval(features):
+            context = tf.distribute.get_replica_context()
+            totals = context.all_reduce(tf.distribute.ReduceOp.SUM, self.totals_fn(features))
+            outputs = self.model(self.model_inputs(features), training=False)
+            return self.loss_fn(features, outputs, totals)
+
+        iterator = self._distributed_iterator(Phase("eval", 0, steps, dataset_fn), 0)
+        metrics = self._steps_loop(replica_eval)(iterator, tf.constant(steps, tf.int32))
+        return {name: float(value.numpy()) for name, value in metrics.items()}
 
     def _distributed_iterator(self, phase: Phase, steps_done: int):
         replicas = self.strategy.num_replicas_in_sync
