@@ -25,7 +25,9 @@ def expand_files(patterns: str | list[str], flag: str) -> list[str]:
     for pattern in patterns:
         matched = sorted(tf.io.gfile.glob(pattern.strip()))
         if not matched:
-            raise InputError(f"--{flag}={pattern} matches no file; check the path (globs such as data/*.tfrecord work)")
+            raise InputError(
+                f"--{flag}={pattern} matches no file; check the path (globs such as data/*.tfrecord work)"
+            )
         files.extend(matched)
     return files
 
@@ -52,7 +54,9 @@ def record_lengths(path: str) -> dict[str, int]:
     raise InputError(f"{path} holds no records; regenerate it or leave it out of --train_files")
 
 
-def check_record_shapes(files: list[str], max_seq_length: int, max_predictions_per_seq: int, flag: str) -> None:
+def check_record_shapes(
+    files: list[str], max_seq_length: int, max_predictions_per_seq: int, flag: str
+) -> None:
     """TFRecords hold fixed-length features; they must match the flags (checked on the first file)."""
     if not files or not is_tfrecord(files[0]):
         return
@@ -106,7 +110,11 @@ def check_model_dir(model_dir: str, config: BertConfig, vocab_file: str | None) 
             "belongs to; use a new --model_dir"
         )
     stored_vocab = os.path.join(model_dir, VOCAB_FILE)
-    if vocab_file and os.path.exists(stored_vocab) and not filecmp.cmp(stored_vocab, vocab_file, shallow=False):
+    if (
+        vocab_file
+        and os.path.exists(stored_vocab)
+        and not filecmp.cmp(stored_vocab, vocab_file, shallow=False)
+    ):
         raise InputError(
             f"--model_dir={model_dir} was trained with another vocab ({stored_vocab} differs from "
             f"{vocab_file}); use a new --model_dir or that vocab"

@@ -183,7 +183,7 @@ class Trainer:
     # --- the compiled loop ---------------------------------------------------
 
     def _build_train_loop(self):
-        strategy, model, optimizer = self.strategy, self.model, self.optimizer
+        model, optimizer = self.model, self.optimizer
         accumulation = self.gradient_accumulation_steps
         variables = model.trainable_variables
 

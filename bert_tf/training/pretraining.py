@@ -126,8 +126,9 @@ def cache_dir(settings: PretrainingConfig) -> Path:
 
 def embedded_corpus_and_vocab(settings: PretrainingConfig, vocab_size: int) -> tuple[str, str]:
     """The embedded corpus as a file, and a vocab learnt from it (both cached)."""
-    from pipelines import corpus
     from pipelines.build_vocab import build_vocab
+
+    from pipelines import corpus
 
     directory = cache_dir(settings)
     corpus_file = directory / "pydoc_corpus.txt"
@@ -253,12 +254,17 @@ def run_pretraining(settings: PretrainingConfig) -> PretrainingResult:
             # on a small corpus, and then the learnt vocab decides.
             config = config.replace(vocab_size=len(vocab))
         inputs.check_vocab(vocab, vocab_file, config)
-    for length, name in ((settings.max_seq_length, "max_seq_length"), (settings.phase2_seq_length, "phase2_seq_length")):
+    for length, name in (
+        (settings.max_seq_length, "max_seq_length"),
+        (settings.phase2_seq_length, "phase2_seq_length"),
+    ):
         if (name == "max_seq_length" or settings.phase2_fraction) and length > config.max_position_embeddings:
             raise inputs.InputError(
                 f"--{name}={length} exceeds the config's max_position_embeddings ({config.max_position_embeddings})"
             )
-    inputs.check_record_shapes(train_files, settings.max_seq_length, settings.max_predictions_per_seq, "train_files")
+    inputs.check_record_shapes(
+        train_files, settings.max_seq_length, settings.max_predictions_per_seq, "train_files"
+    )
     phase2_files = train_files
     if settings.phase2_fraction:
         if settings.phase2_train_files:
@@ -273,7 +279,9 @@ def run_pretraining(settings: PretrainingConfig) -> PretrainingResult:
         )
     eval_files = inputs.expand_files(settings.eval_files, "eval_files") if settings.eval_files else None
     if eval_files:
-        inputs.check_record_shapes(eval_files, settings.max_seq_length, settings.max_predictions_per_seq, "eval_files")
+        inputs.check_record_shapes(
+            eval_files, settings.max_seq_length, settings.max_predictions_per_seq, "eval_files"
+        )
 
     model_dir = settings.model_dir or tempfile.mkdtemp(prefix="bert_tf_pretrain_")
     inputs.check_model_dir(model_dir, config, vocab_file)
@@ -336,8 +344,14 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
                 f"1 (seq {settings.max_seq_length})",
                 0,
                 settings.phase1_steps,
-                _dataset_fn(settings, train_files, vocab_file, settings.max_seq_length,
-                            settings.max_predictions_per_seq, seed),
+                _dataset_fn(
+                    settings,
+                    train_files,
+                    vocab_file,
+                    settings.max_seq_length,
+                    settings.max_predictions_per_seq,
+                    seed,
+                ),
             )
         ]
         if settings.phase1_steps < settings.num_train_steps:
@@ -346,8 +360,14 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
                     f"2 (seq {settings.phase2_seq_length})",
                     settings.phase1_steps,
                     settings.num_train_steps,
-                    _dataset_fn(settings, phase2_files, vocab_file, settings.phase2_seq_length,
-                                settings.phase2_predictions, None if seed is None else seed + 1),
+                    _dataset_fn(
+                        settings,
+                        phase2_files,
+                        vocab_file,
+                        settings.phase2_seq_length,
+                        settings.phase2_predictions,
+                        None if seed is None else seed + 1,
+                    ),
                 )
             )
         if phases[0].end_step == 0:
@@ -356,8 +376,15 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
 
         eval_metrics = None
         if eval_files:
-            eval_fn = _dataset_fn(settings, eval_files, vocab_file, settings.max_seq_length,
-                                  settings.max_predictions_per_seq, seed, training=False)
+            eval_fn = _dataset_fn(
+                settings,
+                eval_files,
+                vocab_file,
+                settings.max_seq_length,
+                settings.max_predictions_per_seq,
+                seed,
+                training=False,
+            )
             eval_metrics = trainer.evaluate(eval_fn, settings.eval_steps)
             if is_chief:
                 print("eval: " + "  ".join(f"{k} {v:.4f}" for k, v in eval_metrics.items()), flush=True)
@@ -367,7 +394,12 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
             export_dir = export_encoder(model, config, vocab_file, os.path.join(model_dir, "export"))
             print(f"saved the pretrained model for from_pretrained: {export_dir}", flush=True)
         fill_mask = None
-        if settings.fill_mask_demo and is_chief and vocab_file and not (settings.train_files or settings.corpus):
+        if (
+            settings.fill_mask_demo
+            and is_chief
+            and vocab_file
+            and not (settings.train_files or settings.corpus)
+        ):
             fill_mask = fill_mask_demo(model, vocab_file, settings.do_lower_case, train_files[0])
         return PretrainingResult(model_dir, export_dir, result, eval_metrics, fill_mask)
     finally:

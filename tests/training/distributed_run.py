@@ -40,6 +40,52 @@ def synthetic_dataset(context, global_batch_size: int, seq_length: int, predicti
     return dataset.shard(context.num_input_pipelines, context.input_pipeline_id)
 
 
+def train(
+    strategy, model_dir: str, *, steps=6, steps_per_loop=2, batch_size=8, gradient_accumulation_steps=1
+):
+    """Trains the tiny BertPretrainer; returns the per-loop losses and the final weights."""
+    import keras
+    import numpy as np
+
+    from bert_tf.config import load_config
+    from bert_tf.models import BertPretrainer
+    from bert_tf.training import optimization, pretraining
+    from bert_tf.training.loop import Phase, Trainer
+
+    config = load_config("bert_tiny").replace(
+        vocab_size=97, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0
+    )
+    seq_length, predictions = 16, 4
+    keras.utils.set_random_seed(1)
+    with strategy.scope():
+        model = BertPretrainer(config)
+        model(pretraining.dummy_features(1, seq_length, predictions))
+        optimizer = optimization.create_optimizer(1e-2, num_train_steps=steps, num_warmup_steps=1)
+    trainer = Trainer(
+        strategy,
+        model,
+        optimizer,
+        pretraining.pretraining_loss_share,
+        model_dir,
+        global_batch_size=batch_size,
+        totals_fn=pretraining.masked_lm_totals,
+        steps_per_loop=steps_per_loop,
+        save_checkpoints_steps=1000,
+        gradient_accumulation_steps=gradient_accumulation_steps,
+        verbose=False,
+    )
+
+    def dataset_fn(context):
+        return synthetic_dataset(context, batch_size, seq_length, predictions, config.vocab_size)
+
+    result = trainer.train([Phase("synthetic", 0, steps, dataset_fn)])
+    return {
+        "losses": np.array([entry["loss"] for entry in result.history]),
+        "replicas": np.array(strategy.num_replicas_in_sync),
+        **{f"w{i}": w for i, w in enumerate(model.get_weights())},
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--strategy", choices=["default", "mirrored", "multi_worker"], required=True)
@@ -57,51 +103,25 @@ def main() -> None:
     if args.cpu_devices > 1:
         # Must happen before anything initializes the devices.
         cpu = tf.config.list_physical_devices("CPU")[0]
-        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * args.cpu_devices)
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration()] * args.cpu_devices
+        )
 
-    import keras
     import numpy as np
 
-    from bert_tf.config import load_config
-    from bert_tf.models import BertPretrainer
-    from bert_tf.training import distribute, optimization, pretraining
-    from bert_tf.training.loop import Phase, Trainer
+    from bert_tf.training import distribute
 
     strategy = distribute.get_strategy(args.strategy)
-    config = load_config("bert_tiny").replace(
-        vocab_size=97, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0
-    )
-    seq_length, predictions = 16, 4
-    keras.utils.set_random_seed(1)
-    with strategy.scope():
-        model = BertPretrainer(config)
-        model(pretraining.dummy_features(1, seq_length, predictions))
-        optimizer = optimization.create_optimizer(1e-2, num_train_steps=args.steps, num_warmup_steps=1)
-    trainer = Trainer(
+    result = train(
         strategy,
-        model,
-        optimizer,
-        pretraining.pretraining_loss_share,
         args.model_dir,
-        global_batch_size=args.batch_size,
-        totals_fn=pretraining.masked_lm_totals,
+        steps=args.steps,
         steps_per_loop=args.steps_per_loop,
-        save_checkpoints_steps=1000,
+        batch_size=args.batch_size,
         gradient_accumulation_steps=args.gradient_accumulation_steps,
-        verbose=False,
     )
-
-    def dataset_fn(context):
-        return synthetic_dataset(context, args.batch_size, seq_length, predictions, config.vocab_size)
-
-    result = trainer.train([Phase("synthetic", 0, args.steps, dataset_fn)])
-    np.savez(
-        args.out,
-        losses=np.array([entry["loss"] for entry in result.history]),
-        replicas=strategy.num_replicas_in_sync,
-        **{f"w{i}": w for i, w in enumerate(model.get_weights())},
-    )
-    print(json.dumps({"replicas": strategy.num_replicas_in_sync, "losses": [e["loss"] for e in result.history]}))
+    np.savez(args.out, **result)
+    print(json.dumps({"replicas": int(result["replicas"]), "losses": result["losses"].tolist()}))
     sys.stdout.flush()
     os._exit(0)  # multi-worker collectives can hang at interpreter exit
 

@@ -21,7 +21,9 @@ class GetStrategyTest(tf.test.TestCase):
     def test_tpu_name_reaches_resolver_and_strategy(self):
         resolver = mock.sentinel.resolver
         with (
-            mock.patch.object(tf.distribute.cluster_resolver, "TPUClusterResolver", return_value=resolver) as make,
+            mock.patch.object(
+                tf.distribute.cluster_resolver, "TPUClusterResolver", return_value=resolver
+            ) as make,
             mock.patch.object(tf.config, "experimental_connect_to_cluster") as connect,
             mock.patch.object(tf.tpu.experimental, "initialize_tpu_system") as initialize,
             mock.patch.object(tf.distribute, "TPUStrategy") as tpu_strategy,
@@ -45,5 +47,7 @@ class GetStrategyTest(tf.test.TestCase):
             distribute.get_strategy("mirrored", num_gpus=4)
         with mock.patch.dict(os.environ, {}, clear=False):
             os.environ.pop("TF_CONFIG", None)
-            with self.assertRaisesRegex(distribute.StrategyError, "TF_CONFIG environment variable, which is not set"):
+            with self.assertRaisesRegex(
+                distribute.StrategyError, "TF_CONFIG environment variable, which is not set"
+            ):
                 distribute.get_strategy("multi_worker")

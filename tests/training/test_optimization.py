@@ -11,7 +11,17 @@ class WarmupLinearDecayTest(tf.test.TestCase):
     def test_values_at_known_steps(self):
         schedule = optimization.WarmupLinearDecay(1e-4, num_train_steps=1000, num_warmup_steps=100)
         # Warmup: lr * step / warmup. After: lr * (1 - step / num_train_steps), as the original.
-        expected = {0: 0.0, 1: 1e-6, 50: 5e-5, 99: 9.9e-5, 100: 9e-5, 500: 5e-5, 999: 1e-7, 1000: 0.0, 2000: 0.0}
+        expected = {
+            0: 0.0,
+            1: 1e-6,
+            50: 5e-5,
+            99: 9.9e-5,
+            100: 9e-5,
+            500: 5e-5,
+            999: 1e-7,
+            1000: 0.0,
+            2000: 0.0,
+        }
         for step, value in expected.items():
             self.assertAllClose(float(schedule(step)), value, rtol=1e-5, atol=1e-12, msg=f"step {step}")
 
@@ -41,7 +51,13 @@ class CreateOptimizerTest(tf.test.TestCase):
         optimizer = optimization.create_optimizer(1e-4, 100, 10)
         self.assertIsInstance(optimizer, keras.optimizers.AdamW)
         self.assertEqual(
-            (optimizer.weight_decay, optimizer.beta_1, optimizer.beta_2, optimizer.epsilon, optimizer.global_clipnorm),
+            (
+                optimizer.weight_decay,
+                optimizer.beta_1,
+                optimizer.beta_2,
+                optimizer.epsilon,
+                optimizer.global_clipnorm,
+            ),
             (0.01, 0.9, 0.999, 1e-6, 1.0),
         )
 
@@ -66,7 +82,9 @@ class CreateOptimizerTest(tf.test.TestCase):
     def test_global_norm_clipping_and_decoupled_decay(self):
         # One AdamW step on a gradient of norm 10: clipped to norm 1, Adam's first step moves
         # each weight by ~lr * sign(g); decay multiplies the weight by (1 - lr * wd) first.
-        optimizer = optimization.create_optimizer(0.1, num_train_steps=10, num_warmup_steps=0, weight_decay=0.5)
+        optimizer = optimization.create_optimizer(
+            0.1, num_train_steps=10, num_warmup_steps=0, weight_decay=0.5
+        )
         kernel = keras.Variable(np.full(4, 2.0, np.float32), name="kernel")
         bias = keras.Variable(np.full(4, 2.0, np.float32), name="bias")
         optimizer.apply([tf.fill([4], 5.0), tf.fill([4], 0.0)], [kernel, bias])
