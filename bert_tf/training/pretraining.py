@@ -22,7 +22,7 @@ from pathlib import Path
 import keras
 import tensorflow as tf
 
-from bert_tf.config import BertConfig, load_config
+from bert_tf.config import load_config
 from bert_tf.training import distribute, inputs, optimization
 from bert_tf.training.loop import Phase, Trainer, TrainResult
 
@@ -336,7 +336,7 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
             jit_compile=settings.jit_compile,
         )
         if settings.init_checkpoint and not tf.train.latest_checkpoint(model_dir):
-            _load_init_checkpoint(model, settings.init_checkpoint, config)
+            _load_init_checkpoint(model, settings.init_checkpoint)
 
         seed = settings.seed
         phases = [
@@ -391,7 +391,9 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
 
         export_dir = None
         if is_chief:
-            export_dir = export_encoder(model, config, vocab_file, os.path.join(model_dir, "export"))
+            export_dir = export_encoder(
+                model, vocab_file, settings.do_lower_case, os.path.join(model_dir, "export")
+            )
             print(f"saved the pretrained model for from_pretrained: {export_dir}", flush=True)
         fill_mask = None
         if (
@@ -406,29 +408,23 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
         keras.mixed_precision.set_global_policy(previous_policy)
 
 
-def _load_init_checkpoint(model, path: str, config: BertConfig) -> None:
-    from bert_tf.models import from_pretrained
+def _load_init_checkpoint(model, path: str) -> None:
+    """Starts from a Google or Hugging Face checkpoint, an export, or another run's model_dir."""
+    from bert_tf.checkpoints import load_weights
 
-    loaded, _ = from_pretrained(path, heads="pretraining")
-    loaded_config = getattr(loaded, "config", None)
-    if loaded_config is not None and loaded_config != config:
-        raise inputs.InputError(
-            f"--init_checkpoint={path} is a model of another config; pass the --config it was trained with"
-        )
-    model.set_weights(loaded.get_weights())
-    print(f"initialized from {path}", flush=True)
+    ours = tf.train.latest_checkpoint(path) if os.path.isdir(path) else None
+    if ours:
+        tf.train.Checkpoint(model=model).restore(ours).expect_partial().assert_existing_objects_matched()
+    else:
+        load_weights(model, path)
+    print(f"initialized from {ours or path}", flush=True)
 
 
-def export_encoder(model, config: BertConfig, vocab_file: str | None, export_dir: str) -> str:
-    """Writes a Google-format checkpoint directory that `from_pretrained` reads."""
-    from bert_tf.checkpoints import save_google_checkpoint
+def export_encoder(model, vocab_file: str | None, lower_case: bool, export_dir: str) -> str:
+    """Writes the model as a Google checkpoint directory (+ safetensors) for `from_pretrained`."""
+    from bert_tf.checkpoints import export_pretrained
 
-    os.makedirs(export_dir, exist_ok=True)
-    save_google_checkpoint(model, os.path.join(export_dir, "bert_model.ckpt"))
-    config.to_json_file(os.path.join(export_dir, inputs.CONFIG_FILE))
-    if vocab_file:
-        shutil.copyfile(vocab_file, os.path.join(export_dir, inputs.VOCAB_FILE))
-    return export_dir
+    return export_pretrained(model, export_dir, vocab_file=vocab_file, lower_case=lower_case)
 
 
 def fill_mask_demo(model, vocab_file: str, lower_case: bool, corpus_file: str, top_k: int = 5):

@@ -90,3 +90,39 @@ class CreateOptimizerTest(tf.test.TestCase):
         optimizer.apply([tf.fill([4], 5.0), tf.fill([4], 0.0)], [kernel, bias])
         self.assertAllClose(kernel.numpy(), np.full(4, 2.0 * (1 - 0.1 * 0.5) - 0.1), rtol=1e-5)
         self.assertAllClose(bias.numpy(), np.full(4, 2.0), rtol=1e-6)  # excluded from decay, zero gradient
+
+
+class WeightDecayExclusionTest(tf.test.TestCase):
+    def test_layer_norm_and_bias_are_not_decayed_on_the_real_model(self):
+        from bert_tf.config import load_config
+        from bert_tf.models import BertPretrainer
+        from bert_tf.training.pretraining import dummy_features
+
+        model = BertPretrainer(load_config("bert_tiny").replace(vocab_size=60))
+        model(dummy_features(1, 8, 2))
+        optimizer = optimization.create_optimizer(1e-4, 100, 10)
+        decayed = {v.path for v in model.trainable_variables if optimization.uses_weight_decay(optimizer, v)}
+        excluded = {v.path for v in model.trainable_variables} - decayed
+        # Independent reference: the original rule on the Google names of the same variables
+        # ("LayerNorm" / "bias" in bert/encoder/layer_0/output/LayerNorm/gamma, ...).
+        from bert_tf.checkpoints import model_slots
+
+        google_name = {slot.variable.path: slot.name for slot in model_slots(model)}
+        self.assertEqual(set(google_name), {v.path for v in model.trainable_variables})
+        for path, name in google_name.items():
+            self.assertEqual(path in excluded, "LayerNorm" in name or "bias" in name, f"{path} ({name})")
+        self.assertIn("layer_0/output_layer_norm/gamma", excluded)
+        self.assertIn("masked_lm_head/output_bias", excluded)
+        self.assertIn("layer_0/attention/query/kernel", decayed)
+        self.assertIn("embeddings/word_embeddings", decayed)
+
+        # And the optimizer acts on it: with zero gradients only decay moves a weight.
+        variables = model.trainable_variables
+        before = {v.path: v.numpy().copy() for v in variables}
+        optimizer = optimization.create_optimizer(0.1, 10, 0, weight_decay=0.5)
+        optimizer.apply([tf.zeros_like(v) for v in variables], variables)
+        for variable in variables:
+            moved = not np.allclose(variable.numpy(), before[variable.path])
+            self.assertEqual(
+                moved, variable.path in decayed and np.any(before[variable.path] != 0), variable.path
+            )
