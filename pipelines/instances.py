@@ -131,84 +131,83 @@ def build_pairs(
         2 + _uniform_index(uniform_length, tf.constant(max_num_tokens - 1, tf.int64)),
         tf.constant(max_num_tokens, tf.int64),
     )  # [docs]
-    document_index = tf.range(num_documents)
+    num_sentences = tf.size(sentence_lengths, out_type=tf.int64)
+    sentence_document = tf.repeat(tf.range(num_documents), sentence_counts)  # [sentences]
 
     def accumulate(start: tf.Tensor, wanted: tf.Tensor, last: tf.Tensor) -> tf.Tensor:
         """Last sentence index of the run from `start` that reaches `wanted` tokens (or `last`)."""
         reached = tf.searchsorted(offsets, tf.gather(offsets, start) + wanted, side="left", out_type=tf.int64)
         return tf.minimum(reached - 1, last)
 
-    def step(iteration, position, arrays):
-        active = (position < document_end) & has_pairs
-        start = tf.where(active, position, document_start)
-        draws = tf.random.stateless_uniform(
-            [4, num_documents],
-            tf.random.experimental.stateless_fold_in(seeds[2], iteration),
-            dtype=tf.float64,
-        )
-        chunk_last = accumulate(start, target_length, last_sentence)
-        chunk_size = chunk_last - start + 1
-        is_random = draws[0] < 0.5
-        a_count = tf.where(
-            chunk_size >= 2,
-            1 + _uniform_index(draws[1], tf.maximum(chunk_size - 1, 1)),
-            tf.ones_like(chunk_size),
-        )
-        a_start, a_end = start, start + a_count
-        length_a = tf.gather(offsets, a_end) - tf.gather(offsets, a_start)
-        wanted_b = tf.maximum(target_length - length_a, 1)
-
-        # Random next: B from another document, the chunk's unused sentences put back.
-        other = _uniform_index(draws[2], tf.maximum(num_documents - 1, 1))
-        other = tf.where(
-            num_documents > 1, other + tf.cast(other >= document_index, tf.int64), document_index
-        )
-        random_start = tf.gather(document_start, other) + _uniform_index(
-            draws[3], tf.gather(sentence_counts, other)
-        )
-        random_end = accumulate(random_start, wanted_b, tf.gather(last_sentence, other)) + 1
-
-        # Actual next, one-sentence chunk: the following sentences, or at the document
-        # end the preceding sentence as A.
-        single = chunk_size == 1
-        at_end = chunk_last == last_sentence
-        follow_start = tf.minimum(chunk_last + 1, last_sentence)
-        follow_end = accumulate(follow_start, wanted_b, last_sentence) + 1
-
-        actual_a_start = tf.where(single & at_end, start - 1, a_start)
-        actual_a_end = tf.where(single & at_end, start, a_end)
-        actual_b_start = tf.where(single, tf.where(at_end, start, follow_start), a_end)
-        actual_b_end = tf.where(single, tf.where(at_end, start + 1, follow_end), chunk_last + 1)
-        actual_next = tf.where(single & ~at_end, follow_end, chunk_last + 1)
-
-        record = {
-            "a_start": tf.where(is_random, a_start, actual_a_start),
-            "a_end": tf.where(is_random, a_end, actual_a_end),
-            "b_start": tf.where(is_random, random_start, actual_b_start),
-            "b_end": tf.where(is_random, random_end, actual_b_end),
-            "is_random": tf.cast(is_random, tf.int64),
-            "active": tf.cast(active, tf.int64),
-        }
-        arrays = {name: arrays[name].write(iteration, record[name]) for name in arrays}
-        position = tf.where(active, tf.where(is_random, a_end, actual_next), position)
-        return iteration + 1, position, arrays
-
-    names = ("a_start", "a_end", "b_start", "b_end", "is_random", "active")
-    arrays = {
-        name: tf.TensorArray(tf.int64, size=0, dynamic_size=True, element_shape=[None]) for name in names
-    }
-    _, _, arrays = tf.while_loop(
-        lambda iteration, position, arrays: tf.reduce_any((position < document_end) & has_pairs),
-        step,
-        (tf.constant(0, tf.int32), document_start, arrays),
+    # Every sentence is treated as a possible chunk start, with its own random draws:
+    # the chunk it would start, its pair, and where the next chunk would start. Starts
+    # strictly increase along a document, so each draw is used at most once and the
+    # pairs have the distribution of the original sequential loop.
+    start = tf.range(num_sentences)
+    target = tf.gather(target_length, sentence_document)
+    last = tf.gather(last_sentence, sentence_document)
+    draws = tf.random.stateless_uniform([4, num_sentences], seeds[2], dtype=tf.float64)
+    chunk_last = accumulate(start, target, last)
+    chunk_size = chunk_last - start + 1
+    is_random = draws[0] < 0.5
+    a_count = tf.where(
+        chunk_size >= 2, 1 + _uniform_index(draws[1], tf.maximum(chunk_size - 1, 1)), tf.ones_like(chunk_size)
     )
+    a_end = start + a_count
+    length_a = tf.gather(offsets, a_end) - tf.gather(offsets, start)
+    wanted_b = tf.maximum(target - length_a, 1)
 
-    # [chunks, docs] → document-major list of pairs.
-    def stacked(name):
-        return tf.reshape(tf.transpose(arrays[name].stack()), [-1])
+    # Random next: B from another document, the chunk's unused sentences put back.
+    other = _uniform_index(draws[2], tf.maximum(num_documents - 1, 1))
+    other = tf.where(
+        num_documents > 1, other + tf.cast(other >= sentence_document, tf.int64), sentence_document
+    )
+    random_start = tf.gather(document_start, other) + _uniform_index(
+        draws[3], tf.gather(sentence_counts, other)
+    )
+    random_end = accumulate(random_start, wanted_b, tf.gather(last_sentence, other)) + 1
 
-    active = tf.cast(stacked("active"), tf.bool)
-    record = {name: tf.boolean_mask(stacked(name), active) for name in names if name != "active"}
+    # Actual next of a one-sentence chunk: the following sentences, or at the document
+    # end the preceding sentence as A.
+    single = chunk_size == 1
+    at_end = chunk_last == last
+    follow_start = tf.minimum(chunk_last + 1, last)
+    follow_end = accumulate(follow_start, wanted_b, last) + 1
+    actual_next = tf.where(single & ~at_end, follow_end, chunk_last + 1)
+    record = {
+        "a_start": tf.where(~is_random & single & at_end, start - 1, start),
+        "a_end": tf.where(~is_random & single & at_end, start, a_end),
+        "b_start": tf.where(
+            is_random, random_start, tf.where(single, tf.where(at_end, start, follow_start), a_end)
+        ),
+        "b_end": tf.where(
+            is_random, random_end, tf.where(single, tf.where(at_end, start + 1, follow_end), chunk_last + 1)
+        ),
+        "is_random": tf.cast(is_random, tf.int64),
+    }
+    next_start = tf.where(is_random, a_end, actual_next)
+
+    # The chunk starts actually visited: everything reachable from the first sentence of
+    # each document by following next_start. Pointer jumping finds them in
+    # log2(longest document) vectorized rounds instead of one round per chunk.
+    sink = num_sentences
+    jump = tf.concat([tf.where(next_start > last, sink, next_start), [sink]], axis=0)  # [sentences + 1]
+    first_starts = tf.boolean_mask(document_start, has_pairs)
+    visited = tf.scatter_nd(first_starts[:, tf.newaxis], tf.ones_like(first_starts), [num_sentences + 1]) > 0
+    longest = tf.reduce_max(tf.concat([sentence_counts, [1]], axis=0))
+
+    def jump_round(reach, visited, jump):
+        # visited holds the starts at distance < reach; extend it to < 2 × reach.
+        landed = tf.math.unsorted_segment_max(tf.cast(visited, tf.int32), jump, num_sentences + 1) > 0
+        return reach * 2, visited | landed, tf.gather(jump, jump)
+
+    _, visited, _ = tf.while_loop(
+        lambda reach, visited, jump: reach < longest,
+        jump_round,
+        (tf.constant(1, tf.int64), visited, jump),
+    )
+    chunk_start = visited[:-1]
+    record = {name: tf.boolean_mask(value, chunk_start) for name, value in record.items()}
 
     a_token_start = tf.gather(offsets, record["a_start"])
     b_token_start = tf.gather(offsets, record["b_start"])
