@@ -151,8 +151,9 @@ class Trainer:
         self.is_chief = distribute.is_chief(strategy)
         self.verbose = verbose and self.is_chief
 
-        with strategy.scope():
-            optimizer.build(model.trainable_variables)
+        if not optimizer.built:
+            with strategy.scope():
+                optimizer.build(model.trainable_variables)
         self.global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
         # Keras does not track the state of its dropout seed generators for tf.train
         # checkpoints; without it a resumed run would draw other dropout masks.

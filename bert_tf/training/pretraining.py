@@ -51,9 +51,9 @@ class PretrainingConfig:
     eval_steps: int = 20
     phase2_train_files: str | None = None
     train_batch_size: int = 64
-    num_train_steps: int = 1200
-    num_warmup_steps: int = 100
-    learning_rate: float = 2e-3
+    num_train_steps: int = 1800
+    num_warmup_steps: int = 150
+    learning_rate: float = 6e-3
     optimizer: str = "adamw"
     weight_decay: float = 0.01
     max_seq_length: int = 64
@@ -64,7 +64,7 @@ class PretrainingConfig:
     masked_lm_prob: float = 0.15
     whole_word_mask: bool = False
     dupe_factor: int = 1
-    save_checkpoints_steps: int = 400
+    save_checkpoints_steps: int = 600
     steps_per_loop: int = 100
     mixed_precision: str = "float32"
     jit_compile: bool = False
