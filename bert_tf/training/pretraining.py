@@ -53,7 +53,7 @@ class PretrainingConfig:
     train_batch_size: int = 64
     num_train_steps: int = 1800
     num_warmup_steps: int = 150
-    learning_rate: float = 6e-3
+    learning_rate: float = 5e-3
     optimizer: str = "adamw"
     weight_decay: float = 0.01
     max_seq_length: int = 64
