@@ -81,7 +81,9 @@ def write_records(path: str, count: int, seq_length: int, predictions: int, voca
                 "segment_ids": ints(np.arange(seq_length) >= seq_length // 2),
                 "masked_lm_positions": ints(positions),
                 "masked_lm_ids": ints(ids[positions]),
-                "masked_lm_weights": tf.train.Feature(float_list=tf.train.FloatList(value=[1.0] * predictions)),
+                "masked_lm_weights": tf.train.Feature(
+                    float_list=tf.train.FloatList(value=[1.0] * predictions)
+                ),
                 "next_sentence_labels": ints([rng.integers(0, 2)]),
             }
             writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
@@ -108,7 +110,9 @@ def main(argv):
     model(pretraining.dummy_features(1, seq, predictions))
     optimizer = optimization.create_optimizer(1e-4, 10_000, 100)
     work = tempfile.mkdtemp(prefix="bert_tf_bench_")
-    records = write_records(os.path.join(work, "train.tfrecord"), 4 * batch, seq, predictions, config.vocab_size)
+    records = write_records(
+        os.path.join(work, "train.tfrecord"), 4 * batch, seq, predictions, config.vocab_size
+    )
 
     def dataset_fn(context):
         return pretraining_dataset(
@@ -165,11 +169,17 @@ def main(argv):
     peak_f32 = matmul_peak(tf.float32)
     peak_bf16 = matmul_peak(tf.bfloat16)
     peak = peak_bf16 if "bfloat16" in FLAGS.mixed_precision else peak_f32
-    print(f"{FLAGS.config}, batch {batch}, seq {seq}, {FLAGS.mixed_precision}, jit_compile={FLAGS.jit_compile}")
+    print(
+        f"{FLAGS.config}, batch {batch}, seq {seq}, {FLAGS.mixed_precision}, jit_compile={FLAGS.jit_compile}"
+    )
     print(f"  model FLOPs per sequence (train): {flops / 1e9:.1f} GFLOP")
-    print(f"  matmul peak in this process: float32 {peak_f32 / 1e9:.1f} GFLOP/s, bfloat16 {peak_bf16 / 1e9:.1f} GFLOP/s")
+    print(
+        f"  matmul peak in this process: float32 {peak_f32 / 1e9:.1f} GFLOP/s, bfloat16 {peak_bf16 / 1e9:.1f} GFLOP/s"
+    )
     for name, rate in (("bare step", bare_rate), ("loop + input pipeline", loop_rate)):
-        print(f"  {name:24s} {rate:8.2f} seq/s   MFU {100 * rate * flops / peak:5.1f}% of the measured matmul peak")
+        print(
+            f"  {name:24s} {rate:8.2f} seq/s   MFU {100 * rate * flops / peak:5.1f}% of the measured matmul peak"
+        )
     print(f"  loop loses {100 * (1 - loop_rate / bare_rate):.1f}% to the bare step (target < 5%)")
 
 

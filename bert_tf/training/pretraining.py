@@ -126,9 +126,8 @@ def cache_dir(settings: PretrainingConfig) -> Path:
 
 def embedded_corpus_and_vocab(settings: PretrainingConfig, vocab_size: int) -> tuple[str, str]:
     """The embedded corpus as a file, and a vocab learnt from it (both cached)."""
-    from pipelines.build_vocab import build_vocab
-
     from pipelines import corpus
+    from pipelines.build_vocab import build_vocab
 
     directory = cache_dir(settings)
     corpus_file = directory / "pydoc_corpus.txt"

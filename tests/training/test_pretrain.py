@@ -67,7 +67,9 @@ def checkpoint_weights(model_dir: str) -> dict:
     model = BertPretrainer(load_config(os.path.join(model_dir, "bert_config.json")))
     model(pretraining.dummy_features(1, 8, 2))
     checkpoint = tf.train.Checkpoint(model=model)
-    checkpoint.restore(tf.train.latest_checkpoint(model_dir)).expect_partial().assert_existing_objects_matched()
+    checkpoint.restore(
+        tf.train.latest_checkpoint(model_dir)
+    ).expect_partial().assert_existing_objects_matched()
     return {weight.path: weight.numpy() for weight in model.weights}
 
 
@@ -265,6 +267,7 @@ class NoFlagDemoTest(tf.test.TestCase):
         progress = re.findall(r"masked_lm_accuracy ([\d.]+)  next_sentence_accuracy ([\d.]+)", output)
         self.assertGreater(len(progress), 3)
         mlm, nsp = map(float, progress[-1])
+        print(f"no-flag demo: {elapsed:.0f} s, final masked_lm_accuracy {mlm}, next_sentence_accuracy {nsp}")
         self.assertGreater(mlm, 0.3, output[-3000:])
         self.assertGreater(nsp, 0.6, output[-3000:])
         self.assertGreater(mlm, float(progress[0][0]) + 0.2)
