@@ -408,8 +408,12 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
 def _load_init_checkpoint(model, path: str) -> None:
     """Starts from a Google or Hugging Face checkpoint, an export, or another run's model_dir."""
     from bert_tf.checkpoints import load_weights
+    from bert_tf.checkpoints.google import is_object_based
 
+    # A run's model_dir holds object-based checkpoints; a Google directory a name-based one.
     ours = tf.train.latest_checkpoint(path) if os.path.isdir(path) else None
+    if ours and not is_object_based(ours):
+        ours = None
     if ours:
         tf.train.Checkpoint(model=model).restore(ours).expect_partial().assert_existing_objects_matched()
     else:

@@ -163,6 +163,16 @@ class PretrainingRunTest(tf.test.TestCase):
         for path, value in trained.items():
             self.assertAllClose(exported[path], value, msg=path)
 
+        # --init_checkpoint accepts the export (Google/Hugging Face files) and a run's model_dir.
+        from bert_tf.models import BertPretrainer
+
+        for source in (result.export_dir, result.model_dir):
+            fresh = BertPretrainer(load_config(settings.config))
+            fresh(pretraining.dummy_features(1, 8, 2))
+            pretraining._load_init_checkpoint(fresh, source)
+            for weight in fresh.weights:
+                self.assertAllClose(weight.numpy(), trained[weight.path], msg=f"{source}: {weight.path}")
+
         # Rerunning the finished command trains nothing more and keeps the checkpoint.
         again = pretraining.run_pretraining(settings)
         self.assertEqual((again.train.step, again.train.history), (6, []))
@@ -190,6 +200,36 @@ class PretrainingRunTest(tf.test.TestCase):
         self.assertLess(history[0]["masked_lm_accuracy"], 0.3)
         self.assertGreater(history[-1]["masked_lm_accuracy"], 0.95)
         self.assertLess(history[-1]["masked_lm_loss"], 0.2)
+
+
+@pytest.mark.slow
+class MixedPrecisionTest(tf.test.TestCase):
+    def test_float16_with_loss_scaling_and_bfloat16_train_with_accumulation(self):
+        import keras
+
+        for policy in ("mixed_float16", "mixed_bfloat16"):
+            work = Path(tempfile.mkdtemp())
+            settings = pretraining.PretrainingConfig(
+                model_dir=str(work / "model"),
+                config=tiny_config(work / "config.json", vocab_size=VOCAB_SIZE),
+                corpus=write_corpus(work / "corpus.txt"),
+                vocab_file=write_vocab(work / "vocab.txt"),
+                train_batch_size=16,
+                max_seq_length=32,
+                max_predictions_per_seq=5,
+                num_train_steps=60,
+                num_warmup_steps=5,
+                learning_rate=3e-3,
+                steps_per_loop=20,
+                save_checkpoints_steps=60,
+                mixed_precision=policy,
+                gradient_accumulation_steps=2,
+            )
+            history = pretraining.run_pretraining(settings).train.history
+            losses = [entry["loss"] for entry in history]
+            self.assertTrue(np.all(np.isfinite(losses)), policy)
+            self.assertLess(losses[-1], losses[0] - 0.3, policy)
+            self.assertEqual(keras.mixed_precision.global_policy().name, "float32")  # restored
 
 
 def _cli(*args: str, env=None) -> subprocess.Popen:
