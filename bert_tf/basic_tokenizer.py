@@ -223,12 +223,19 @@ class BasicTokenizer(tf.Module):
         """Lower-case, NFD, drop Mn: ICU for most rows, Python's own tables where ICU differs."""
         # [batch] rows with a capital sigma or a character ICU normalizes differently from
         # Python are rare; they are split off and normalized exactly, the rest go through ICU.
-        exact = tf.cast(tf.strings.regex_full_match(texts, self._exact_path_regex), tf.int32)
-        row_index = tf.dynamic_partition(tf.range(tf.size(texts)), exact, 2)
-        icu_rows, exact_rows = tf.dynamic_partition(texts, exact, 2)
-        icu_rows = tf_text.normalize_utf8(tf.strings.lower(icu_rows, encoding="utf-8"), "NFD")
-        exact_rows = self._uncased_exactly(exact_rows)
-        texts = tf.dynamic_stitch(row_index, [icu_rows, exact_rows])
+        exact = tf.strings.regex_full_match(texts, self._exact_path_regex)
+
+        def icu(rows: tf.Tensor) -> tf.Tensor:
+            return tf_text.normalize_utf8(tf.strings.lower(rows, encoding="utf-8"), "NFD")
+
+        def mixed() -> tf.Tensor:
+            partitions = tf.cast(exact, tf.int32)
+            row_index = tf.dynamic_partition(tf.range(tf.size(texts)), partitions, 2)
+            icu_rows, exact_rows = tf.dynamic_partition(texts, partitions, 2)
+            return tf.dynamic_stitch(row_index, [icu(icu_rows), self._uncased_exactly(exact_rows)])
+
+        # The conditional keeps the common case (no such row) as cheap as two ICU calls.
+        texts = tf.cond(tf.reduce_any(exact), mixed, lambda: icu(texts))
         return tf.strings.regex_replace(texts, self._classes["nonspacing_mark"], "")
 
     def _uncased_exactly(self, texts: tf.Tensor) -> tf.Tensor:
