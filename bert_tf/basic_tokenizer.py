@@ -204,9 +204,9 @@ class BasicTokenizer(tf.Module):
             self._uncased_values = tf.RaggedTensor.from_row_starts(
                 tf.constant(exceptions.values, tf.int32), tf.constant(exceptions.row_starts, tf.int64)
             )
-            # Capital sigma (final or not depends on context) and what ICU gets wrong.
-            exact = (0x3A3, *exceptions.icu_disagrees)
-            self._exact_path_regex = "(?s).*[" + "".join(f"\\x{{{cp:X}}}" for cp in exact) + "].*"
+            # The characters ICU normalizes differently from Python.
+            exact = "".join(f"\\x{{{cp:X}}}" for cp in exceptions.icu_disagrees)
+            self._exact_path_regex = "(?s).*[" + exact + "].*"
 
     @property
     def lower_case(self) -> bool:
@@ -239,8 +239,11 @@ class BasicTokenizer(tf.Module):
 
     def _uncased(self, texts: tf.Tensor) -> tf.Tensor:
         """Lower-case, NFD, drop Mn: ICU for most rows, Python's own tables where ICU differs."""
-        # [batch] rows with a capital sigma or a character ICU normalizes differently from
-        # Python are rare; they are split off and normalized exactly, the rest go through ICU.
+        # Capital sigma: final or not is decided here with Python's classes, so ICU never has to.
+        has_sigma = tf.reduce_any(tf.strings.regex_full_match(texts, "(?s).*\u03a3.*"))
+        texts = tf.cond(has_sigma, lambda: self._lower_capital_sigma(texts), lambda: texts)
+        # [batch] rows with a character ICU normalizes differently from Python are rare; they
+        # are split off and normalized exactly, the rest go through ICU.
         exact = tf.strings.regex_full_match(texts, self._exact_path_regex)
 
         def icu(rows: tf.Tensor) -> tf.Tensor:
@@ -252,18 +255,12 @@ class BasicTokenizer(tf.Module):
             icu_rows, exact_rows = tf.dynamic_partition(texts, partitions, 2)
             return tf.dynamic_stitch(row_index, [icu(icu_rows), self._uncased_exactly(exact_rows)])
 
-        # The conditional keeps the common case (no such row) as cheap as two ICU calls.
+        # The conditionals keep the common case (no such row) as cheap as two ICU calls.
         texts = tf.cond(tf.reduce_any(exact), mixed, lambda: icu(texts))
         return tf.strings.regex_replace(texts, self._classes["nonspacing_mark"], "")
 
-    def _uncased_exactly(self, texts: tf.Tensor) -> tf.Tensor:
-        """Python's uncased normalization, character by character from a table.
-
-        Final sigma is decided first with Python's cased / case-ignorable classes. Canonical
-        reordering is not done: it only matters among combining marks, and those of category
-        Mn are dropped anyway (spacing marks with a nonzero combining class, such as U+1D165,
-        appearing out of order in such a row are the one thing left as is).
-        """
+    def _lower_capital_sigma(self, texts: tf.Tensor) -> tf.Tensor:
+        """Σ -> ς where Python's `str.lower` gives the final form, σ elsewhere."""
         classes = self._classes
         cased, ignorable = classes["cased_not_ignorable"], classes["case_ignorable"]
         # cased (ignorable)* Σ (ignorable)* and then a character neither cased nor ignorable, or the end.
@@ -271,6 +268,16 @@ class BasicTokenizer(tf.Module):
             f"({cased}{ignorable}*)\\x{{3A3}}({ignorable}*(?:{classes['neither_cased_nor_ignorable']}|$))"
         )
         texts = tf.strings.regex_replace(texts, final_sigma, "\\1\u03c2\\2")
+        return tf.strings.regex_replace(texts, "\u03a3", "\u03c3")
+
+    def _uncased_exactly(self, texts: tf.Tensor) -> tf.Tensor:
+        """Python's uncased normalization, character by character from a table.
+
+        Canonical reordering is not done: it only matters among combining marks, and those of
+        category Mn are dropped anyway. What is left as is: spacing marks with a nonzero
+        combining class (25 in Unicode 14, such as U+1D165) out of canonical order in a row
+        that also holds a character ICU and Python disagree on.
+        """
         code_points = tf.strings.unicode_decode(texts, "UTF-8")  # [batch, (chars)]
         flat = code_points.flat_values
         keys = self._uncased_keys
