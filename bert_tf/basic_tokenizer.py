@@ -10,9 +10,12 @@ consults, so the two agree on every code point (the tests check all of them).
 Lower-casing and NFD go through ICU (`tf.strings.lower`, `normalize_utf8`), which implements
 the same full case mapping as `str.lower` ("İ" -> "i̇") but not Python's Unicode version:
 TensorFlow's ICU misses the 60 case pairs new in Unicode 14 and tensorflow-text's ICU
-decomposes characters Python 3.11 sees as unassigned. Rows holding such a character, or a
-capital sigma (whose final form depends on context), are split off and normalized from
-Python's own tables instead.
+decomposes, or gives a combining class to, characters Python 3.11 sees as unassigned (82
+code points in all, found when the first tokenizer is built). Rows holding one of them are
+split off and normalized from Python's own tables instead. A capital sigma, whose final form
+depends on context, is lowered first by a regex with Python's cased / case-ignorable classes.
+
+The tables are those of the Python that builds the tokenizer; a SavedModel keeps them.
 
 Example:
 
