@@ -340,6 +340,19 @@ class EdgeCaseTest(BertTokenizerTestBase):
             tokenizer = self.uncased if lower_case else self.cased
             self.assertEqual(decoded(tokenizer.split_words([text]))[0], expected, ascii(text))
 
+    def test_rows_on_the_exact_path_keep_their_place_in_the_batch(self):
+        # Characters ICU lower-cases or decomposes differently from Python send their row down
+        # a separate path; mixed with ordinary rows and capital sigmas, the order must hold.
+        from bert_tf.basic_tokenizer import _uncased_exceptions
+
+        disagreeing = [chr(cp) for cp in _uncased_exceptions().icu_disagrees]
+        self.assertIn("\u2c2f", disagreeing)  # a Unicode 14 case pair (Python 3.11)
+        texts = []
+        for index, char in enumerate(disagreeing):
+            texts += [f"Row {index} ΟΔΟΣ", f"A{char}b {char}\u0301Σ", f"Plain {index}"]
+        got = decoded(self.uncased.split_words(texts))
+        self.assertEqual(got, [reference_words(text, True) for text in texts])
+
     def test_known_ids_of_bert_base_uncased(self):
         cases = {
             "Hello, World!": ["hello", ",", "world", "!"],
