@@ -558,10 +558,13 @@ class BadInputTest(BertTokenizerTestBase):
         ):
             load_vocab(path)
 
-    def test_blank_line_and_non_utf8_vocab(self):
-        path = write_vocab(self.get_temp_dir(), list(tokenization.SPECIAL_TOKENS) + ["", "x"], "blank.txt")
-        with self.assertRaisesRegex(VocabError, "blank.txt line 6 is empty"):
-            load_vocab(path)
+    def test_blank_lines_keep_their_ids_and_non_utf8_vocab_is_an_error(self):
+        # As in the original: a blank or whitespace-only line keeps its id, which is never produced.
+        tokens = list(tokenization.SPECIAL_TOKENS) + ["", "x", "\u3000", "##y"]
+        path = write_vocab(self.get_temp_dir(), tokens, "blank.txt")
+        self.assertEqual(load_vocab(path), list(tokenization.SPECIAL_TOKENS) + ["", "x", "", "##y"])
+        tokenizer = BertTokenizer(path, lower_case=False)
+        self.assertEqual(tokenizer.tokenize(["x xy \u3000 z"]).to_list(), [[6, 6, 8, 1]])
         path = os.path.join(self.get_temp_dir(), "latin1.txt")
         Path(path).write_bytes("\n".join(tokenization.SPECIAL_TOKENS).encode() + b"\ncaf\xe9\n")
         with self.assertRaisesRegex(VocabError, "latin1.txt line 6 is not UTF-8"):
