@@ -38,11 +38,19 @@ def packed_input_specs(dtype: tf.DType = tf.int32, seq_length: int | None = None
 
 
 class EncoderServing(tf.Module):
-    """Wraps a `BertEncoder` for saving: one call traced for int32 and int64 inputs."""
+    """Wraps a `BertEncoder` for saving: one call traced for int32 and int64 inputs.
 
-    def __init__(self, encoder) -> None:
+    Like TF Hub encoders, the saved object also carries `vocab_file` (an asset) and
+    `do_lower_case`, so a client can check it is pairing the right preprocessor.
+    """
+
+    def __init__(self, encoder, vocab_file: str | None = None, lower_case: bool | None = None) -> None:
         super().__init__(name="bert_encoder")
         self.encoder = encoder
+        if vocab_file is not None:
+            self.vocab_file = tf.saved_model.Asset(vocab_file)
+        if lower_case is not None:
+            self.do_lower_case = tf.Variable(bool(lower_case), trainable=False, name="do_lower_case")
 
     @tf.function
     def __call__(self, inputs: dict[str, tf.Tensor]) -> dict:

@@ -55,6 +55,7 @@ class FillMask(tf.Module):
         self._seq_length = seq_length
         self._top_k = top_k
         self._vocab = tf.constant(tokenizer.vocab)
+        self.vocab_file = tf.saved_model.Asset(tokenizer.vocab_file)
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
     def __call__(self, text: tf.Tensor) -> dict[str, tf.Tensor]:

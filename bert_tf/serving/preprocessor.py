@@ -8,7 +8,7 @@ Callable functions of the loaded object (`obj = tf.saved_model.load(dir)`):
     [batch, seq_length]; `obj([text_a, text_b])` packs pairs.
   - `obj.tokenize(text)`: tf.string [batch] -> ragged int64 [batch, (pieces)].
   - `obj.bert_pack_inputs(segments)` / `obj.bert_pack_inputs(segments, seq_length)`:
-    a list of one or two ragged int32/int64 [batch, (pieces)] -> the packed dict, at the
+    a list of one or two ragged int64 [batch, (pieces)] (what `tokenize` returns) -> the packed dict, at the
     exported seq_length or at a scalar int32 tensor `seq_length` (checked against
     max_position_embeddings at run time).
   - `obj.vocab_file` (asset), `obj.do_lower_case`, `obj.seq_length` (variables).
@@ -35,10 +35,8 @@ import tensorflow as tf
 from bert_tf.serving.packing import pack_segments
 
 _TEXT = tf.TensorSpec([None], tf.string)
-
-
-def _ragged_ids(dtype: tf.DType) -> tf.RaggedTensorSpec:
-    return tf.RaggedTensorSpec([None, None], dtype, ragged_rank=1)
+# What `tokenize` returns and `bert_pack_inputs` takes after loading: int64 [batch, (pieces)].
+_RAGGED_IDS = tf.RaggedTensorSpec([None, None], tf.int64, ragged_rank=1)
 
 
 class BertPreprocessor(tf.Module):
@@ -105,11 +103,10 @@ class BertPreprocessor(tf.Module):
     def trace(self) -> dict[str, tf.types.experimental.ConcreteFunction]:
         """Traces every callable and returns the signatures dict for tf.saved_model.save."""
         self.tokenize.get_concrete_function(_TEXT)
-        for dtype in (tf.int32, tf.int64):
-            for count in (1, 2):
-                specs = [_ragged_ids(dtype)] * count
-                self.bert_pack_inputs.get_concrete_function(specs)
-                self.bert_pack_inputs.get_concrete_function(specs, tf.TensorSpec([], tf.int32))
+        for count in (1, 2):
+            specs = [_RAGGED_IDS] * count
+            self.bert_pack_inputs.get_concrete_function(specs)
+            self.bert_pack_inputs.get_concrete_function(specs, tf.TensorSpec([], tf.int32))
         self.__call__.get_concrete_function(_TEXT)
         self.__call__.get_concrete_function([_TEXT, _TEXT])
         single = tf.function(self._serve_single).get_concrete_function(
