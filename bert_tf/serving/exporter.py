@@ -83,24 +83,47 @@ def export_saved_model(
         from bert_tf.serving import task
 
         return task.export_task(init_checkpoint, export_dir, seq_length=seq_length, overwrite=overwrite)
-    heads = "pretraining" if kind == "mlm" else "encoder"
-    if kind == "preprocessor":
-        # The preprocessor needs no weights, only the config and the vocab.
-        heads = "encoder"
-    model, config, settings = load_pretrained(init_checkpoint, heads)
+    model, config, settings = load_pretrained(init_checkpoint, "pretraining" if kind == "mlm" else "encoder")
+    return export_from_model(
+        kind,
+        model,
+        config,
+        settings.vocab_file,
+        settings.lower_case,
+        export_dir,
+        seq_length=seq_length,
+        overwrite=overwrite,
+        top_k=top_k,
+        info={"init_checkpoint": os.path.abspath(init_checkpoint)},
+    )
+
+
+def export_from_model(
+    kind: str,
+    model,
+    config: BertConfig,
+    vocab_file: str,
+    lower_case: bool,
+    export_dir: str,
+    seq_length: int = 128,
+    overwrite: bool = False,
+    top_k: int = 5,
+    info: dict | None = None,
+) -> str:
+    """Exports an in-memory model (a BertEncoder, or a BertPretrainer for "mlm").
+
+    What `export_saved_model` does after loading the checkpoint; usable directly on a
+    model just trained in the same process. Returns the absolute export directory.
+    """
     check_seq_length(seq_length, config)
-    info = {
-        "kind": kind,
-        "seq_length": seq_length,
-        "lower_case": bool(settings.lower_case),
-        "init_checkpoint": os.path.abspath(init_checkpoint),
-    }
+    info = {"kind": kind, "seq_length": seq_length, "lower_case": bool(lower_case), **(info or {})}
     if kind == "mlm":
         info["top_k"] = top_k
     with atomic_export_dir(export_dir, overwrite) as staging:
-        write_extras(staging, config, settings.vocab_file, info)
-        vocab_file = os.path.join(staging, EXTRA_DIR, VOCAB_NAME)
-        module = build_module(kind, model, config, vocab_file, settings.lower_case, seq_length, top_k)
+        write_extras(staging, config, vocab_file, info)
+        # Build from the copy so the SavedModel's asset is named vocab.txt whatever the source was.
+        vocab_copy = os.path.join(staging, EXTRA_DIR, VOCAB_NAME)
+        module = build_module(kind, model, config, vocab_copy, lower_case, seq_length, top_k)
         save(module, staging)
     return os.path.abspath(export_dir)
 

@@ -51,7 +51,9 @@ def flatten(prefix, value, out):
         out[prefix + ".values"] = value.flat_values.numpy()
         out[prefix + ".row_lengths"] = value.row_lengths().numpy()
     else:
-        out[prefix] = np.asarray(value.numpy())
+        array = np.asarray(value.numpy())
+        # tf.string tensors come back as object arrays of bytes; store them as fixed bytes.
+        out[prefix] = array.astype(np.bytes_) if array.dtype == object else array
 
 
 def main(request_path, output_path):

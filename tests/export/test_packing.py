@@ -1,41 +1,17 @@
 """Packing in the graph matches the original run_classifier.py layout and trimming."""
 
 import os
+import sys
 
 import numpy as np
 import tensorflow as tf
 
 from bert_tf.serving.packing import pack_segments, tokenize_with_mask_markers
 
+sys.path.insert(0, os.path.dirname(__file__))
+from export_helpers import CLS, PAD, SEP, original_features  # noqa: E402
+
 VOCAB = os.path.join(os.path.dirname(__file__), "..", "fixtures", "bert_uncased_vocab.txt")
-CLS, SEP, PAD = 101, 102, 0
-
-
-def original_truncate_seq_pair(tokens_a, tokens_b, max_length):
-    """A transcription of the rule in the original run_classifier.py."""
-    while len(tokens_a) + len(tokens_b) > max_length:
-        if len(tokens_a) > len(tokens_b):
-            tokens_a.pop()
-        else:
-            tokens_b.pop()
-
-
-def original_features(tokens_a, tokens_b, max_seq_length):
-    """input_ids/input_mask/segment_ids as the original convert_single_example builds them."""
-    tokens_a = list(tokens_a)
-    tokens_b = list(tokens_b) if tokens_b is not None else None
-    if tokens_b is not None:
-        original_truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 3)
-    else:
-        tokens_a = tokens_a[: max_seq_length - 2]
-    ids = [CLS] + tokens_a + [SEP]
-    segments = [0] * len(ids)
-    if tokens_b is not None:
-        ids += tokens_b + [SEP]
-        segments += [1] * (len(tokens_b) + 1)
-    mask = [1] * len(ids)
-    padding = max_seq_length - len(ids)
-    return ids + [PAD] * padding, mask + [0] * padding, segments + [0] * padding
 
 
 class PackSegmentsTest(tf.test.TestCase):
@@ -55,7 +31,7 @@ class PackSegmentsTest(tf.test.TestCase):
                 SEP,
                 PAD,
             )
-            expected = [original_features(x, y, seq_length) for x, y in zip(a, b)]
+            expected = [original_features(x, y, seq_length) for x, y in zip(a, b, strict=True)]
             self.assertAllEqual(packed["input_ids"], [e[0] for e in expected])
             self.assertAllEqual(packed["input_mask"], [e[1] for e in expected])
             self.assertAllEqual(packed["segment_ids"], [e[2] for e in expected])
