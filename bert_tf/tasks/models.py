@@ -146,7 +146,10 @@ def compile_args(kind: str) -> dict:
             "metrics": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
         }
     if kind == "regression":
-        return {"loss": keras.losses.MeanSquaredError(), "metrics": [keras.metrics.MeanAbsoluteError(name="mae")]}
+        return {
+            "loss": keras.losses.MeanSquaredError(),
+            "metrics": [keras.metrics.MeanAbsoluteError(name="mae")],
+        }
     if kind == "token":
         return {
             "loss": keras.losses.SparseCategoricalCrossentropy(
