@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from bert_tf.tasks import classification, glue, metrics, multiple_choice, ner, squad, tfds_sources
+from bert_tf.tasks import classification, glue, metrics, ner, squad, swag, tfds_sources
 from bert_tf.tasks.features import ConversionStats, TaskDataError
 from bert_tf.tasks.squad_postprocess import postprocess, write_predictions
 
@@ -279,8 +279,8 @@ class ChoiceAdapter:
         file = {"train": s.train_file, "eval": s.eval_file, "predict": s.predict_file}[split]
         if not file:
             return []
-        examples = multiple_choice.read_swag(file)
-        x, y, stats = multiple_choice.convert_examples(self.tokenizer, examples, s.max_seq_length)
+        examples = swag.read_swag(file)
+        x, y, stats = swag.convert_examples(self.tokenizer, examples, s.max_seq_length)
         if split != "predict" and y is None:
             raise TaskDataError(f"{file}: the {split} data needs a label column")
         return [TaskData(split, x, y if split != "predict" else None, stats, examples)]

@@ -5,7 +5,7 @@ import os
 
 import tensorflow as tf
 
-from bert_tf.tasks import classification, multiple_choice, ner, squad
+from bert_tf.tasks import classification, ner, squad, swag
 from bert_tf.tasks.classification import InputExample
 from bert_tf.tasks.features import TaskDataError
 
@@ -93,7 +93,7 @@ class SwagReaderTest(tf.test.TestCase):
         )
         row = 'v,1,x,"Someone opens a door.",He,gold,walks in.,eats the door.,sings.,flies.,0\n'
         path = write(self.get_temp_dir(), "train.csv", header + row)
-        [example] = multiple_choice.read_swag(path)
+        [example] = swag.read_swag(path)
         self.assertEqual(example.context, "Someone opens a door.")
         self.assertEqual(example.endings, ["He walks in.", "He eats the door.", "He sings.", "He flies."])
         self.assertEqual(example.label, 0)
@@ -101,9 +101,9 @@ class SwagReaderTest(tf.test.TestCase):
     def test_bad_label_and_missing_columns(self):
         d = self.get_temp_dir()
         with self.assertRaisesRegex(TaskDataError, "line 2: label '7' is not an ending index 0..1"):
-            multiple_choice.read_swag(write(d, "a.csv", "sent1,sent2,ending0,ending1,label\nc,s,a,b,7\n"))
+            swag.read_swag(write(d, "a.csv", "sent1,sent2,ending0,ending1,label\nc,s,a,b,7\n"))
         with self.assertRaisesRegex(TaskDataError, "expected SWAG columns"):
-            multiple_choice.read_swag(write(d, "b.csv", "text,label\nc,1\n"))
+            swag.read_swag(write(d, "b.csv", "text,label\nc,1\n"))
 
 
 class SquadReaderTest(tf.test.TestCase):

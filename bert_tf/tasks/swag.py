@@ -9,10 +9,10 @@ with a softmax over them.
 Example:
 
 >>> import tempfile, os
->>> from bert_tf.tasks import multiple_choice
+>>> from bert_tf.tasks import swag
 >>> path = os.path.join(tempfile.mkdtemp(), "val.csv")
 >>> _ = open(path, "w").write("sent1,sent2,ending0,ending1,label\\nShe opens the door.,She,walks in.,flies.,0\\n")
->>> example = multiple_choice.read_swag(path)[0]
+>>> example = swag.read_swag(path)[0]
 >>> example.context, example.endings, example.label
 ('She opens the door.', ['She walks in.', 'She flies.'], 0)
 """
