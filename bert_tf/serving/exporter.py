@@ -15,6 +15,7 @@ Example (a randomly initialised tiny model saved as a checkpoint first):
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 import tensorflow as tf
 
@@ -116,15 +117,36 @@ def export_from_model(
     model just trained in the same process. Returns the absolute export directory.
     """
     check_seq_length(seq_length, config)
-    info = {"kind": kind, "seq_length": seq_length, "lower_case": bool(lower_case), **(info or {})}
+    info = dict(info or {})
     if kind == "mlm":
         info["top_k"] = top_k
+
+    def build(vocab_copy: str) -> tf.Module:
+        return build_module(kind, model, config, vocab_copy, lower_case, seq_length, top_k)
+
+    return export_module(build, kind, config, vocab_file, lower_case, export_dir, seq_length, overwrite, info)
+
+
+def export_module(
+    build: Callable[[str], tf.Module],
+    kind: str,
+    config: BertConfig,
+    vocab_file: str,
+    lower_case: bool,
+    export_dir: str,
+    seq_length: int,
+    overwrite: bool = False,
+    info: dict | None = None,
+) -> str:
+    """Writes `build(vocab_copy)` as a SavedModel plus assets.extra/, atomically.
+
+    `build` gets the path of the vocab copied into the export, so the SavedModel's vocab
+    asset is always named vocab.txt whatever the source file was called.
+    """
+    info = {"kind": kind, "seq_length": seq_length, "lower_case": bool(lower_case), **(info or {})}
     with atomic_export_dir(export_dir, overwrite) as staging:
         write_extras(staging, config, vocab_file, info)
-        # Build from the copy so the SavedModel's asset is named vocab.txt whatever the source was.
-        vocab_copy = os.path.join(staging, EXTRA_DIR, VOCAB_NAME)
-        module = build_module(kind, model, config, vocab_copy, lower_case, seq_length, top_k)
-        save(module, staging)
+        save(build(os.path.join(staging, EXTRA_DIR, VOCAB_NAME)), staging)
     return os.path.abspath(export_dir)
 
 
