@@ -28,7 +28,10 @@ flags.DEFINE_string(
 )
 flags.DEFINE_string("export_dir", None, "Directory to write the SavedModel to.")
 flags.DEFINE_integer(
-    "seq_length", 128, "Packed sequence length (at most the model's max_position_embeddings)."
+    "seq_length",
+    None,
+    "Packed sequence length, at most the model's max_position_embeddings. Default: 128, or "
+    "for --kind=task the max_seq_length the model was fine-tuned with.",
 )
 flags.DEFINE_integer("top_k", 5, "--kind=mlm: predictions returned per [MASK].")
 flags.DEFINE_bool("overwrite", False, "Replace an existing non-empty --export_dir.")

@@ -31,6 +31,7 @@ from bert_tf.serving.saving import (
 )
 
 KINDS = ("preprocessor", "encoder", "mlm", "task")
+DEFAULT_SEQ_LENGTH = 128
 
 
 def check_init_checkpoint(init_checkpoint: str) -> None:
@@ -65,7 +66,7 @@ def export_saved_model(
     kind: str,
     init_checkpoint: str,
     export_dir: str,
-    seq_length: int = 128,
+    seq_length: int | None = None,
     overwrite: bool = False,
     top_k: int = 5,
 ) -> str:
@@ -73,7 +74,8 @@ def export_saved_model(
 
     Returns the absolute export directory. Raises ExportError (with what to change) for
     a missing checkpoint, an existing non-empty export_dir without `overwrite`, or a
-    seq_length above the model's max_position_embeddings. Nothing is left at
+    seq_length above the model's max_position_embeddings. seq_length None means 128, or
+    for "task" the fine-tuned max_seq_length. Nothing is left at
     `export_dir` if the export fails.
     """
     if kind not in KINDS:
@@ -84,6 +86,7 @@ def export_saved_model(
         from bert_tf.serving import task
 
         return task.export_task(init_checkpoint, export_dir, seq_length=seq_length, overwrite=overwrite)
+    seq_length = DEFAULT_SEQ_LENGTH if seq_length is None else seq_length
     model, config, settings = load_pretrained(init_checkpoint, "pretraining" if kind == "mlm" else "encoder")
     return export_from_model(
         kind,

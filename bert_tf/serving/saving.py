@@ -116,13 +116,13 @@ def read_export_info(export_dir: str) -> dict[str, Any]:
         return json.load(file)
 
 
-def check_seq_length(seq_length: int, config: BertConfig) -> None:
+def check_seq_length(seq_length: int, config: BertConfig, flag: str = "--seq_length") -> None:
     """seq_length must fit the position embeddings and hold [CLS] x [SEP]."""
     if isinstance(seq_length, bool) or not isinstance(seq_length, int) or seq_length < 3:
-        raise ExportError(f"--seq_length must be an integer >= 3 ([CLS], a token, [SEP]), got {seq_length!r}")
+        raise ExportError(f"{flag} must be an integer >= 3 ([CLS], a token, [SEP]), got {seq_length!r}")
     if seq_length > config.max_position_embeddings:
         raise ExportError(
-            f"--seq_length={seq_length} is above the model's max_position_embeddings="
+            f"{flag}={seq_length} is above the model's max_position_embeddings="
             f"{config.max_position_embeddings}; the model has no position embedding beyond that. "
-            f"Pass --seq_length={config.max_position_embeddings} or less"
+            f"Pass {flag}={config.max_position_embeddings} or less"
         )
