@@ -74,7 +74,8 @@ class BertEmbeddings(keras.layers.Layer):
         seq_length = ops.shape(input_ids)[1]
         words = ops.take(self.word_embeddings, input_ids, axis=0)  # [batch, seq, hidden]
         token_types = ops.take(self.token_type_embeddings, segment_ids, axis=0)
-        positions = ops.slice(self.position_embeddings, (0, 0), (seq_length, self.hidden_size))
+        table = ops.convert_to_tensor(self.position_embeddings)
+        positions = ops.slice(table, (0, 0), (seq_length, self.hidden_size))  # [seq, hidden]
         embeddings = words + token_types + positions[None]
         embeddings = self.layer_norm(embeddings)
         return self.dropout(embeddings, training=training)
