@@ -143,6 +143,7 @@ def run(settings: FinetuneSettings) -> dict[str, float]:
             epochs=epochs,
             steps_per_epoch=steps_per_epoch,
             callbacks=[_StopAtStep(num_train_steps)],
+            shuffle=False,  # the dataset is shuffled already
             verbose=settings.verbose,
         )
 
