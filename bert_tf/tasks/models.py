@@ -172,6 +172,18 @@ def compile_args(kind: str) -> dict:
     raise ValueError(f"unknown task kind {kind!r}; use one of {KINDS}")
 
 
+def task_loss(kind: str, labels, outputs) -> float:
+    """The training loss of `compile_args(kind)` on whole arrays (e.g. eval_loss)."""
+    args = compile_args(kind)
+    loss = args["loss"]
+    if isinstance(loss, dict):
+        weights = args.get("loss_weights", {})
+        return float(
+            sum(weights.get(name, 1.0) * float(fn(labels[name], outputs[name])) for name, fn in loss.items())
+        )
+    return float(loss(labels, outputs))
+
+
 def create_optimizer(
     learning_rate: float,
     num_train_steps: int,

@@ -23,7 +23,6 @@ Example (a tiny random-init model on a two-row CSV):
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import math
@@ -34,60 +33,13 @@ import keras
 
 from bert_tf.tasks.adapters import TaskData, make_adapter
 from bert_tf.tasks.features import TaskDataError
+from bert_tf.tasks.settings import FinetuneSettings
 
 logger = logging.getLogger(__name__)
 
 MODEL_DIR = "model"
 MODEL_FILE = "model.keras"
 TASK_FILE = "task.json"
-
-
-@dataclasses.dataclass
-class FinetuneSettings:
-    """Everything a fine-tuning run needs; the CLI flags map onto these one to one."""
-
-    task: str
-    output_dir: str
-    init_checkpoint: str | None = None
-    # Without init_checkpoint (random init) both are needed; with it they override.
-    bert_config: str | None = None  # a bert_config.json path or a shipped config name
-    vocab_file: str | None = None
-    lower_case: bool | None = None  # None: what the checkpoint says (True if unknown)
-    train_file: str | None = None
-    eval_file: str | None = None
-    predict_file: str | None = None
-    data_dir: str | None = None  # a GLUE task directory (train.tsv, dev*.tsv, test*.tsv)
-    tfds_name: str | None = None
-    tfds_data_dir: str | None = None
-    text_column: str = "text"
-    text_b_column: str | None = None
-    label_column: str = "label"
-    max_seq_length: int | None = None  # None: 384 for SQuAD, 128 otherwise
-    doc_stride: int = 128
-    max_query_length: int = 64
-    n_best_size: int = 20
-    max_answer_length: int = 30
-    null_score_diff_threshold: float = 0.0
-    train_batch_size: int = 32
-    eval_batch_size: int = 8
-    learning_rate: float = 5e-5
-    num_train_epochs: float = 3.0
-    warmup_proportion: float = 0.1
-    seed: int = 12345
-    strategy: str = "default"
-    tpu: str | None = None
-    num_gpus: int = 0
-    save_model: bool = True
-    verbose: int | str = "auto"
-
-    def __post_init__(self):
-        if self.max_seq_length is None:
-            self.max_seq_length = 384 if self.task.lower().startswith("squad") else 128
-        for name in ("max_seq_length", "train_batch_size", "eval_batch_size"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-        if self.num_train_epochs <= 0 or self.learning_rate <= 0:
-            raise ValueError("num_train_epochs and learning_rate must be positive")
 
 
 def load_tokenizer(settings: FinetuneSettings, checkpoint_settings=None):
@@ -191,22 +143,26 @@ def run(settings: FinetuneSettings) -> dict[str, float]:
             epochs=epochs,
             steps_per_epoch=steps_per_epoch,
             callbacks=[_StopAtStep(num_train_steps)],
+            shuffle=False,  # the dataset is shuffled already
             verbose=settings.verbose,
         )
 
     results: dict[str, float] = {}
-    for data in evals:
+    scored = [*train, *evals] if settings.eval_train else evals
+    for data in scored:
         outputs = model.predict(data.x, batch_size=settings.eval_batch_size, verbose=0)
         scores = adapter.score(data, outputs)
         if data.y is not None:
-            evaluation = model.evaluate(
-                _dataset(data, settings.eval_batch_size, shuffle=False, seed=0), verbose=0, return_dict=True
-            )
-            scores["eval_loss"] = float(evaluation["loss"])
+            scores["eval_loss"] = models.task_loss(adapter.kind, data.y, outputs)
+        # "accuracy" for the eval data, "accuracy_mismatched" for MNLI's second dev set,
+        # "train_accuracy" for the training data.
+        if data.name == "train":
+            results.update({f"train_{name.removeprefix('eval_')}": float(v) for name, v in scores.items()})
+            continue
         suffix = "" if data.name == "eval" else "_" + data.name.split("_", 1)[1]
         results.update({f"{name}{suffix}": float(value) for name, value in scores.items()})
         adapter.write(data, outputs, settings.output_dir)
-    if evals:
+    if scored:
         _write_json(os.path.join(settings.output_dir, "eval_results.json"), results)
         logger.info("eval results: %s", results)
     for data in predicts:

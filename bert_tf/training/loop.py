@@ -114,6 +114,7 @@ class Trainer:
         gradient_accumulation_steps: int = 1,
         jit_compile: bool = False,
         max_checkpoints_to_keep: int = 3,
+        save_final_checkpoint: bool = True,
         verbose: bool = True,
     ):
         replicas = strategy.num_replicas_in_sync
@@ -146,13 +147,19 @@ class Trainer:
         self.save_checkpoints_steps = save_checkpoints_steps
         self.gradient_accumulation_steps = gradient_accumulation_steps
         self.jit_compile = jit_compile
+        self.save_final_checkpoint = save_final_checkpoint
         self.is_chief = distribute.is_chief(strategy)
         self.verbose = verbose and self.is_chief
 
         with strategy.scope():
             optimizer.build(model.trainable_variables)
         self.global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
-        self.checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, global_step=self.global_step)
+        # Keras does not track the state of its dropout seed generators for tf.train
+        # checkpoints; without it a resumed run would draw other dropout masks.
+        random_state = [v.value for v in model.non_trainable_variables if "seed_generator" in v.path]
+        self.checkpoint = tf.train.Checkpoint(
+            model=model, optimizer=optimizer, global_step=self.global_step, random_state=random_state
+        )
         # Every worker of a multi-worker cluster must take part in saving; only the chief
         # writes to model_dir, the others to a scratch directory they delete again.
         self._save_dir = (
@@ -183,7 +190,7 @@ class Trainer:
     # --- the compiled loop ---------------------------------------------------
 
     def _build_train_loop(self):
-        strategy, model, optimizer = self.strategy, self.model, self.optimizer
+        model, optimizer = self.model, self.optimizer
         accumulation = self.gradient_accumulation_steps
         variables = model.trainable_variables
 
@@ -222,21 +229,42 @@ class Trainer:
             optimizer.apply(gradients, variables)
             return metrics
 
+        return self._steps_loop(replica_step)
+
+    def _steps_loop(self, replica_fn):
+        """A tf.function running `replica_fn` on `num_steps` batches; returns mean metrics."""
+        strategy = self.strategy
+
+        # A tf.function of its own so that the two calls below share one trace.
+        @tf.function
         def one_step(iterator):
-            per_replica = strategy.run(replica_step, args=(next(iterator),))
+            per_replica = strategy.run(replica_fn, args=(next(iterator),))
             return {
                 name: strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None)
                 for name, value in per_replica.items()
             }
 
         @tf.function
-        def train_loop(iterator, num_steps):
+        def steps_loop(iterator, num_steps):
             sums = one_step(iterator)
             for _ in tf.range(num_steps - 1):
                 sums = tf.nest.map_structure(tf.add, sums, one_step(iterator))
             return {name: value / tf.cast(num_steps, value.dtype) for name, value in sums.items()}
 
-        return train_loop
+        return steps_loop
+
+    def evaluate(self, dataset_fn, steps: int) -> dict:
+        """Mean metrics of `loss_fn` over `steps` global batches of `dataset_fn`, no training."""
+
+        def replica_eval(features):
+            context = tf.distribute.get_replica_context()
+            totals = context.all_reduce(tf.distribute.ReduceOp.SUM, self.totals_fn(features))
+            outputs = self.model(self.model_inputs(features), training=False)
+            return self.loss_fn(features, outputs, totals)
+
+        iterator = self._distributed_iterator(Phase("eval", 0, steps, dataset_fn), 0)
+        metrics = self._steps_loop(replica_eval)(iterator, tf.constant(steps, tf.int32))
+        return {name: float(value.numpy()) for name, value in metrics.items()}
 
     def _distributed_iterator(self, phase: Phase, steps_done: int):
         replicas = self.strategy.num_replicas_in_sync
@@ -268,7 +296,10 @@ class Trainer:
         if step and self.verbose:
             print(f"resumed from {tf.train.latest_checkpoint(self.model_dir)} at step {step}", flush=True)
         reporter = ProgressReporter(
-            total_steps, self.global_batch_size, log_dir(self.model_dir), enabled=self.verbose
+            total_steps,
+            self.global_batch_size,
+            log_dir(self.model_dir) if self.is_chief else None,
+            enabled=self.verbose,
         )
         history: list[dict] = []
         last_saved = tf.train.latest_checkpoint(self.model_dir)
@@ -297,14 +328,15 @@ class Trainer:
                     learning_rate = float(_current_learning_rate(self.optimizer))
                     reporter.report(step, metrics, learning_rate)
                     history.append({"step": step, **metrics, "learning_rate": learning_rate})
-                    if step % self.save_checkpoints_steps == 0 or step == total_steps:
+                    if reporter.sequences_per_second is not None:
+                        history[-1]["sequences_per_second"] = reporter.sequences_per_second
+                    at_end = step == total_steps and self.save_final_checkpoint
+                    if step % self.save_checkpoints_steps == 0 or at_end:
                         last_saved = self.save()
                     if on_loop_end is not None:
                         on_loop_end(step, metrics)
         finally:
             reporter.close()
-        if step == total_steps and (last_saved is None or not last_saved.endswith(f"-{step}")):
-            last_saved = self.save()
         return TrainResult(step=step, history=history, checkpoint=tf.train.latest_checkpoint(self.model_dir))
 
 

@@ -8,6 +8,7 @@ import time
 from collections.abc import Mapping
 
 import tensorflow as tf
+from tensorflow.core.framework import summary_pb2
 
 
 def format_duration(seconds: float) -> str:
@@ -45,10 +46,11 @@ class ProgressReporter:
         self.global_batch_size = global_batch_size
         self.enabled = enabled
         self.stream = stream or sys.stdout
-        self._writer = tf.summary.create_file_writer(log_dir) if (log_dir and enabled) else None
+        self._writer = tf.summary.create_file_writer(log_dir) if log_dir else None
         self._last_time = None
         self._last_step = None
         self._loops = 0
+        self.sequences_per_second: float | None = None  # of the last loop; None for the first
 
     def start(self, step: int) -> None:
         self._last_time = time.perf_counter()
@@ -62,6 +64,7 @@ class ProgressReporter:
         self._last_time, self._last_step = now, step
         self._loops += 1
         sequences_per_second = steps * self.global_batch_size / elapsed
+        self.sequences_per_second = sequences_per_second if self._loops > 1 else None
         parts = [f"step {step}/{self.total_steps}"]
         parts += [f"{name} {value:.4f}" for name, value in metrics.items()]
         parts.append(f"lr {learning_rate:.3g}")
@@ -78,16 +81,27 @@ class ProgressReporter:
         if self._writer is not None:
             with self._writer.as_default(step=step):
                 for name, value in metrics.items():
-                    tf.summary.scalar(name, value)
-                tf.summary.scalar("learning_rate", learning_rate)
+                    _scalar(name, value)
+                _scalar("learning_rate", learning_rate)
                 if self._loops > 1:
-                    tf.summary.scalar("sequences_per_second", sequences_per_second)
+                    _scalar("sequences_per_second", sequences_per_second)
             self._writer.flush()
         return line
 
     def close(self) -> None:
         if self._writer is not None:
             self._writer.close()
+
+
+# What TensorBoard's scalar plugin writes; written directly because tf.summary.scalar
+# needs the tensorboard package installed, and logging must not.
+_SCALAR_METADATA = summary_pb2.SummaryMetadata(
+    plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars")
+).SerializeToString()
+
+
+def _scalar(name: str, value: float) -> None:
+    tf.summary.write(name, tf.constant(value, tf.float32), metadata=_SCALAR_METADATA)
 
 
 def log_dir(model_dir: str) -> str:
