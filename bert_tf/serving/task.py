@@ -49,10 +49,11 @@ def is_pair_task(info: dict) -> bool:
     if info.get("text_b_column"):
         return True
     from bert_tf.tasks import glue
+    from bert_tf.tasks.features import TaskDataError
 
     try:
         return glue.get_task(info["task"].lower()).text_b is not None
-    except Exception:  # not a GLUE task: own data, single text unless task.json says otherwise
+    except TaskDataError:  # not a GLUE task: own data, single text unless task.json says otherwise
         return False
 
 

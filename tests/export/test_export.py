@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from bert_tf.checkpoints import CheckpointError
 from bert_tf.config import BertConfig, load_config
 from bert_tf.models import BertPretrainer
 from bert_tf.serving.exporter import export_from_model, export_saved_model
@@ -345,6 +346,9 @@ class BadExportTest(tf.test.TestCase):
             export_saved_model("encoder", empty, export_dir)
         with self.assertRaisesRegex(ExportError, "does not exist"):
             export_saved_model("encoder", os.path.join(empty, "missing"), export_dir)
+        shutil.copyfile(VOCAB, os.path.join(empty, "vocab.txt"))  # files, but no weights
+        with self.assertRaisesRegex(CheckpointError, "holds no BERT checkpoint"):
+            export_saved_model("encoder", empty, export_dir)
         self.assertFalse(os.path.exists(export_dir))
 
 
