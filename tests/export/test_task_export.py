@@ -18,6 +18,7 @@ from bert_tf.config import load_config
 from bert_tf.models import BertClassifier, BertEncoder, BertSpanLabeler, BertTokenClassifier
 from bert_tf.serving.exporter import export_saved_model
 from bert_tf.serving.saving import ExportError
+from bert_tf.serving.task import TaskServing
 from bert_tf.tasks import ner, squad
 from bert_tf.tasks.adapters import make_adapter
 from bert_tf.tasks.runner import FinetuneSettings, run, save_finetuned
@@ -247,6 +248,45 @@ class TaskExportTest(tf.test.TestCase):
             )
             start, end = self.loaded["squad/answer_start"][row], self.loaded["squad/answer_end"][row]
             self.assertEqual(context[start:end], answer)
+
+    def test_squad_v2_answers_empty_when_the_null_score_wins(self):
+        dataset = [
+            {
+                "paragraphs": [
+                    {"context": context, "qas": [{"id": str(i), "question": question, "answers": []}]}
+                ]
+            }
+            for i, (question, context) in enumerate(zip(QUESTIONS, CONTEXTS, strict=True))
+        ]
+        examples, _ = squad.read_examples(dataset, False, version_2_with_negative=True)
+        features, _ = squad.convert_examples(self.tokenizer, examples, False, SEQ_LENGTH, 128, 6)
+        arrays = squad.feature_arrays(features)
+        outputs = self.models["squad"].predict(
+            {name: arrays[name] for name in ("input_ids", "input_mask", "segment_ids")}, verbose=0
+        )
+        info = {"task": "squad_v2", "kind": "span", "max_query_length": 6, "version_2_with_negative": True}
+        for threshold in (-1e6, 1e6):  # the null answer always / never wins
+            serving = TaskServing(
+                self.models["squad"],
+                self.tokenizer,
+                {**info, "null_score_diff_threshold": threshold},
+                SEQ_LENGTH,
+            )
+            got = serving._answer(tf.constant(QUESTIONS), tf.constant(CONTEXTS))
+            want, _, _ = postprocess(
+                examples,
+                features,
+                outputs["start_logits"],
+                outputs["end_logits"],
+                n_best_size=SEQ_LENGTH,
+                version_2_with_negative=True,
+                null_score_diff_threshold=threshold,
+            )
+            self.assertEqual(
+                [a.decode() for a in got["answer"].numpy()], [want[str(i)] for i in range(len(QUESTIONS))]
+            )
+            if threshold < 0:
+                self.assertEqual(got["answer_start"].numpy().tolist(), [-1] * len(QUESTIONS))
 
     def test_signatures_by_task(self):
         import json
