@@ -59,12 +59,16 @@ def _char_class(mask: np.ndarray) -> str:
 
 
 @functools.cache
+def _categories() -> list[str]:
+    """Python's Unicode category of every code point (surrogates: "Cs")."""
+    return [unicodedata.category(char) for char in map(chr, range(0x110000))]
+
+
+@functools.cache
 def _character_classes() -> dict[str, str]:
     """Regexes for the character classes of the original, built from Python's `unicodedata`."""
     code_points = np.arange(0x110000)
-    category = np.array(
-        ["Cs" if 0xD800 <= cp <= 0xDFFF else unicodedata.category(chr(cp)) for cp in range(0x110000)]
-    )
+    category = np.array(_categories())
     tab_newline_return = np.isin(code_points, [0x09, 0x0A, 0x0D])
     ascii_punctuation = np.zeros(0x110000, bool)
     for lo, hi in _ASCII_PUNCTUATION:
@@ -89,7 +93,7 @@ def _character_classes() -> dict[str, str]:
         # symbols in Unicode); beyond ASCII only the P* categories do, so "€", "♡" stay in words.
         "punctuation": _char_class(ascii_punctuation | np.char.startswith(category, "P")),
         "nonspacing_mark": _char_class(category == "Mn"),
-        **_final_sigma_classes(category.tolist()),
+        **_final_sigma_classes(_categories()),
     }
 
 
@@ -126,46 +130,33 @@ class _UncasedExceptions(typing.NamedTuple):
     values: tuple[int, ...]
 
 
-def _uncased_one_by_one(code_points: list[int], lower, nfd, strip_marks) -> list[str]:
-    """Uncased normalization of each code point on its own, done on one space-joined string.
-
-    A space is a starter (combining class 0) and neither cased nor case-ignorable, so it stops
-    both canonical reordering and the final-sigma context: each character is normalized alone.
-    """
-    joined = " ".join(chr(code_point) for code_point in code_points)
-    return strip_marks(nfd(lower(joined))).split(" ")
-
-
 @functools.cache
 def _uncased_exceptions() -> _UncasedExceptions:
     """Where ICU's uncased normalization disagrees with Python's, and Python's own table.
 
-    ICU in TensorFlow and tensorflow-text is not Python's
-    Unicode version: with Python 3.11 (Unicode 14) `tf.strings.lower` misses 60 case pairs
-    (U+2C2F, the Vithkuqi capitals ...) and `normalize_utf8` decomposes characters that
-    Python still sees as unassigned (U+16121...). Each code point is run through both.
+    ICU in TensorFlow and tensorflow-text is not Python's Unicode version: with Python 3.11
+    (Unicode 14) `tf.strings.lower` misses 60 case pairs (U+2C2F, the Vithkuqi capitals ...)
+    and `normalize_utf8` decomposes characters that Python still sees as unassigned
+    (U+16121 ...). Every code point is run through both, each on its own: they are joined by
+    spaces, and a space is a starter (combining class 0) that is neither cased nor
+    case-ignorable, so it stops both canonical reordering and the final-sigma context.
     """
+    categories = _categories()
     # NUL (ICU stops at it) is deleted before this step; the space is the separator.
-    code_points = [cp for cp in range(1, 0x110000) if cp != 0x20 and not 0xD800 <= cp <= 0xDFFF]
-    marks = _character_classes()["nonspacing_mark"]
-    mark_table = dict.fromkeys(
-        cp for cp in range(0x110000) if not 0xD800 <= cp <= 0xDFFF and unicodedata.category(chr(cp)) == "Mn"
-    )
-    python = _uncased_one_by_one(
-        code_points, str.lower, lambda t: unicodedata.normalize("NFD", t), lambda t: t.translate(mark_table)
-    )
-    icu = _uncased_one_by_one(
-        code_points,
-        lambda t: tf.strings.lower(t, encoding="utf-8"),
-        lambda t: tf_text.normalize_utf8(t, "NFD"),
-        lambda t: tf.strings.regex_replace(t, marks, "").numpy().decode("utf-8"),
-    )
+    code_points = [cp for cp in range(1, 0x110000) if cp != 0x20 and categories[cp] != "Cs"]
+    joined = " ".join(map(chr, code_points))
+    originals = joined.split(" ")
+    marks = dict.fromkeys(cp for cp, category in enumerate(categories) if category == "Mn")
+    python = unicodedata.normalize("NFD", joined.lower()).translate(marks).split(" ")
+    icu = tf_text.normalize_utf8(tf.strings.lower(joined, encoding="utf-8"), "NFD")
+    icu = tf.strings.regex_replace(icu, _character_classes()["nonspacing_mark"], "")
+    icu = icu.numpy().decode("utf-8").split(" ")
     disagree = tuple(cp for cp, ours, theirs in zip(code_points, python, icu, strict=True) if ours != theirs)
     keys, values, starts = [], [], [0]
-    for code_point, normalized in zip(code_points, python, strict=True):
-        if normalized != chr(code_point):
+    for code_point, original, normalized in zip(code_points, originals, python, strict=True):
+        if normalized != original:
             keys.append(code_point)
-            values.extend(ord(char) for char in normalized)
+            values.extend(map(ord, normalized))
             starts.append(len(values))
     return _UncasedExceptions(disagree, tuple(keys), tuple(starts), tuple(values))
 
@@ -232,12 +223,19 @@ class BasicTokenizer(tf.Module):
         """Lower-case, NFD, drop Mn: ICU for most rows, Python's own tables where ICU differs."""
         # [batch] rows with a capital sigma or a character ICU normalizes differently from
         # Python are rare; they are split off and normalized exactly, the rest go through ICU.
-        exact = tf.cast(tf.strings.regex_full_match(texts, self._exact_path_regex), tf.int32)
-        row_index = tf.dynamic_partition(tf.range(tf.size(texts)), exact, 2)
-        icu_rows, exact_rows = tf.dynamic_partition(texts, exact, 2)
-        icu_rows = tf_text.normalize_utf8(tf.strings.lower(icu_rows, encoding="utf-8"), "NFD")
-        exact_rows = self._uncased_exactly(exact_rows)
-        texts = tf.dynamic_stitch(row_index, [icu_rows, exact_rows])
+        exact = tf.strings.regex_full_match(texts, self._exact_path_regex)
+
+        def icu(rows: tf.Tensor) -> tf.Tensor:
+            return tf_text.normalize_utf8(tf.strings.lower(rows, encoding="utf-8"), "NFD")
+
+        def mixed() -> tf.Tensor:
+            partitions = tf.cast(exact, tf.int32)
+            row_index = tf.dynamic_partition(tf.range(tf.size(texts)), partitions, 2)
+            icu_rows, exact_rows = tf.dynamic_partition(texts, partitions, 2)
+            return tf.dynamic_stitch(row_index, [icu(icu_rows), self._uncased_exactly(exact_rows)])
+
+        # The conditional keeps the common case (no such row) as cheap as two ICU calls.
+        texts = tf.cond(tf.reduce_any(exact), mixed, lambda: icu(texts))
         return tf.strings.regex_replace(texts, self._classes["nonspacing_mark"], "")
 
     def _uncased_exactly(self, texts: tf.Tensor) -> tf.Tensor:

@@ -31,6 +31,7 @@ import os
 
 import tensorflow as tf
 import tensorflow_text as tf_text
+from absl import logging
 
 from bert_tf.basic_tokenizer import BasicTokenizer
 
@@ -112,6 +113,37 @@ def load_vocab(vocab_file: str | os.PathLike) -> list[str]:
     return vocab
 
 
+# FastWordpieceTokenizer refuses vocab tokens longer than this many UTF-8 bytes (after "##").
+_MAX_TOKEN_BYTES = 256
+
+
+def _wordpiece_vocab(vocab: list[str], vocab_file: str) -> list[str]:
+    """The vocab for FastWordpieceTokenizer: over-long tokens become unmatchable placeholders.
+
+    tensorflow-text cannot hold a token of more than 256 bytes; the original could, though
+    no released vocab has one. Such a token is swapped for a placeholder that no word can
+    equal (it contains "[", which is always split off), so every other id stays the same
+    and only words that need that very token come out differently.
+    """
+    taken = set(vocab)
+    result = list(vocab)
+    for index, token in enumerate(vocab):
+        if len(token.removeprefix("##").encode("utf-8")) > _MAX_TOKEN_BYTES:
+            placeholder = f"[too long token on line {index + 1}]"
+            while placeholder in taken:
+                placeholder += "_"
+            taken.add(placeholder)
+            result[index] = placeholder
+            logging.warning(
+                "vocab file %s line %d: token of more than %d bytes can never be produced "
+                "(tensorflow-text's WordPiece limit)",
+                vocab_file,
+                index + 1,
+                _MAX_TOKEN_BYTES,
+            )
+    return result
+
+
 class BertTokenizer(tf.Module):
     """The original BERT `FullTokenizer` (BasicTokenizer + WordPiece) as TensorFlow ops.
 
@@ -146,7 +178,7 @@ class BertTokenizer(tf.Module):
         # Words longer than MAX_CHARS_PER_WORD are replaced by the literal "[UNK]" before
         # WordPiece (see _tokenize_batch), so the byte limit here never decides anything.
         self._wordpiece = tf_text.FastWordpieceTokenizer(
-            vocab=self._vocab,
+            vocab=_wordpiece_vocab(self._vocab, self._vocab_file),
             suffix_indicator="##",
             max_bytes_per_word=4 * MAX_CHARS_PER_WORD + 1,
             token_out_type=tf.int64,

@@ -387,6 +387,14 @@ class EdgeCaseTest(BertTokenizerTestBase):
 
 
 class WordPieceTest(BertTokenizerTestBase):
+    def test_over_long_vocab_token_is_never_produced_and_other_ids_stay(self):
+        # tensorflow-text cannot hold a token of more than 256 bytes; the original could.
+        tokens = list(tokenization.SPECIAL_TOKENS) + ["é" * 130, "é", "##é", "ab", "##c"]
+        tokenizer = BertTokenizer(write_vocab(self.get_temp_dir(), tokens, "long.txt"), lower_case=False)
+        self.assertEqual(tokenizer.vocab, tokens)
+        self.assertEqual(tokenizer.tokenize(["ab abc é é" + "é"]).to_list(), [[8, 8, 9, 6, 6, 7]])
+        self.assertEqual(tokenizer.tokenize(["é" * 130]).to_list(), [[6] + [7] * 129])  # original: [5]
+
     def test_random_vocabs_match_greedy_longest_match_first(self):
         rng = random.Random(7)
         for trial in range(5):
