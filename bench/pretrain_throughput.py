@@ -113,7 +113,7 @@ def main(argv):
     def dataset_fn(context):
         return pretraining_dataset(
             [records],
-            batch_size=context.get_per_replica_batch_size(batch),
+            batch_size=batch,  # global; per-replica batches come out
             max_seq_length=seq,
             max_predictions_per_seq=predictions,
             seed=0,

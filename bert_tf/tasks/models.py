@@ -114,7 +114,16 @@ def multiple_choice(
 
 @keras.saving.register_keras_serializable(package="bert_tf")
 class MaskedAccuracy(keras.metrics.Mean):
-    """Accuracy of per-token predictions over the positions whose label is not -1."""
+    """Accuracy of per-token predictions over the positions whose label is not -1.
+
+    Example:
+
+    >>> import numpy as np
+    >>> metric = MaskedAccuracy()
+    >>> _ = metric.update_state(np.array([[1, -1, 0]]), np.array([[[0.0, 1.0], [1.0, 0.0], [0.0, 1.0]]]))
+    >>> float(metric.result())  # position 0 right, position 2 wrong, position 1 ignored
+    0.5
+    """
 
     def __init__(self, name: str = "accuracy", ignore_label: int = IGNORE_LABEL, **kwargs):
         super().__init__(name=name, **kwargs)

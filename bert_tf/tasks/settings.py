@@ -49,7 +49,7 @@ class FinetuneSettings:
     num_gpus: int = 0
     save_model: bool = True
     eval_train: bool = False  # also score the training data ("train_" metrics): did it fit?
-    verbose: int | str = "auto"
+    verbose: int | str = 2  # Keras fit verbosity: 2 = one line per epoch
 
     def __post_init__(self):
         if self.max_seq_length is None:

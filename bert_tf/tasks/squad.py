@@ -184,11 +184,12 @@ def convert_examples(
     cls_id, sep_id, pad_id = tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id
     stats = ConversionStats(num_examples=len(examples))
     questions = tokenize_texts(tokenizer, [example.question_text for example in examples])
-    # Each distinct context is tokenized once, word by word.
-    contexts: dict[int, list[list[int]]] = {}
+    # Each distinct context is tokenized once, word by word, all in one batch.
+    unique: dict[int, list[str]] = {}
     for example in examples:
-        if id(example.doc_tokens) not in contexts:
-            contexts[id(example.doc_tokens)] = tokenize_texts(tokenizer, example.doc_tokens)
+        unique.setdefault(id(example.doc_tokens), example.doc_tokens)
+    all_words = iter(tokenize_texts(tokenizer, [word for words in unique.values() for word in words]))
+    contexts = {key: [next(all_words) for _ in words] for key, words in unique.items()}
     answers = tokenize_texts(tokenizer, [example.orig_answer_text or "" for example in examples])
 
     features: list[SquadFeature] = []

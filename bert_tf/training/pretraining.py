@@ -140,9 +140,8 @@ def embedded_corpus_and_vocab(settings: PretrainingConfig, vocab_size: int) -> t
         return str(corpus_file), settings.vocab_file
     if not vocab_file.exists():
         print(f"learning a {vocab_size}-token vocab from the embedded corpus -> {vocab_file}", flush=True)
-        partial = vocab_file.with_suffix(".partial")
-        build_vocab([str(corpus_file)], vocab_size, str(partial), settings.do_lower_case)
-        partial.rename(vocab_file)  # a killed run never leaves a half-written cache entry
+        # build_vocab writes to a temporary name and renames: a killed run leaves no half file.
+        build_vocab([str(corpus_file)], vocab_size, str(vocab_file), settings.do_lower_case)
     return str(corpus_file), str(vocab_file)
 
 
@@ -203,14 +202,13 @@ def _dataset_fn(
 ):
     from pipelines import pretraining_dataset
 
-    global_batch = settings.train_batch_size
-
     def dataset_fn(input_context: tf.distribute.InputContext) -> tf.data.Dataset:
+        # The global batch size: with input_context, pretraining_dataset yields per-replica batches.
         return pretraining_dataset(
             files,
             vocab_file=vocab_file,
             lower_case=settings.do_lower_case,
-            batch_size=input_context.get_per_replica_batch_size(global_batch),
+            batch_size=settings.train_batch_size,
             max_seq_length=seq_length,
             max_predictions_per_seq=predictions,
             masked_lm_prob=settings.masked_lm_prob,

@@ -13,6 +13,7 @@ import os
 import random
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from bert_tf.tasks import squad
@@ -245,6 +246,7 @@ class LearningTest(tf.test.TestCase):
         self.assertGreater(results["train_accuracy"], 0.95)
         self.assertGreater(results["accuracy"], baseline + 0.2)
 
+    @pytest.mark.slow  # the classification path with an MSE head; ~40 s
     def test_regression_learns_to_count(self):
         train_rows, test_rows = regression_rows(self.rng, 200), regression_rows(self.rng, 100)
         train = write_csv(os.path.join(self.dir, "train.csv"), train_rows)
@@ -318,6 +320,7 @@ class LearningTest(tf.test.TestCase):
         again, _, _ = postprocess(examples, found, outputs["start_logits"], outputs["end_logits"])
         self.assertEqual(again, predictions)
 
+    @pytest.mark.slow  # four sequences per example, 20 epochs; ~40 s
     def test_multiple_choice_learns_which_ending_matches(self):
         train = write_csv(os.path.join(self.dir, "train.csv"), swag_rows(self.rng, 200))
         test_rows = swag_rows(self.rng, 100)

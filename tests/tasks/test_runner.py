@@ -126,6 +126,56 @@ class GlueRunTest(tf.test.TestCase):
         logits = model.predict(test_data.x, verbose=0)
         self.assertEqual([LABELS[i] for i in logits.argmax(-1)], submissions["MNLI-m"])
 
+    def test_squad_v2_evaluation_writes_the_official_files(self):
+        root = self.get_temp_dir()
+        data = {
+            "version": "v2.0",
+            "data": [
+                {
+                    "title": "t",
+                    "paragraphs": [
+                        {
+                            "context": "the cat sat on a mat . the dog ran .",
+                            "qas": [
+                                {
+                                    "id": "a",
+                                    "question": "the cat ?",
+                                    "answers": [{"text": "a mat", "answer_start": 15}],
+                                },
+                                {"id": "b", "question": "the dog ?", "answers": [], "is_impossible": True},
+                            ],
+                        }
+                    ],
+                }
+            ],
+        }
+        dev = os.path.join(root, "dev.json")
+        with open(dev, "w") as handle:
+            json.dump(data, handle)
+        output_dir = os.path.join(root, "squad2")
+        # Evaluation only (no training data): a random-init model, official outputs all the same.
+        results = run(
+            FinetuneSettings(
+                task="squad_v2",
+                output_dir=output_dir,
+                eval_file=dev,
+                vocab_file=write_vocab(root),
+                bert_config=write_config(root),
+                max_seq_length=32,
+                doc_stride=8,
+                verbose=0,
+            )
+        )
+        self.assertContainsSubset(
+            {"exact_match", "f1", "HasAns_exact", "NoAns_f1", "best_f1", "best_f1_thresh", "total"},
+            set(results),
+        )
+        self.assertEqual(results["total"], 2)
+        for name in ("predictions.json", "nbest_predictions.json", "null_odds.json"):
+            with open(os.path.join(output_dir, name)) as handle:
+                self.assertEqual(sorted(json.load(handle)), ["a", "b"])
+        self.assertFalse(os.path.exists(os.path.join(output_dir, "model")))  # nothing was trained
+
     def test_no_data_and_unknown_task(self):
         root = self.get_temp_dir()
         base = dict(
