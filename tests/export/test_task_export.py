@@ -8,10 +8,12 @@ and entity grouping are checked against an independent implementation.
 import os
 import re
 import shutil
+import subprocess
 import sys
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from bert_tf.config import load_config
@@ -296,6 +298,19 @@ class TaskExportTest(tf.test.TestCase):
                 info = json.load(file)
             self.assertEqual(info["pair_input"], expected)
             self.assertEqual(info["seq_length"], SEQ_LENGTH)  # the fine-tuned max_seq_length
+
+    @pytest.mark.slow
+    def test_saved_model_cli_lists_the_task_signatures(self):
+        cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
+        shown = subprocess.run(
+            [cli, "show", "--dir", self.exports["cls"], "--all"], capture_output=True, text=True, timeout=300
+        ).stdout
+        for key in ("serving_default", "serving_single", "serving_pair"):
+            self.assertIn(f"signature_def['{key}']", shown)
+        self.assertIn(
+            "outputs['probabilities'] tensor_info:\n        dtype: DT_FLOAT\n        shape: (-1, 2)", shown
+        )
+        self.assertIn("outputs['label'] tensor_info:\n        dtype: DT_STRING\n        shape: (-1)", shown)
 
     def test_a_pretrained_checkpoint_is_not_a_task_model(self):
         with self.assertRaisesRegex(ExportError, "fine-tuned model directory.*no model.keras"):
