@@ -340,6 +340,19 @@ class EdgeCaseTest(BertTokenizerTestBase):
             tokenizer = self.uncased if lower_case else self.cased
             self.assertEqual(decoded(tokenizer.split_words([text]))[0], expected, ascii(text))
 
+    def test_rows_on_the_exact_path_keep_their_place_in_the_batch(self):
+        # Characters ICU lower-cases or decomposes differently from Python send their row down
+        # a separate path; mixed with ordinary rows and capital sigmas, the order must hold.
+        from bert_tf.basic_tokenizer import _uncased_exceptions
+
+        disagreeing = [chr(cp) for cp in _uncased_exceptions().icu_disagrees]
+        self.assertIn("\u2c2f", disagreeing)  # a Unicode 14 case pair (Python 3.11)
+        texts = []
+        for index, char in enumerate(disagreeing):
+            texts += [f"Row {index} ΟΔΟΣ", f"A{char}b {char}\u0301Σ", f"Plain {index}"]
+        got = decoded(self.uncased.split_words(texts))
+        self.assertEqual(got, [reference_words(text, True) for text in texts])
+
     def test_known_ids_of_bert_base_uncased(self):
         cases = {
             "Hello, World!": ["hello", ",", "world", "!"],
@@ -545,10 +558,13 @@ class BadInputTest(BertTokenizerTestBase):
         ):
             load_vocab(path)
 
-    def test_blank_line_and_non_utf8_vocab(self):
-        path = write_vocab(self.get_temp_dir(), list(tokenization.SPECIAL_TOKENS) + ["", "x"], "blank.txt")
-        with self.assertRaisesRegex(VocabError, "blank.txt line 6 is empty"):
-            load_vocab(path)
+    def test_blank_lines_keep_their_ids_and_non_utf8_vocab_is_an_error(self):
+        # As in the original: a blank or whitespace-only line keeps its id, which is never produced.
+        tokens = list(tokenization.SPECIAL_TOKENS) + ["", "x", "\u3000", "##y"]
+        path = write_vocab(self.get_temp_dir(), tokens, "blank.txt")
+        self.assertEqual(load_vocab(path), list(tokenization.SPECIAL_TOKENS) + ["", "x", "", "##y"])
+        tokenizer = BertTokenizer(path, lower_case=False)
+        self.assertEqual(tokenizer.tokenize(["x xy \u3000 z"]).to_list(), [[6, 6, 8, 1]])
         path = os.path.join(self.get_temp_dir(), "latin1.txt")
         Path(path).write_bytes("\n".join(tokenization.SPECIAL_TOKENS).encode() + b"\ncaf\xe9\n")
         with self.assertRaisesRegex(VocabError, "latin1.txt line 6 is not UTF-8"):
