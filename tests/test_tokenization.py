@@ -1,0 +1,569 @@
+"""BertTokenizer against two independent references: the original rules, and Hugging Face.
+
+`reference_words` / `reference_wordpiece` below are a plain-Python restatement of the
+original google-research/bert BasicTokenizer and WordpieceTokenizer, written from the rules
+in REFERENCE.md. Hugging Face `tokenizers` (BertWordPieceTokenizer, a Rust implementation)
+is the second reference; where it departs from the original, the original wins and the
+departure is pinned down in `HuggingFaceDisagreementTest`.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import random
+import tempfile
+import time
+import unicodedata
+from collections import Counter
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import pytest  # noqa: E402
+import tensorflow as tf  # noqa: E402
+from tokenizers import BertWordPieceTokenizer  # noqa: E402
+
+from bert_tf import tokenization  # noqa: E402
+from bert_tf.tokenization import BertTokenizer, VocabError, load_vocab  # noqa: E402
+from pipelines import corpus  # noqa: E402
+
+UNCASED_VOCAB = str(Path(__file__).parent / "fixtures" / "bert_uncased_vocab.txt")
+
+# --- The reference: the original rules, one character at a time ---------------------------
+
+_CJK = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F),
+        (0x2B740, 0x2B81F), (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))  # fmt: skip
+
+
+def _reference_is_punctuation(char: str) -> bool:
+    code_point = ord(char)
+    if 33 <= code_point <= 47 or 58 <= code_point <= 64 or 91 <= code_point <= 96 or 123 <= code_point <= 126:
+        return True
+    return unicodedata.category(char).startswith("P")
+
+
+def reference_words(text: str | bytes, lower_case: bool) -> list[str]:
+    """BasicTokenizer of the original: clean, space CJK, split, (lower, NFD, drop Mn), split punctuation."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "ignore")
+    cleaned = []
+    for char in text:
+        category = unicodedata.category(char)
+        if char in "\t\n\r" or category == "Zs":
+            cleaned.append(" ")
+        elif char in "\x00\ufffd" or category in ("Cc", "Cf"):
+            continue
+        elif any(lo <= ord(char) <= hi for lo, hi in _CJK):
+            cleaned.append(f" {char} ")
+        else:
+            cleaned.append(char)
+    words = []
+    for token in "".join(cleaned).split():  # str.split(): U+2028, U+2029 split here
+        if lower_case:
+            token = unicodedata.normalize("NFD", token.lower())
+            token = "".join(char for char in token if unicodedata.category(char) != "Mn")
+        current = ""
+        for char in token:
+            if _reference_is_punctuation(char):
+                words += [current, char] if current else [char]
+                current = ""
+            else:
+                current += char
+        if current:
+            words.append(current)
+    return words
+
+
+def reference_wordpiece(word: str, vocab, max_chars: int = 200) -> list[str]:
+    """Greedy longest-match-first; any uncovered part or an over-long word makes the word [UNK]."""
+    if len(word) > max_chars:
+        return ["[UNK]"]
+    pieces, start = [], 0
+    while start < len(word):
+        for end in range(len(word), start, -1):
+            piece = word[start:end] if start == 0 else "##" + word[start:end]
+            if piece in vocab:
+                pieces.append(piece)
+                start = end
+                break
+        else:
+            return ["[UNK]"]
+    return pieces
+
+
+class ReferenceTokenizer:
+    """The original FullTokenizer's ids, from the two functions above."""
+
+    def __init__(self, vocab: list[str], lower_case: bool):
+        self.ids = {token: index for index, token in enumerate(vocab)}
+        self.lower_case = lower_case
+
+    def __call__(self, text: str | bytes) -> list[int]:
+        words = reference_words(text, self.lower_case)
+        return [self.ids[piece] for word in words for piece in reference_wordpiece(word, self.ids)]
+
+
+def write_vocab(directory: str, tokens: list[str], name: str = "vocab.txt") -> str:
+    path = os.path.join(directory, name)
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write("\n".join(tokens) + "\n")
+    return path
+
+
+def build_cased_vocab(directory: str) -> str:
+    """A cased vocab made from the corpus: specials, every character, frequent words and suffixes."""
+    words = Counter()
+    for document in corpus.documents():
+        for sentence in document:
+            words.update(reference_words(sentence, lower_case=False))
+    chars = sorted({c for w in words for c in w})
+    frequent = [w for w, _ in words.most_common(3000)]
+    suffixes = Counter(w[i:] for w in words for i in range(1, min(len(w), 6)))
+    tokens = list(tokenization.SPECIAL_TOKENS) + chars + ["##" + c for c in chars]
+    tokens += [w for w in frequent if w not in tokens]
+    tokens += ["##" + s for s, _ in suffixes.most_common(800) if "##" + s not in tokens]
+    return write_vocab(directory, tokens, "cased_vocab.txt")
+
+
+def hugging_face(vocab_file: str, lower_case: bool) -> BertWordPieceTokenizer:
+    tokenizer = BertWordPieceTokenizer(
+        vocab_file, clean_text=True, handle_chinese_chars=True, strip_accents=lower_case, lowercase=lower_case
+    )
+    # Hugging Face's default is 100 characters; the original's limit is 200.
+    tokenizer.model.max_input_chars_per_word = 200
+    return tokenizer
+
+
+def corpus_sentences() -> list[str]:
+    return [s for document in corpus.documents() for s in document]
+
+
+# --- Random text from the interesting parts of Unicode ------------------------------------
+
+_INTERESTING = [
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789",
+    "".join(chr(c) for c in range(33, 127)),
+    " \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f\x85\xa0\u1680\u2000\u2007\u200a\u2028\u2029\u202f\u205f\u3000",
+    "\x00\x01\x1b\x7f\x9f\xad\u200b\u200c\u200d\u200e\u2060\ufeff\ufffd\U000e0001",  # Cc, Cf, NUL, FFFD
+    "éÉèàçñÑöÖüÜßẞÅåøØœŒĳĲǅǈﬁﬂİıŉǰΐ",  # accents, ligatures, special casing
+    "ΑΒΓΣσςΆΈάέΰΣΣ",  # Greek, final sigma
+    "АБВГДабвгдЁё",
+    "\u0300\u0301\u0308\u0327\u0345\u20dd\u0903\u093e\U0001d165\u302e\u0488",  # Mn, Mc, Me
+    "中文字符國語丽\u3400\u4dbf\U00020000\U0002a6df\U0002b740\U0002ce00\uf900\ufa6a\U0002f800",
+    "한국어가힣ㄱㅏ\u1100\u1161",  # Hangul (not CJK), NFD splits syllables
+    "ひらがなカタカナｶﾀｶﾅー",  # kana (not CJK)
+    "،؛؟٪۔।॥।「」『』【】〈〉《》〔〕…‰′″‹›«»¡¿§¶†‡•‣⁂",  # P* punctuation
+    "€$£¥₹♡♥→←∑∞±×÷°©®™¬¦^`~|+<=>",  # symbols (S*): not split unless ASCII
+    "\ue000\uf8ff\U000f0000\U0010fffd",  # private use (Co)
+    "\u0378\u0379\U0001fffe\U000effff",  # unassigned (Cn)
+    "\u1fef\u1fee\u037e\u0387\u2126\u212a\u212b",  # singleton decompositions into punctuation / letters
+    "\u2c2f\ua7c0\ua7d0\U00010570\U00010585\U0001e900",  # case pairs newer than some ICU versions
+    "[MASK][CLS][SEP][UNK]##",
+]
+
+
+def random_text(rng: random.Random, max_length: int = 30) -> str:
+    chars = []
+    for _ in range(rng.randint(0, max_length)):
+        roll = rng.random()
+        if roll < 0.05:
+            code_point = rng.randint(0, 0x10FFFF)
+            chars.append(chr(code_point) if not 0xD800 <= code_point <= 0xDFFF else " ")
+        elif roll < 0.15:
+            chars.append(" ")
+        else:
+            chars.append(rng.choice(rng.choice(_INTERESTING)))
+    return "".join(chars)
+
+
+def random_bytes(rng: random.Random) -> bytes:
+    """Random text with invalid UTF-8 (stray continuation bytes, truncated sequences, surrogates) mixed in."""
+    pieces = []
+    for _ in range(rng.randint(0, 8)):
+        pieces.append(random_text(rng, 6).encode("utf-8"))
+        pieces.append(
+            rng.choice(
+                [
+                    b"\x80",
+                    b"\xbf",
+                    b"\xc0\xaf",
+                    b"\xe4\xb8",
+                    b"\xed\xa0\x80",
+                    b"\xf0\x9f\x98",
+                    b"\xff",
+                    b"\xf4\x90\x80\x80",
+                    b"\xc3",
+                    b"\xe2\x82",
+                    bytes([rng.randint(128, 255)]),
+                ]  # fmt: skip
+            )
+        )
+    return b"".join(pieces)
+
+
+def decoded(words_tensor: tf.RaggedTensor) -> list[list[str]]:
+    return [[w.decode("utf-8") for w in row] for row in words_tensor.to_list()]
+
+
+@functools.cache
+def shared_fixtures() -> dict:
+    """Tokenizers and references built once per test session (building one takes seconds)."""
+    uncased_vocab = load_vocab(UNCASED_VOCAB)
+    cased_vocab_file = build_cased_vocab(tempfile.mkdtemp())
+    cased_vocab = load_vocab(cased_vocab_file)
+    return {
+        "uncased": BertTokenizer(UNCASED_VOCAB, lower_case=True),
+        "uncased_vocab": uncased_vocab,
+        "cased": BertTokenizer(cased_vocab_file, lower_case=False),
+        "cased_vocab": cased_vocab,
+        "reference": {
+            True: ReferenceTokenizer(uncased_vocab, True),
+            False: ReferenceTokenizer(cased_vocab, False),
+        },
+    }
+
+
+class BertTokenizerTestBase(tf.test.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        for name, value in shared_fixtures().items():
+            setattr(cls, name, value)
+
+
+class ReferenceAgreementTest(BertTokenizerTestBase):
+    def test_embedded_corpus_matches_reference_uncased_and_cased(self):
+        sentences = corpus_sentences()
+        self.assertGreater(len(sentences), 2000)
+        for tokenizer in (self.uncased, self.cased):
+            reference = self.reference[tokenizer.lower_case]
+            got = tokenizer.tokenize(sentences).to_list()
+            for sentence, ids in zip(sentences, got, strict=True):
+                self.assertEqual(ids, reference(sentence), sentence)
+
+    def test_random_unicode_matches_reference(self):
+        rng = random.Random(1234)
+        texts = [random_text(rng) for _ in range(3000)]
+        for tokenizer in (self.uncased, self.cased):
+            lower = tokenizer.lower_case
+            words = decoded(tokenizer.split_words(texts))
+            ids = tokenizer.tokenize(texts).to_list()
+            for text, got_words, got_ids in zip(texts, words, ids, strict=True):
+                self.assertEqual(got_words, reference_words(text, lower), ascii(text))
+                self.assertEqual(got_ids, self.reference[lower](text), ascii(text))
+
+    def test_invalid_utf8_bytes_are_dropped_like_python(self):
+        rng = random.Random(99)
+        texts = [random_bytes(rng) for _ in range(1000)]
+        got = self.uncased.tokenize(texts).to_list()
+        for text, ids in zip(texts, got, strict=True):
+            self.assertEqual(ids, self.reference[True](text), text)
+
+    def test_sampled_code_points_match_reference(self):
+        # Every 13th code point alone and inside a word (the slow test covers all of them).
+        self._check_code_points(range(0, 0x110000, 13))
+
+    @pytest.mark.slow
+    def test_every_code_point_matches_reference(self):
+        self._check_code_points(range(0x110000))
+
+    def _check_code_points(self, code_points):
+        chars = [chr(c) for c in code_points if not 0xD800 <= c <= 0xDFFF]
+        for template in ("{}", "AΣ{}b"):
+            texts = [template.format(c) for c in chars]
+            for tokenizer in (self.uncased, self.cased):
+                for start in range(0, len(texts), 50_000):
+                    batch = texts[start : start + 50_000]
+                    got = decoded(tokenizer.split_words(batch))
+                    for text, words in zip(batch, got, strict=True):
+                        if words != reference_words(text, tokenizer.lower_case):
+                            self.fail(f"{ascii(text)} lower_case={tokenizer.lower_case}: {words}")
+
+
+class EdgeCaseTest(BertTokenizerTestBase):
+    # (text, lower_case, words of the original BasicTokenizer), each checked by hand against
+    # the rules in REFERENCE.md.
+    WORDS = [
+        ("", True, []),
+        ("   \t\n ", True, []),
+        ("Hello, World!", True, ["hello", ",", "world", "!"]),
+        ("Hello, World!", False, ["Hello", ",", "World", "!"]),
+        ("zero\u200bwidth", True, ["zerowidth"]),  # Cf deleted, no split
+        ("soft\u00adhyphen", True, ["softhyphen"]),
+        ("esc\x1bape", True, ["escape"]),  # Cc deleted
+        ("nul\x00l", True, ["null"]),
+        ("rep\ufffdlace", True, ["replace"]),
+        ("vertical\x0btab", True, ["verticaltab"]),  # \v is Cc: deleted, although str.split splits on it
+        ("form\x0cfeed", True, ["formfeed"]),
+        ("file\x1csep", True, ["filesep"]),  # U+001C..001F: Cc, deleted before the split
+        ("next\x85line", True, ["nextline"]),  # U+0085 NEL: Cc
+        ("line\u2028sep", True, ["line", "sep"]),  # Zl: kept by cleaning, split by str.split
+        ("para\u2029sep", True, ["para", "sep"]),
+        ("no\u00a0break", True, ["no", "break"]),  # Zs
+        ("ideo\u3000space", True, ["ideo", "space"]),
+        ("tab\tnew\nret\r", True, ["tab", "new", "ret"]),
+        ("中文abc", True, ["中", "文", "abc"]),
+        ("한국어", True, ["\u1112\u1161\u11ab\u1100\u116e\u11a8\u110b\u1165"]),  # NFD jamo, no split
+        ("한국어", False, ["한국어"]),
+        ("ひらがなカタカナ", True, ["ひらかなカタカナ"]),  # NFD: が -> か + U+3099 (Mn, dropped)
+        ("ひらがな", False, ["ひらがな"]),
+        ("Café Naïve", True, ["cafe", "naive"]),
+        ("Café", False, ["Café"]),  # cased: no normalization at all
+        ("Cafe\u0301", False, ["Cafe\u0301"]),
+        ("ΑΣ ΣΑ", True, ["ας", "σα"]),  # Python's str.lower: final sigma
+        ("İstanbul", True, ["istanbul"]),  # U+0130 -> i + U+0307 (Mn, dropped)
+        ("ﬁne", True, ["ﬁne"]),  # no compatibility decomposition (NFD, not NFKD)
+        ("wait…", True, ["wait", "…"]),  # U+2026 is Po
+        ("a$b^c`d", True, ["a", "$", "b", "^", "c", "`", "d"]),  # ASCII symbols count as punctuation
+        ("5€ ♡→x", True, ["5€", "♡→x"]),  # other symbols do not
+        ("«quote»", True, ["«", "quote", "»"]),
+        ("[MASK] it", True, ["[", "mask", "]", "it"]),
+        ("[CLS]", False, ["[", "CLS", "]"]),
+        ("\u1fefx", True, ["`", "x"]),  # GREEK VARIA (Sk) decomposes to "`": split only when uncased
+        ("\u1fefx", False, ["\u1fefx"]),
+        ("\ue000private", True, ["\ue000private"]),  # Co is kept (Hugging Face deletes it)
+        ("a\u0903b", True, ["a\u0903b"]),  # Mc is kept (only Mn is dropped)
+        ("\u2c2fX", True, ["\u2c5fx"]),  # Unicode 14 case pair that ICU may not know
+    ]
+
+    def test_words(self):
+        for text, lower_case, expected in self.WORDS:
+            self.assertEqual(reference_words(text, lower_case), expected, f"reference: {ascii(text)}")
+            tokenizer = self.uncased if lower_case else self.cased
+            self.assertEqual(decoded(tokenizer.split_words([text]))[0], expected, ascii(text))
+
+    def test_known_ids_of_bert_base_uncased(self):
+        cases = {
+            "Hello, World!": ["hello", ",", "world", "!"],
+            "unaffable": ["una", "##ffa", "##ble"],
+            "[MASK]": ["[", "mask", "]"],
+            "Naïve café": ["naive", "cafe"],
+            "☃": ["[UNK]"],
+            "xx☃": ["[UNK]"],  # the whole word is [UNK], not "xx" + [UNK]
+        }
+        for text, pieces in cases.items():
+            ids = [self.uncased_vocab.index(p) for p in pieces]
+            self.assertEqual(self.uncased.tokenize([text]).to_list(), [ids], text)
+
+    def test_two_hundred_character_limit(self):
+        vocab = self.uncased_vocab
+        unk = vocab.index("[UNK]")
+        for word, limit_exceeded in (
+            ("a" * 200, False),
+            ("a" * 201, True),
+            ("é" * 200, False),
+            ("é" * 201, True),
+        ):
+            ids = self.uncased.tokenize([word, "x " + word + " y"]).to_list()
+            self.assertEqual(ids[0] == [unk], limit_exceeded, len(word))
+            self.assertEqual(ids[0], self.reference[True](word))
+            self.assertEqual(ids[1], self.reference[True]("x " + word + " y"))
+        # Cased, a decomposed accent counts as two characters.
+        self.assertEqual(
+            self.cased.tokenize(["e\u0301" * 100, "e\u0301" * 101]).to_list()[1], [self.cased.unk_id]
+        )
+
+    def test_special_ids_come_from_the_vocab(self):
+        self.assertEqual(
+            (
+                self.uncased.pad_id,
+                self.uncased.unk_id,
+                self.uncased.cls_id,
+                self.uncased.sep_id,
+                self.uncased.mask_id,
+            ),
+            (0, 100, 101, 102, 103),
+        )
+        tokens = ["hello", "[MASK]", "[SEP]", "world", "[CLS]", "[UNK]", "[PAD]", "##s"]
+        tokenizer = BertTokenizer(write_vocab(self.get_temp_dir(), tokens), lower_case=True)
+        self.assertEqual(
+            (tokenizer.pad_id, tokenizer.unk_id, tokenizer.cls_id, tokenizer.sep_id, tokenizer.mask_id),
+            (6, 5, 4, 2, 1),
+        )
+        self.assertEqual(tokenizer.vocab, tokens)
+        self.assertEqual(tokenizer.vocab_size, 8)
+        self.assertEqual(tokenizer.tokenize(["Hellos world zz"]).to_list(), [[0, 7, 3, 5]])
+
+
+class WordPieceTest(BertTokenizerTestBase):
+    def test_random_vocabs_match_greedy_longest_match_first(self):
+        rng = random.Random(7)
+        for trial in range(5):
+            alphabet = "abcdé"[: 3 + trial % 3]
+            pieces = {"".join(rng.choice(alphabet) for _ in range(rng.randint(1, 4))) for _ in range(25)}
+            tokens = (
+                list(tokenization.SPECIAL_TOKENS)
+                + sorted(pieces)
+                + sorted("##" + p for p in pieces if rng.random() < 0.7)
+            )
+            vocab_file = write_vocab(self.get_temp_dir(), tokens, f"vocab{trial}.txt")
+            tokenizer = BertTokenizer(vocab_file, lower_case=False)
+            words = ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 12))) for _ in range(400)]
+            got = tokenizer.tokenize_with_words([" ".join(words)]).to_list()[0]
+            expected = [[tokens.index(p) for p in reference_wordpiece(w, set(tokens))] for w in words]
+            self.assertEqual(got, expected)
+
+    def test_tokenize_with_words_groups_pieces_by_word(self):
+        ids = self.uncased.tokenize_with_words(["unaffable hello", ""])
+        self.assertEqual(ids.shape.rank, 3)
+        vocab = self.uncased_vocab
+        self.assertEqual(
+            ids.to_list(), [[[vocab.index(p) for p in ("una", "##ffa", "##ble")], [vocab.index("hello")]], []]
+        )
+        self.assertEqual(ids.dtype, tf.int64)
+
+
+class HuggingFaceAgreementTest(BertTokenizerTestBase):
+    def test_corpus_and_random_text_match_hugging_face(self):
+        rng = random.Random(5)
+
+        # Leave out what Hugging Face does differently from the original (see the next class):
+        # private-use characters, capital sigma, CJK U+2B820..U+2B91F; and characters whose
+        # category depends on the Unicode version (unassigned in Python 3.11's Unicode 14).
+        def agrees(char: str) -> bool:
+            category = unicodedata.category(char)
+            return category not in ("Cn", "Co", "Cs") and char != "Σ" and not 0x2B820 <= ord(char) <= 0x2B91F
+
+        texts = corpus_sentences() + ["".join(filter(agrees, random_text(rng))) for _ in range(2000)]
+        for tokenizer, lower in ((self.uncased, True), (self.cased, False)):
+            hf = hugging_face(tokenizer.vocab_file, lower)
+            expected = [e.ids for e in hf.encode_batch(texts, add_special_tokens=False)]
+            got = tokenizer.tokenize(texts).to_list()
+            for text, ours, theirs in zip(texts, got, expected, strict=True):
+                self.assertEqual(ours, theirs, ascii(text))
+
+
+class HuggingFaceDisagreementTest(BertTokenizerTestBase):
+    """Where Hugging Face departs from the original: ours follows the original."""
+
+    CASES = [
+        # HF deletes private-use characters (category Co) too; the original only Cc and Cf.
+        ("private\ue000use", True),
+        # HF lower-cases character by character, so no final sigma; Python's str.lower has it.
+        ("ΟΔΟΣ", True),
+        # HF's CJK range starts at U+2B920 where the original's starts at U+2B820.
+        ("a\U0002b820b", False),
+    ]
+
+    def test_original_wins(self):
+        for text, lower in self.CASES:
+            tokenizer = self.uncased if lower else self.cased
+            hf_words = [w for w, _ in hugging_face(tokenizer.vocab_file, lower).pre_tokenizer.pre_tokenize_str(
+                hugging_face(tokenizer.vocab_file, lower).normalizer.normalize_str(text))]  # fmt: skip
+            ours = decoded(tokenizer.split_words([text]))[0]
+            self.assertEqual(ours, reference_words(text, lower), ascii(text))
+            self.assertNotEqual(ours, hf_words, f"Hugging Face now agrees on {ascii(text)}: drop the case")
+
+
+class GraphTest(BertTokenizerTestBase):
+    TEXTS = ["The quick brown fox.", "", "中文 [MASK] Ünïcödé"]
+
+    def expected(self):
+        return self.uncased.tokenize(self.TEXTS).to_list()
+
+    def test_inputs_list_numpy_tensor_and_scalar(self):
+        import numpy as np
+
+        expected = self.expected()
+        self.assertEqual(self.uncased.tokenize(np.array(self.TEXTS)).to_list(), expected)
+        self.assertEqual(self.uncased.tokenize(tf.constant(self.TEXTS)).to_list(), expected)
+        self.assertEqual(self.uncased.tokenize(self.TEXTS[2]).numpy().tolist(), expected[2])
+        with self.assertRaisesRegex(ValueError, "shape"):
+            self.uncased.tokenize([["a"]])
+
+    def test_dataset_map(self):
+        dataset = tf.data.Dataset.from_tensor_slices(self.TEXTS).map(self.uncased.tokenize)
+        self.assertEqual([ids.tolist() for ids in dataset.as_numpy_iterator()], self.expected())
+        batched = tf.data.Dataset.from_tensor_slices(self.TEXTS).batch(3).map(self.uncased.tokenize)
+        self.assertEqual(next(iter(batched)).to_list(), self.expected())
+
+    def test_saved_model(self):
+        module = tf.Module()
+        module.tokenizer = self.uncased
+        module.serve = tf.function(
+            lambda texts: self.uncased.tokenize(texts).to_tensor(),
+            input_signature=[tf.TensorSpec([None], tf.string)],
+        )
+        path = os.path.join(self.get_temp_dir(), "saved")
+        tf.saved_model.save(module, path)
+        loaded = tf.saved_model.load(path)
+        self.assertAllEqual(
+            loaded.serve(tf.constant(self.TEXTS)), self.uncased.tokenize(self.TEXTS).to_tensor()
+        )
+        # The Unicode 14 case pairs take the lookup path inside the saved graph too.
+        self.assertAllEqual(
+            loaded.serve(tf.constant(["\u2c2f"])), self.uncased.tokenize(["\u2c2f"]).to_tensor()
+        )
+
+    def test_detokenize(self):
+        ids = self.uncased.tokenize(["Unaffable [MASK], ok?", ""])
+        self.assertEqual(self.uncased.detokenize(ids).numpy().tolist(), [b"unaffable [ mask ] , ok ?", b""])
+        self.assertEqual(self.uncased.detokenize(self.uncased.tokenize_with_words(["Unaffable x"])).numpy().tolist(),
+                         [b"unaffable x"])  # fmt: skip
+        padded = ids.to_tensor(default_value=self.uncased.pad_id, shape=[2, 12])
+        self.assertEqual(
+            self.uncased.detokenize(padded).numpy().tolist(), [b"unaffable [ mask ] , ok ?", b""]
+        )
+
+
+class BadInputTest(BertTokenizerTestBase):
+    def test_missing_file(self):
+        with self.assertRaisesRegex(VocabError, "not found: /no/such/vocab.txt.*build_vocab"):
+            BertTokenizer("/no/such/vocab.txt")
+
+    def test_empty_file(self):
+        path = write_vocab(self.get_temp_dir(), [""], "empty.txt")
+        with self.assertRaisesRegex(VocabError, "empty: .*empty.txt"):
+            load_vocab(path)
+
+    def test_missing_special_tokens(self):
+        path = write_vocab(self.get_temp_dir(), ["[PAD]", "[UNK]", "hello", "[SEP]"], "no_cls.txt")
+        with self.assertRaisesRegex(VocabError, r"no_cls.txt has no \[CLS\] \[MASK\] token; add a line"):
+            load_vocab(path)
+
+    def test_duplicate_lines_name_the_line_numbers(self):
+        tokens = list(tokenization.SPECIAL_TOKENS) + ["hello", "world", "hello "]
+        path = write_vocab(self.get_temp_dir(), tokens, "dup.txt")
+        with self.assertRaisesRegex(
+            VocabError, r"dup.txt has repeated tokens: 'hello' on lines 6 and 8.*\[unusedN\]"
+        ):
+            load_vocab(path)
+
+    def test_blank_line_and_non_utf8_vocab(self):
+        path = write_vocab(self.get_temp_dir(), list(tokenization.SPECIAL_TOKENS) + ["", "x"], "blank.txt")
+        with self.assertRaisesRegex(VocabError, "blank.txt line 6 is empty"):
+            load_vocab(path)
+        path = os.path.join(self.get_temp_dir(), "latin1.txt")
+        Path(path).write_bytes("\n".join(tokenization.SPECIAL_TOKENS).encode() + b"\ncaf\xe9\n")
+        with self.assertRaisesRegex(VocabError, "latin1.txt line 6 is not UTF-8"):
+            load_vocab(path)
+
+    def test_vocab_lines_are_stripped_and_crlf_is_accepted(self):
+        path = os.path.join(self.get_temp_dir(), "crlf.txt")
+        Path(path).write_bytes(
+            b"\r\n".join(t.encode() for t in tokenization.SPECIAL_TOKENS) + b"\r\n  hello \r\n"
+        )
+        self.assertEqual(load_vocab(path), list(tokenization.SPECIAL_TOKENS) + ["hello"])
+
+    def test_empty_strings(self):
+        ids = self.uncased.tokenize(["", " ", "\u200b", "\x00\ufffd"])
+        self.assertEqual(ids.to_list(), [[], [], [], []])
+        self.assertEqual(self.uncased.tokenize([]).shape.as_list(), [0, None])
+
+    def test_ten_megabyte_line(self):
+        sentences = corpus_sentences()
+        line, parts = "", []
+        while len(line) < 10_000_000:
+            parts.extend(sentences)
+            line = " ".join(parts)
+        start = time.perf_counter()
+        ids = self.uncased.tokenize([line, "x" * 10_000_000]).to_list()
+        elapsed = time.perf_counter() - start
+        # One long line tokenizes like its sentences one by one (each sentence is checked
+        # against the reference above); one 10-million-character word is [UNK].
+        per_sentence = self.uncased.tokenize(sentences).to_list()
+        copies = len(parts) // len(sentences)
+        self.assertEqual(ids[0], [i for row in per_sentence for i in row] * copies)
+        self.assertEqual(ids[1], [self.uncased.unk_id])
+        self.assertLess(elapsed, 30.0)
