@@ -325,6 +325,13 @@ class EdgeCaseTest(BertTokenizerTestBase):
         ("\ue000private", True, ["\ue000private"]),  # Co is kept (Hugging Face deletes it)
         ("a\u0903b", True, ["a\u0903b"]),  # Mc is kept (only Mn is dropped)
         ("\u2c2fX", True, ["\u2c5fx"]),  # Unicode 14 case pair that ICU may not know
+        ("\U00016122", True, ["\U00016122"]),  # unassigned in Unicode 14; newer ICU decomposes it
+        # U+1D165 is Mc with combining class 216; U+10D69 is a mark only after Unicode 14, so
+        # Python does not reorder the two (ICU would).
+        ("\U0001d165\U00010d69", True, ["\U0001d165\U00010d69"]),
+        # NFD puts U+16FF0 (Mc, class 6) before U+1D166 (Mc, class 216); both survive uncasing.
+        ("ΑΣ \U0001d166\U00016ff0", True, ["ας", "\U00016ff0\U0001d166"]),
+        ("\U0001d166\U00016ff0", False, ["\U0001d166\U00016ff0"]),
     ]
 
     def test_words(self):
