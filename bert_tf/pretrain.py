@@ -96,22 +96,37 @@ FLAGS = flags.FLAGS
 
 def settings_from_flags() -> PretrainingConfig:
     names = {field.name for field in dataclasses.fields(PretrainingConfig)}
-    values = {name: FLAGS[name].value for name in FLAGS if name in names and FLAGS[name].present}
+    # Every field has a flag with the same default (tested), so all values can be passed.
+    values = {name: FLAGS[name].value for name in names if name in FLAGS}
     return PretrainingConfig(**values)
 
 
 def main(argv: list[str]) -> None:
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+    from bert_tf.checkpoints import CheckpointError
     from bert_tf.config import ConfigError
+    from bert_tf.tokenization import VocabError
     from bert_tf.training.distribute import StrategyError
     from bert_tf.training.inputs import InputError
     from bert_tf.training.loop import NonFiniteLossError
     from bert_tf.training.pretraining import run_pretraining
+    from pipelines.records import RecordFormatError
+    from pipelines.text_input import InputFileError
 
+    user_errors = (
+        InputError,
+        ConfigError,
+        VocabError,
+        StrategyError,
+        CheckpointError,
+        InputFileError,
+        RecordFormatError,
+        NonFiniteLossError,
+    )
     try:
         run_pretraining(settings_from_flags())
-    except (InputError, ConfigError, StrategyError, NonFiniteLossError) as error:
+    except user_errors as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(1)
 

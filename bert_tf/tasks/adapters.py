@@ -58,6 +58,13 @@ class ClassificationAdapter:
         self.settings, self.tokenizer = settings, tokenizer
         task = settings.task.lower()
         self.glue = glue.get_task(task) if task not in ("classification", "regression") else None
+        if settings.tfds_name and (self.glue is None or settings.tfds_name != f"glue/{self.glue.name}"):
+            expected = f"glue/{self.glue.name}" if self.glue else "files (--train_file/--eval_file)"
+            raise TaskDataError(
+                f"--task={settings.task} reads {expected}, not --tfds_name={settings.tfds_name}; "
+                "TFDS sources are glue/* (GLUE tasks), squad/v1.1 and squad/v2.0 (squad, squad_v2), "
+                "conll2003 (ner)"
+            )
         regression = task == "regression" or (self.glue is not None and self.glue.is_regression)
         self.kind = "regression" if regression else "classification"
         self.metric_names = self.glue.metrics if self.glue else ("accuracy",)

@@ -202,6 +202,10 @@ class TfdsSourcesTest(tf.test.TestCase):
         self.assertEqual(train.y.dtype, np.float32)
         self.assertEqual(train.x["input_ids"].shape, (6, 16))
         self.assertEqual([data.name for data in evals], ["eval"])
+        with self.assertRaisesRegex(TaskDataError, "--task=mrpc reads glue/mrpc, not --tfds_name=glue/sst2"):
+            adapters.make_adapter(
+                FinetuneSettings(task="mrpc", output_dir=root, tfds_name="glue/sst2"), tokenizer
+            )
 
     def test_squad_and_conll_records(self):
         with tfds.testing.mock_data(num_examples=4):
