@@ -1,0 +1,345 @@
+"""The one training loop, the same under every `tf.distribute` strategy.
+
+Orbit style: a `tf.function` runs `steps_per_loop` steps in a `tf.range` loop, each step
+`strategy.run(replica_step)` on the next distributed batch, so the host speaks to the
+devices once per loop rather than once per step (this is what keeps a TPU busy). Inside
+a replica step the forward and backward pass is its own `tf.function`, XLA-compiled when
+`jit_compile` is set; gradient accumulation splits the replica's batch into micro-batches
+and sums their gradients before the one update.
+
+Loss normalization. `loss_fn(features, outputs, totals)` returns this micro-batch's share
+of the loss of the whole global batch: `totals` holds normalizers summed over the global
+batch (e.g. the number of examples, the sum of masked-LM weights), so summing the shares
+over micro-batches and replicas gives exactly the loss one device would compute on the
+whole batch, and the summed gradients are its gradient. The gradients are all-reduced
+once, then clipped to the global norm and applied by the optimizer (see
+`optimization.py`).
+
+Checkpoints hold the model, the optimizer and the step. The data position is the step:
+datasets are deterministic for a fixed seed, so on resume each phase's dataset is rebuilt
+and the batches already consumed are skipped. This works for any input pipeline (no
+iterator state, no saved shuffle buffers) and makes a resumed run reach the same weights
+as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+from collections.abc import Callable, Mapping, Sequence
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from bert_tf.training import distribute
+from bert_tf.training.progress import ProgressReporter, log_dir
+
+LossFn = Callable[[Mapping[str, tf.Tensor], Mapping[str, tf.Tensor], Mapping[str, tf.Tensor]], dict]
+TotalsFn = Callable[[Mapping[str, tf.Tensor]], dict]
+
+
+class NonFiniteLossError(RuntimeError):
+    """The loss became NaN or infinite; the last good checkpoint is kept."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Phase:
+    """A stretch of training on one dataset, steps [start_step, end_step).
+
+    `dataset_fn(input_context)` returns this input pipeline's dataset of per-replica
+    batches (`input_context.get_per_replica_batch_size(global_batch_size)` examples),
+    repeated, deterministic for a fixed seed.
+    """
+
+    name: str
+    start_step: int
+    end_step: int
+    dataset_fn: Callable[[tf.distribute.InputContext], tf.data.Dataset]
+
+
+@dataclasses.dataclass
+class TrainResult:
+    step: int
+    history: list[dict]  # one dict per loop: step, the metrics, learning_rate
+    checkpoint: str | None
+
+
+def example_count(features: Mapping[str, tf.Tensor]) -> dict:
+    """The default `totals_fn`: the number of examples in the batch."""
+    first = tf.nest.flatten(features)[0]
+    return {"examples": tf.cast(tf.shape(first)[0], tf.float32)}
+
+
+class Trainer:
+    """Runs `model` on `phases` of data under `strategy`, checkpointing to `model_dir`.
+
+    Build `model` (called once on a batch) and `optimizer` inside `strategy.scope()`.
+
+    Example (one device, a toy regression):
+
+    >>> import keras, tensorflow as tf, tempfile
+    >>> from bert_tf.training.optimization import create_optimizer
+    >>> strategy = tf.distribute.get_strategy()
+    >>> model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    >>> optimizer = create_optimizer(0.1, num_train_steps=20, num_warmup_steps=0)
+    >>> def data(context):
+    ...     x = tf.random.stateless_normal([64, 3], seed=[1, 2])
+    ...     return tf.data.Dataset.from_tensor_slices({"x": x, "y": tf.reduce_sum(x, 1)}).repeat().batch(8)
+    >>> def loss_fn(features, outputs, totals):
+    ...     error = tf.reduce_sum((outputs[:, 0] - features["y"]) ** 2)
+    ...     return {"loss": error / totals["examples"]}
+    >>> trainer = Trainer(strategy, model, optimizer, loss_fn, tempfile.mkdtemp(),
+    ...     global_batch_size=8, steps_per_loop=10, save_checkpoints_steps=20,
+    ...     model_inputs=lambda features: features["x"], verbose=False)
+    >>> result = trainer.train([Phase("all", 0, 20, data)])
+    >>> result.step, result.history[-1]["loss"] < result.history[0]["loss"]
+    (20, True)
+    """
+
+    def __init__(
+        self,
+        strategy: tf.distribute.Strategy,
+        model: keras.Model,
+        optimizer: keras.optimizers.Optimizer,
+        loss_fn: LossFn,
+        model_dir: str,
+        *,
+        global_batch_size: int,
+        totals_fn: TotalsFn = example_count,
+        model_inputs: Callable[[Mapping[str, tf.Tensor]], object] = lambda features: features,
+        steps_per_loop: int = 100,
+        save_checkpoints_steps: int = 1000,
+        gradient_accumulation_steps: int = 1,
+        jit_compile: bool = False,
+        max_checkpoints_to_keep: int = 3,
+        save_final_checkpoint: bool = True,
+        verbose: bool = True,
+    ):
+        replicas = strategy.num_replicas_in_sync
+        if global_batch_size % replicas:
+            raise ValueError(
+                f"the global batch size {global_batch_size} is not divisible by the {replicas} replicas "
+                f"of {type(strategy).__name__}; use a multiple of {replicas} "
+                f"(e.g. {max(replicas, global_batch_size // replicas * replicas)})"
+            )
+        per_replica = global_batch_size // replicas
+        if gradient_accumulation_steps < 1 or per_replica % gradient_accumulation_steps:
+            raise ValueError(
+                f"gradient_accumulation_steps={gradient_accumulation_steps} must be >= 1 and divide the "
+                f"per-replica batch of {per_replica} (global batch {global_batch_size} / {replicas} replicas)"
+            )
+        if steps_per_loop < 1 or save_checkpoints_steps < 1:
+            raise ValueError(
+                f"steps_per_loop ({steps_per_loop}) and save_checkpoints_steps "
+                f"({save_checkpoints_steps}) must be >= 1"
+            )
+        self.strategy = strategy
+        self.model = model
+        self.optimizer = optimizer
+        self.loss_fn = loss_fn
+        self.totals_fn = totals_fn
+        self.model_inputs = model_inputs
+        self.model_dir = model_dir
+        self.global_batch_size = global_batch_size
+        self.steps_per_loop = steps_per_loop
+        self.save_checkpoints_steps = save_checkpoints_steps
+        self.gradient_accumulation_steps = gradient_accumulation_steps
+        self.jit_compile = jit_compile
+        self.save_final_checkpoint = save_final_checkpoint
+        self.is_chief = distribute.is_chief(strategy)
+        self.verbose = verbose and self.is_chief
+
+        with strategy.scope():
+            optimizer.build(model.trainable_variables)
+        self.global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
+        # Keras does not track the state of its dropout seed generators for tf.train
+        # checkpoints; without it a resumed run would draw other dropout masks.
+        random_state = [v.value for v in model.non_trainable_variables if "seed_generator" in v.path]
+        self.checkpoint = tf.train.Checkpoint(
+            model=model, optimizer=optimizer, global_step=self.global_step, random_state=random_state
+        )
+        # Every worker of a multi-worker cluster must take part in saving; only the chief
+        # writes to model_dir, the others to a scratch directory they delete again.
+        self._save_dir = (
+            model_dir
+            if self.is_chief
+            else os.path.join(model_dir, f".worker_{distribute.worker_id(strategy)}_scratch")
+        )
+        self.manager = tf.train.CheckpointManager(
+            self.checkpoint, self._save_dir, max_to_keep=max_checkpoints_to_keep, checkpoint_name="ckpt"
+        )
+        self._train_loop = self._build_train_loop()
+
+    # --- checkpoints ---------------------------------------------------------
+
+    def restore(self) -> int:
+        """Restores the latest checkpoint in model_dir, if any; returns the step reached."""
+        latest = tf.train.latest_checkpoint(self.model_dir)
+        if latest:
+            self.checkpoint.restore(latest).assert_existing_objects_matched()
+        return int(self.global_step.numpy())
+
+    def save(self) -> str:
+        path = self.manager.save(checkpoint_number=int(self.global_step.numpy()))
+        if not self.is_chief:
+            shutil.rmtree(self._save_dir, ignore_errors=True)
+        return path
+
+    # --- the compiled loop ---------------------------------------------------
+
+    def _build_train_loop(self):
+        model, optimizer = self.model, self.optimizer
+        accumulation = self.gradient_accumulation_steps
+        variables = model.trainable_variables
+
+        @tf.function(jit_compile=self.jit_compile)
+        def forward_backward(features, totals):
+            with tf.GradientTape() as tape:
+                outputs = model(self.model_inputs(features), training=True)
+                metrics = self.loss_fn(features, outputs, totals)
+                scaled_loss = optimizer.scale_loss(metrics["loss"])
+            gradients = tape.gradient(scaled_loss, variables)
+            # Dense gradients: embedding lookups give IndexedSlices, which cannot be summed
+            # over micro-batches in a loop.
+            gradients = [tf.convert_to_tensor(g) for g in gradients]
+            return gradients, metrics
+
+        def replica_step(features):
+            context = tf.distribute.get_replica_context()
+            totals = context.all_reduce(tf.distribute.ReduceOp.SUM, self.totals_fn(features))
+            if accumulation == 1:
+                gradients, metrics = forward_backward(features, totals)
+            else:
+                # [batch, ...] -> [accumulation, batch / accumulation, ...]
+                micro_batches = tf.nest.map_structure(
+                    lambda t: tf.reshape(t, tf.concat([[accumulation, -1], tf.shape(t)[1:]], 0)), features
+                )
+                gradients, metrics = forward_backward(
+                    tf.nest.map_structure(lambda t: t[0], micro_batches), totals
+                )
+                for index in tf.range(1, accumulation):
+                    more_gradients, more_metrics = forward_backward(
+                        tf.nest.map_structure(lambda t, i=index: t[i], micro_batches), totals
+                    )
+                    gradients = [a + b for a, b in zip(gradients, more_gradients, strict=True)]
+                    metrics = tf.nest.map_structure(tf.add, metrics, more_metrics)
+            gradients = context.all_reduce(tf.distribute.ReduceOp.SUM, gradients)
+            optimizer.apply(gradients, variables)
+            return metrics
+
+        return self._steps_loop(replica_step)
+
+    def _steps_loop(self, replica_fn):
+        """A tf.function running `replica_fn` on `num_steps` batches; returns mean metrics."""
+        strategy = self.strategy
+
+        # A tf.function of its own so that the two calls below share one trace.
+        @tf.function
+        def one_step(iterator):
+            per_replica = strategy.run(replica_fn, args=(next(iterator),))
+            return {
+                name: strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None)
+                for name, value in per_replica.items()
+            }
+
+        @tf.function
+        def steps_loop(iterator, num_steps):
+            sums = one_step(iterator)
+            for _ in tf.range(num_steps - 1):
+                sums = tf.nest.map_structure(tf.add, sums, one_step(iterator))
+            return {name: value / tf.cast(num_steps, value.dtype) for name, value in sums.items()}
+
+        return steps_loop
+
+    def evaluate(self, dataset_fn, steps: int) -> dict:
+        """Mean metrics of `loss_fn` over `steps` global batches of `dataset_fn`, no training."""
+
+        def replica_eval(features):
+            context = tf.distribute.get_replica_context()
+            totals = context.all_reduce(tf.distribute.ReduceOp.SUM, self.totals_fn(features))
+            outputs = self.model(self.model_inputs(features), training=False)
+            return self.loss_fn(features, outputs, totals)
+
+        iterator = self._distributed_iterator(Phase("eval", 0, steps, dataset_fn), 0)
+        metrics = self._steps_loop(replica_eval)(iterator, tf.constant(steps, tf.int32))
+        return {name: float(value.numpy()) for name, value in metrics.items()}
+
+    def _distributed_iterator(self, phase: Phase, steps_done: int):
+        replicas = self.strategy.num_replicas_in_sync
+
+        def dataset_fn(input_context):
+            dataset = phase.dataset_fn(input_context)
+            # Each step takes one batch for every replica this pipeline feeds.
+            batches_per_step = replicas // input_context.num_input_pipelines
+            if steps_done:
+                dataset = dataset.skip(steps_done * batches_per_step)
+            return dataset.prefetch(tf.data.AUTOTUNE)
+
+        return iter(self.strategy.distribute_datasets_from_function(dataset_fn))
+
+    # --- driver --------------------------------------------------------------
+
+    def train(
+        self, phases: Sequence[Phase], on_loop_end: Callable[[int, dict], None] | None = None
+    ) -> TrainResult:
+        """Trains to the end of the last phase, resuming from model_dir if it holds a checkpoint."""
+        for before, after in zip(phases, phases[1:], strict=False):
+            if before.end_step != after.start_step:
+                raise ValueError(
+                    f"phases must be contiguous: {before.name} ends at {before.end_step}, "
+                    f"{after.name} starts at {after.start_step}"
+                )
+        total_steps = phases[-1].end_step
+        step = self.restore()
+        if step and self.verbose:
+            print(f"resumed from {tf.train.latest_checkpoint(self.model_dir)} at step {step}", flush=True)
+        reporter = ProgressReporter(
+            total_steps,
+            self.global_batch_size,
+            log_dir(self.model_dir) if self.is_chief else None,
+            enabled=self.verbose,
+        )
+        history: list[dict] = []
+        last_saved = tf.train.latest_checkpoint(self.model_dir)
+        try:
+            for phase in phases:
+                if step >= phase.end_step:
+                    continue
+                if self.verbose:
+                    print(f"phase {phase.name}: steps {step}..{phase.end_step}", flush=True)
+                iterator = self._distributed_iterator(phase, step - phase.start_step)
+                reporter.start(step)
+                while step < phase.end_step:
+                    next_save = (step // self.save_checkpoints_steps + 1) * self.save_checkpoints_steps
+                    num_steps = min(self.steps_per_loop, phase.end_step - step, next_save - step)
+                    metrics = self._train_loop(iterator, tf.constant(num_steps, tf.int32))
+                    metrics = {name: float(value.numpy()) for name, value in metrics.items()}
+                    if not np.isfinite(metrics["loss"]):
+                        raise NonFiniteLossError(
+                            f"the loss became {metrics['loss']} between steps {step} and {step + num_steps} "
+                            f"(phase {phase.name}); stopping without saving. The last good checkpoint "
+                            f"is {last_saved or 'none (nothing was saved yet)'}. Lower --learning_rate, "
+                            "raise --num_warmup_steps or train in float32, then rerun to resume from it."
+                        )
+                    step += num_steps
+                    self.global_step.assign(step)
+                    learning_rate = float(_current_learning_rate(self.optimizer))
+                    reporter.report(step, metrics, learning_rate)
+                    history.append({"step": step, **metrics, "learning_rate": learning_rate})
+                    if reporter.sequences_per_second is not None:
+                        history[-1]["sequences_per_second"] = reporter.sequences_per_second
+                    at_end = step == total_steps and self.save_final_checkpoint
+                    if step % self.save_checkpoints_steps == 0 or at_end:
+                        last_saved = self.save()
+                    if on_loop_end is not None:
+                        on_loop_end(step, metrics)
+        finally:
+            reporter.close()
+        return TrainResult(step=step, history=history, checkpoint=tf.train.latest_checkpoint(self.model_dir))
+
+
+def _current_learning_rate(optimizer: keras.optimizers.Optimizer):
+    learning_rate = optimizer.learning_rate
+    return learning_rate.numpy() if hasattr(learning_rate, "numpy") else learning_rate

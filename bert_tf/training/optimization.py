@@ -1,0 +1,182 @@
+"""Optimizers and the learning-rate schedule of BERT pretraining and fine-tuning.
+
+The original release trains with Adam plus decoupled weight decay (0.01, not applied to
+LayerNorm and bias variables), epsilon 1e-6, gradients clipped to a global norm of 1.0
+and a learning rate that warms up linearly and then decays linearly to 0. Large-batch
+recipes use LAMB instead. `create_optimizer` builds either from Keras 3's own AdamW and
+Lamb, with two changes the training loop needs:
+
+* weight-decay exclusions match the variable's full path (`.../LayerNorm/gamma`), not
+  only its short name, so a rule such as "LayerNorm" works;
+* gradients arrive already summed over replicas (the loop all-reduces them once, so the
+  global-norm clipping sees the gradient of the whole global batch rather than one
+  replica's share); Keras would otherwise all-reduce them a second time.
+
+Two deliberate differences from the original `optimization.py`: Keras' Adam applies bias
+correction (the original did not; it only matters in the first few thousand steps) and
+Keras' LAMB decays weights outside the trust ratio.
+
+Example:
+
+>>> from bert_tf.training.optimization import create_optimizer
+>>> optimizer = create_optimizer(1e-4, num_train_steps=1000, num_warmup_steps=100)
+>>> round(float(optimizer.learning_rate), 8)  # step 0 of the warmup
+0.0
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import keras
+import tensorflow as tf
+
+# The original release excludes these from weight decay (matched as substrings of the
+# variable name, case-insensitively here so "layer_norm" and "LayerNorm" both match).
+DEFAULT_WEIGHT_DECAY_EXCLUSIONS = ("LayerNorm", "layer_norm", "bias")
+
+OPTIMIZERS = ("adamw", "lamb")
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
+    """Linear warmup from 0 to `learning_rate`, then linear decay to 0 at `num_train_steps`.
+
+    As in the original release the decay is measured from step 0, not from the end of the
+    warmup: after the warmup the rate is `learning_rate * (1 - step / num_train_steps)`,
+    during it `learning_rate * step / num_warmup_steps`.
+
+    Example:
+
+    >>> schedule = WarmupLinearDecay(1e-4, num_train_steps=100, num_warmup_steps=10)
+    >>> [round(float(schedule(step)), 8) for step in (0, 5, 10, 55, 100, 150)]
+    [0.0, 5e-05, 9e-05, 4.5e-05, 0.0, 0.0]
+    """
+
+    def __init__(self, learning_rate: float, num_train_steps: int, num_warmup_steps: int = 0):
+        if learning_rate <= 0:
+            raise ValueError(f"learning_rate must be > 0, got {learning_rate}")
+        if num_train_steps <= 0:
+            raise ValueError(f"num_train_steps must be > 0, got {num_train_steps}")
+        if not 0 <= num_warmup_steps <= num_train_steps:
+            raise ValueError(
+                f"num_warmup_steps must be in [0, num_train_steps={num_train_steps}], got {num_warmup_steps}"
+            )
+        self.learning_rate = float(learning_rate)
+        self.num_train_steps = int(num_train_steps)
+        self.num_warmup_steps = int(num_warmup_steps)
+
+    def __call__(self, step):
+        step = tf.cast(step, tf.float32)
+        decayed = self.learning_rate * tf.maximum(0.0, 1.0 - step / self.num_train_steps)
+        if self.num_warmup_steps == 0:
+            return decayed
+        warmup = self.learning_rate * step / self.num_warmup_steps
+        return tf.where(step < self.num_warmup_steps, warmup, decayed)
+
+    def get_config(self) -> dict:
+        return {
+            "learning_rate": self.learning_rate,
+            "num_train_steps": self.num_train_steps,
+            "num_warmup_steps": self.num_warmup_steps,
+        }
+
+
+class _BertOptimizerMixin:
+    """Path-based weight-decay exclusions; gradients arrive already all-reduced."""
+
+    def set_weight_decay_exclusions(self, patterns: Sequence[str]) -> None:
+        self._weight_decay_exclusion = (
+            re.compile("|".join(re.escape(p) for p in patterns), re.IGNORECASE) if patterns else None
+        )
+
+    def _use_weight_decay(self, variable) -> bool:
+        pattern = getattr(self, "_weight_decay_exclusion", None)
+        if pattern is not None and pattern.search(_variable_path(variable)):
+            return False
+        return super()._use_weight_decay(variable)
+
+    def _all_reduce_sum_gradients(self, grads_and_vars):
+        # The training loop sums gradients over replicas itself, before clipping; see the
+        # module docstring. Summing again here would multiply them by the replica count.
+        return list(grads_and_vars)
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class AdamW(_BertOptimizerMixin, keras.optimizers.AdamW):
+    """Keras AdamW taking replica-summed gradients, with path-based decay exclusions."""
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class Lamb(_BertOptimizerMixin, keras.optimizers.Lamb):
+    """Keras Lamb taking replica-summed gradients, with path-based decay exclusions."""
+
+
+def _variable_path(variable) -> str:
+    path = getattr(variable, "path", None)
+    if path is None:  # a plain tf.Variable: "dense/kernel:0"
+        path = variable.name
+    return path
+
+
+def uses_weight_decay(optimizer: keras.optimizers.Optimizer, variable) -> bool:
+    """Whether `optimizer` decays `variable` (looks through a LossScaleOptimizer)."""
+    inner = getattr(optimizer, "inner_optimizer", optimizer)
+    if inner.weight_decay is None or inner.weight_decay == 0:
+        return False
+    return inner._use_weight_decay(variable)
+
+
+def create_optimizer(
+    learning_rate: float,
+    num_train_steps: int,
+    num_warmup_steps: int,
+    optimizer: str = "adamw",
+    weight_decay: float = 0.01,
+    beta_1: float = 0.9,
+    beta_2: float = 0.999,
+    epsilon: float = 1e-6,
+    global_clipnorm: float | None = 1.0,
+    exclude_from_weight_decay: Sequence[str] = DEFAULT_WEIGHT_DECAY_EXCLUSIONS,
+    loss_scale: bool | None = None,
+) -> keras.optimizers.Optimizer:
+    """Builds the BERT optimizer: AdamW or LAMB on a warmup-then-linear-decay schedule.
+
+    Args:
+      learning_rate: peak learning rate, reached at the end of the warmup.
+      num_train_steps: step at which the rate reaches 0.
+      num_warmup_steps: length of the linear warmup.
+      optimizer: "adamw" (the original recipe) or "lamb" (large batches).
+      weight_decay: decoupled weight decay rate; 0 disables it.
+      beta_1, beta_2, epsilon: Adam moments and its denominator's epsilon.
+      global_clipnorm: clip the (replica-summed) gradients to this global norm; None: off.
+      exclude_from_weight_decay: substrings of variable paths that are never decayed.
+      loss_scale: wrap in a dynamic `LossScaleOptimizer`; None: when the global Keras
+        dtype policy is mixed_float16.
+
+    Example:
+
+    >>> opt = create_optimizer(2e-5, num_train_steps=300, num_warmup_steps=30, optimizer="lamb")
+    >>> type(opt).__name__
+    'Lamb'
+    """
+    name = optimizer.lower()
+    if name not in OPTIMIZERS:
+        raise ValueError(f"unknown optimizer {optimizer!r}; use one of {', '.join(OPTIMIZERS)}")
+    schedule = WarmupLinearDecay(learning_rate, num_train_steps, num_warmup_steps)
+    cls = AdamW if name == "adamw" else Lamb
+    result = cls(
+        learning_rate=schedule,
+        weight_decay=float(weight_decay),
+        beta_1=beta_1,
+        beta_2=beta_2,
+        epsilon=epsilon,
+        global_clipnorm=global_clipnorm,
+    )
+    result.set_weight_decay_exclusions(tuple(exclude_from_weight_decay))
+    if loss_scale is None:
+        loss_scale = keras.mixed_precision.global_policy().name == "mixed_float16"
+    if loss_scale:
+        result = keras.mixed_precision.LossScaleOptimizer(result)
+    return result

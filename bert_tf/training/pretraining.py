@@ -1,0 +1,470 @@
+"""BERT pretraining: joins the pipelines, the model and the training loop.
+
+`run_pretraining(PretrainingConfig(...))` is what `python -m bert_tf.pretrain` calls.
+With the defaults it runs the demo: a vocab learnt from the embedded corpus (cached), the
+`demo` config pretrained on the CPU for a few minutes, and a [MASK] filled at the end.
+
+Example:
+
+>>> from bert_tf.training.pretraining import PretrainingConfig, run_pretraining
+>>> settings = PretrainingConfig(model_dir="/tmp/bert_demo", num_train_steps=20)
+>>> result = run_pretraining(settings)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import keras
+import tensorflow as tf
+
+from bert_tf.config import load_config
+from bert_tf.training import distribute, inputs, optimization
+from bert_tf.training.loop import Phase, Trainer, TrainResult
+
+MIXED_PRECISION_POLICIES = ("float32", "mixed_float16", "mixed_bfloat16")
+MODEL_INPUTS = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainingConfig:
+    """Everything a pretraining run needs; the defaults are the CPU demo's.
+
+    `train_files` (TFRecords, original or ours) and `corpus` (raw text: one sentence per
+    line, blank lines between documents) are comma-separated globs; with neither, the
+    embedded corpus is used. `phase2_fraction` > 0 trains the last fraction of the steps
+    at `phase2_seq_length` (the original recipe: 0.1 at 512).
+    """
+
+    model_dir: str | None = None  # None: a new temporary directory
+    config: str = "demo"
+    vocab_file: str | None = None  # None with the embedded corpus: learnt and cached
+    do_lower_case: bool = True
+    init_checkpoint: str | None = None
+    train_files: str | None = None
+    corpus: str | None = None
+    eval_files: str | None = None
+    eval_steps: int = 20
+    phase2_train_files: str | None = None
+    train_batch_size: int = 64
+    num_train_steps: int = 1200
+    num_warmup_steps: int = 100
+    learning_rate: float = 2e-3
+    optimizer: str = "adamw"
+    weight_decay: float = 0.01
+    max_seq_length: int = 64
+    max_predictions_per_seq: int = 10
+    phase2_seq_length: int = 512
+    phase2_fraction: float = 0.0
+    phase2_max_predictions_per_seq: int | None = None  # None: scaled with the length (20 -> 80)
+    masked_lm_prob: float = 0.15
+    whole_word_mask: bool = False
+    dupe_factor: int = 1
+    save_checkpoints_steps: int = 400
+    steps_per_loop: int = 100
+    mixed_precision: str = "float32"
+    jit_compile: bool = False
+    gradient_accumulation_steps: int = 1
+    seed: int | None = 12345
+    strategy: str = "default"
+    tpu: str | None = None
+    num_gpus: int = 0
+    fill_mask_demo: bool = True
+    cache_dir: str | None = None  # None: $BERT_TF_CACHE or ~/.cache/bert_tf
+
+    def __post_init__(self) -> None:
+        if self.mixed_precision not in MIXED_PRECISION_POLICIES:
+            raise inputs.InputError(
+                f"unknown --mixed_precision={self.mixed_precision}; use one of {', '.join(MIXED_PRECISION_POLICIES)}"
+            )
+        if self.optimizer not in optimization.OPTIMIZERS:
+            raise inputs.InputError(f"unknown --optimizer={self.optimizer}; use adamw or lamb")
+        if self.train_files and self.corpus:
+            raise inputs.InputError("pass --train_files (TFRecords) or --corpus (raw text), not both")
+        if not 0.0 <= self.phase2_fraction < 1.0:
+            raise inputs.InputError(f"--phase2_fraction must be in [0, 1), got {self.phase2_fraction}")
+        for name in ("train_batch_size", "num_train_steps", "max_seq_length", "max_predictions_per_seq"):
+            if getattr(self, name) < 1:
+                raise inputs.InputError(f"--{name} must be >= 1, got {getattr(self, name)}")
+        if self.num_warmup_steps < 0 or self.num_warmup_steps > self.num_train_steps:
+            raise inputs.InputError(
+                f"--num_warmup_steps={self.num_warmup_steps} must be in [0, --num_train_steps={self.num_train_steps}]"
+            )
+
+    @property
+    def phase1_steps(self) -> int:
+        return self.num_train_steps - round(self.num_train_steps * self.phase2_fraction)
+
+    @property
+    def phase2_predictions(self) -> int:
+        if self.phase2_max_predictions_per_seq:
+            return self.phase2_max_predictions_per_seq
+        return max(1, round(self.max_predictions_per_seq * self.phase2_seq_length / self.max_seq_length))
+
+
+@dataclasses.dataclass
+class PretrainingResult:
+    model_dir: str
+    export_dir: str | None
+    train: TrainResult
+    eval_metrics: dict | None
+    fill_mask: list[tuple[str, float]] | None
+
+
+def cache_dir(settings: PretrainingConfig) -> Path:
+    path = Path(settings.cache_dir or os.environ.get("BERT_TF_CACHE") or Path.home() / ".cache" / "bert_tf")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+# --- the pieces ------------------------------------------------------------------
+
+
+def embedded_corpus_and_vocab(settings: PretrainingConfig, vocab_size: int) -> tuple[str, str]:
+    """The embedded corpus as a file, and a vocab learnt from it (both cached)."""
+    from pipelines.build_vocab import build_vocab
+
+    from pipelines import corpus
+
+    directory = cache_dir(settings)
+    corpus_file = directory / "pydoc_corpus.txt"
+    if not corpus_file.exists():
+        corpus.write_corpus(str(corpus_file))
+    casing = "uncased" if settings.do_lower_case else "cased"
+    vocab_file = directory / f"pydoc_vocab_{vocab_size}_{casing}.txt"
+    if settings.vocab_file:
+        return str(corpus_file), settings.vocab_file
+    if not vocab_file.exists():
+        print(f"learning a {vocab_size}-token vocab from the embedded corpus -> {vocab_file}", flush=True)
+        # build_vocab writes to a temporary name and renames: a killed run leaves no half file.
+        build_vocab([str(corpus_file)], vocab_size, str(vocab_file), settings.do_lower_case)
+    return str(corpus_file), str(vocab_file)
+
+
+def masked_lm_totals(features) -> dict:
+    """Normalizers of the pretraining loss, summed over the global batch by the loop."""
+    return {
+        "masked_lm_weight": tf.reduce_sum(tf.cast(features["masked_lm_weights"], tf.float32)),
+        "examples": tf.cast(tf.shape(features["input_ids"])[0], tf.float32),
+    }
+
+
+def pretraining_loss_share(features, outputs, totals) -> dict:
+    """This batch's share of the global batch's loss and metrics (see loop.py).
+
+    `pretraining_losses` averages over the local batch: the masked-LM terms over the
+    masked-LM weights, the next-sentence terms over the examples. Re-weighting each by the
+    local fraction of the global normalizer makes the shares sum (over replicas and
+    micro-batches) to the values of the whole global batch.
+    """
+    from bert_tf.models.losses import pretraining_losses
+
+    local = pretraining_losses(features, outputs)
+    local_weight = tf.reduce_sum(tf.cast(features["masked_lm_weights"], tf.float32))
+    masked_lm_share = (local_weight + 1e-5) / (totals["masked_lm_weight"] + 1e-5)
+    examples_share = tf.cast(tf.shape(features["input_ids"])[0], tf.float32) / totals["examples"]
+    masked_lm_loss = tf.cast(local["masked_lm_loss"], tf.float32) * masked_lm_share
+    next_sentence_loss = tf.cast(local["next_sentence_loss"], tf.float32) * examples_share
+    return {
+        "loss": masked_lm_loss + next_sentence_loss,
+        "masked_lm_loss": masked_lm_loss,
+        "next_sentence_loss": next_sentence_loss,
+        "masked_lm_accuracy": tf.cast(local["masked_lm_accuracy"], tf.float32) * masked_lm_share,
+        "next_sentence_accuracy": tf.cast(local["next_sentence_accuracy"], tf.float32) * examples_share,
+    }
+
+
+def model_inputs(features) -> dict:
+    return {name: features[name] for name in MODEL_INPUTS}
+
+
+def dummy_features(batch_size: int, seq_length: int, predictions: int) -> dict:
+    return {
+        "input_ids": tf.zeros([batch_size, seq_length], tf.int32),
+        "input_mask": tf.ones([batch_size, seq_length], tf.int32),
+        "segment_ids": tf.zeros([batch_size, seq_length], tf.int32),
+        "masked_lm_positions": tf.zeros([batch_size, predictions], tf.int32),
+    }
+
+
+def _dataset_fn(
+    settings: PretrainingConfig,
+    files: list[str],
+    vocab_file: str | None,
+    seq_length: int,
+    predictions: int,
+    seed: int | None,
+    training: bool = True,
+):
+    from pipelines import pretraining_dataset
+
+    def dataset_fn(input_context: tf.distribute.InputContext) -> tf.data.Dataset:
+        # The global batch size: with input_context, pretraining_dataset yields per-replica batches.
+        return pretraining_dataset(
+            files,
+            vocab_file=vocab_file,
+            lower_case=settings.do_lower_case,
+            batch_size=settings.train_batch_size,
+            max_seq_length=seq_length,
+            max_predictions_per_seq=predictions,
+            masked_lm_prob=settings.masked_lm_prob,
+            whole_word_mask=settings.whole_word_mask,
+            dupe_factor=settings.dupe_factor,
+            shuffle=training,
+            seed=seed,
+            repeat=True,
+            drop_remainder=True,
+            input_context=input_context,
+        )
+
+    return dataset_fn
+
+
+# --- the run ---------------------------------------------------------------------
+
+
+def run_pretraining(settings: PretrainingConfig) -> PretrainingResult:
+    """Validates the inputs, then pretrains, evaluates, exports and (demo) fills a [MASK]."""
+    config = load_config(settings.config)
+
+    # 1. Data and vocab. Nothing is written to model_dir before every check has passed.
+    if settings.train_files:
+        train_files = inputs.expand_files(settings.train_files, "train_files")
+        vocab_file = settings.vocab_file
+    elif settings.corpus:
+        train_files = inputs.expand_files(settings.corpus, "corpus")
+        if not settings.vocab_file:
+            raise inputs.InputError("--corpus (raw text) needs --vocab_file to tokenize it")
+        vocab_file = settings.vocab_file
+    else:
+        corpus_file, vocab_file = embedded_corpus_and_vocab(settings, config.vocab_size)
+        train_files = [corpus_file]
+    if vocab_file:
+        from bert_tf.tokenization import load_vocab
+
+        vocab = load_vocab(vocab_file)
+        if not (settings.train_files or settings.corpus or settings.vocab_file):
+            # The demo's vocab is learnt to the config's size; the learner may stop short of it
+            # on a small corpus, and then the learnt vocab decides.
+            config = config.replace(vocab_size=len(vocab))
+        inputs.check_vocab(vocab, vocab_file, config)
+    for length, name in (
+        (settings.max_seq_length, "max_seq_length"),
+        (settings.phase2_seq_length, "phase2_seq_length"),
+    ):
+        if (name == "max_seq_length" or settings.phase2_fraction) and length > config.max_position_embeddings:
+            raise inputs.InputError(
+                f"--{name}={length} exceeds the config's max_position_embeddings ({config.max_position_embeddings})"
+            )
+    inputs.check_record_shapes(
+        train_files, settings.max_seq_length, settings.max_predictions_per_seq, "train_files"
+    )
+    phase2_files = train_files
+    if settings.phase2_fraction:
+        if settings.phase2_train_files:
+            phase2_files = inputs.expand_files(settings.phase2_train_files, "phase2_train_files")
+        elif settings.train_files and inputs.is_tfrecord(train_files[0]):
+            raise inputs.InputError(
+                f"--phase2_fraction={settings.phase2_fraction} with TFRecords needs --phase2_train_files made "
+                f"at --max_seq_length={settings.phase2_seq_length} (TFRecords have a fixed length)"
+            )
+        inputs.check_record_shapes(
+            phase2_files, settings.phase2_seq_length, settings.phase2_predictions, "phase2_train_files"
+        )
+    eval_files = inputs.expand_files(settings.eval_files, "eval_files") if settings.eval_files else None
+    if eval_files:
+        inputs.check_record_shapes(
+            eval_files, settings.max_seq_length, settings.max_predictions_per_seq, "eval_files"
+        )
+
+    model_dir = settings.model_dir or tempfile.mkdtemp(prefix="bert_tf_pretrain_")
+    inputs.check_model_dir(model_dir, config, vocab_file)
+    strategy = distribute.get_strategy(settings.strategy, settings.tpu, settings.num_gpus)
+    replicas = strategy.num_replicas_in_sync
+    if settings.train_batch_size % replicas:
+        raise inputs.InputError(
+            f"--train_batch_size={settings.train_batch_size} is not divisible by the {replicas} replicas of "
+            f"{type(strategy).__name__}; use a multiple of {replicas}"
+        )
+    return _train(settings, config, strategy, model_dir, vocab_file, train_files, phase2_files, eval_files)
+
+
+def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase2_files, eval_files):
+    from bert_tf.models import BertPretrainer
+
+    previous_policy = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_global_policy(settings.mixed_precision)
+    try:
+        if settings.seed is not None:
+            keras.utils.set_random_seed(settings.seed)
+        is_chief = distribute.is_chief(strategy)
+        if is_chief:
+            os.makedirs(model_dir, exist_ok=True)
+            config.to_json_file(os.path.join(model_dir, inputs.CONFIG_FILE))
+            if vocab_file and not os.path.exists(os.path.join(model_dir, inputs.VOCAB_FILE)):
+                shutil.copyfile(vocab_file, os.path.join(model_dir, inputs.VOCAB_FILE))
+            print(f"model_dir: {model_dir}", flush=True)
+
+        with strategy.scope():
+            model = BertPretrainer(config)
+            model(dummy_features(1, settings.max_seq_length, settings.max_predictions_per_seq))
+            optimizer = optimization.create_optimizer(
+                settings.learning_rate,
+                settings.num_train_steps,
+                settings.num_warmup_steps,
+                optimizer=settings.optimizer,
+                weight_decay=settings.weight_decay,
+            )
+        trainer = Trainer(
+            strategy,
+            model,
+            optimizer,
+            pretraining_loss_share,
+            model_dir,
+            global_batch_size=settings.train_batch_size,
+            totals_fn=masked_lm_totals,
+            model_inputs=model_inputs,
+            steps_per_loop=settings.steps_per_loop,
+            save_checkpoints_steps=settings.save_checkpoints_steps,
+            gradient_accumulation_steps=settings.gradient_accumulation_steps,
+            jit_compile=settings.jit_compile,
+        )
+        if settings.init_checkpoint and not tf.train.latest_checkpoint(model_dir):
+            _load_init_checkpoint(model, settings.init_checkpoint)
+
+        seed = settings.seed
+        phases = [
+            Phase(
+                f"1 (seq {settings.max_seq_length})",
+                0,
+                settings.phase1_steps,
+                _dataset_fn(
+                    settings,
+                    train_files,
+                    vocab_file,
+                    settings.max_seq_length,
+                    settings.max_predictions_per_seq,
+                    seed,
+                ),
+            )
+        ]
+        if settings.phase1_steps < settings.num_train_steps:
+            phases.append(
+                Phase(
+                    f"2 (seq {settings.phase2_seq_length})",
+                    settings.phase1_steps,
+                    settings.num_train_steps,
+                    _dataset_fn(
+                        settings,
+                        phase2_files,
+                        vocab_file,
+                        settings.phase2_seq_length,
+                        settings.phase2_predictions,
+                        None if seed is None else seed + 1,
+                    ),
+                )
+            )
+        if phases[0].end_step == 0:
+            phases = phases[1:]
+        result = trainer.train(phases)
+
+        eval_metrics = None
+        if eval_files:
+            eval_fn = _dataset_fn(
+                settings,
+                eval_files,
+                vocab_file,
+                settings.max_seq_length,
+                settings.max_predictions_per_seq,
+                seed,
+                training=False,
+            )
+            eval_metrics = trainer.evaluate(eval_fn, settings.eval_steps)
+            if is_chief:
+                print("eval: " + "  ".join(f"{k} {v:.4f}" for k, v in eval_metrics.items()), flush=True)
+
+        export_dir = None
+        if is_chief:
+            export_dir = export_encoder(
+                model, vocab_file, settings.do_lower_case, os.path.join(model_dir, "export")
+            )
+            print(f"saved the pretrained model for from_pretrained: {export_dir}", flush=True)
+        fill_mask = None
+        if (
+            settings.fill_mask_demo
+            and is_chief
+            and vocab_file
+            and not (settings.train_files or settings.corpus)
+        ):
+            fill_mask = fill_mask_demo(model, vocab_file, settings.do_lower_case, train_files[0])
+        return PretrainingResult(model_dir, export_dir, result, eval_metrics, fill_mask)
+    finally:
+        keras.mixed_precision.set_global_policy(previous_policy)
+
+
+def _load_init_checkpoint(model, path: str) -> None:
+    """Starts from a Google or Hugging Face checkpoint, an export, or another run's model_dir."""
+    from bert_tf.checkpoints import load_weights
+
+    ours = tf.train.latest_checkpoint(path) if os.path.isdir(path) else None
+    if ours:
+        tf.train.Checkpoint(model=model).restore(ours).expect_partial().assert_existing_objects_matched()
+    else:
+        load_weights(model, path)
+    print(f"initialized from {ours or path}", flush=True)
+
+
+def export_encoder(model, vocab_file: str | None, lower_case: bool, export_dir: str) -> str:
+    """Writes the model as a Google checkpoint directory (+ safetensors) for `from_pretrained`."""
+    from bert_tf.checkpoints import export_pretrained
+
+    return export_pretrained(model, export_dir, vocab_file=vocab_file, lower_case=lower_case)
+
+
+def fill_mask_demo(model, vocab_file: str, lower_case: bool, corpus_file: str, top_k: int = 5):
+    """Masks a word of a corpus sentence and prints the model's top guesses for it."""
+    from bert_tf.tokenization import BertTokenizer
+
+    tokenizer = BertTokenizer(vocab_file, lower_case=lower_case)
+    sentence, tokens, position = _pick_sentence(tokenizer, corpus_file)
+    ids = [tokenizer.cls_id, *tokens, tokenizer.sep_id]
+    answer = ids[position]
+    ids[position] = tokenizer.mask_id
+    features = {
+        "input_ids": tf.constant([ids], tf.int32),
+        "input_mask": tf.ones([1, len(ids)], tf.int32),
+        "segment_ids": tf.zeros([1, len(ids)], tf.int32),
+        "masked_lm_positions": tf.constant([[position]], tf.int32),
+    }
+    logits = tf.cast(model(features, training=False)["mlm_logits"][0, 0], tf.float32)
+    probabilities = tf.nn.softmax(logits).numpy()
+    best = probabilities.argsort()[::-1][:top_k]
+    vocab = tokenizer.vocab
+    masked_text = " ".join(vocab[i] for i in ids[1:-1]).replace(" ##", "")
+    guesses = [(vocab[i], float(probabilities[i])) for i in best]
+    print(f"\nfill the mask: {masked_text}")
+    print(f"  answer: {vocab[answer]}")
+    print("  model:  " + ", ".join(f"{token} ({p:.2f})" for token, p in guesses))
+    return guesses
+
+
+def _pick_sentence(tokenizer, corpus_file: str):
+    """A corpus sentence of 8-30 pieces with a whole word (a single piece) to mask."""
+    vocab = tokenizer.vocab
+    with open(corpus_file, encoding="utf-8") as lines:
+        for line in lines:
+            sentence = line.strip()
+            if not sentence:
+                continue
+            tokens = [int(t) for t in tokenizer.tokenize([sentence])[0].numpy()]
+            if not 8 <= len(tokens) <= 30:
+                continue
+            for index in range(len(tokens) // 2, len(tokens) - 1):
+                piece, following = vocab[tokens[index]], vocab[tokens[index + 1]]
+                if piece.isalpha() and len(piece) > 3 and not following.startswith("##"):
+                    return sentence, tokens, index + 1  # +1 for [CLS]
+    raise inputs.InputError(f"no sentence of 8-30 pieces in {corpus_file} to fill a [MASK] in")

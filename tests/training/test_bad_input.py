@@ -1,0 +1,123 @@
+"""Bad pretraining input: one clear message each, and nothing in model_dir overwritten."""
+
+import os
+import re
+import tempfile
+from pathlib import Path
+from unittest import mock
+
+import tensorflow as tf
+
+from bert_tf.config import load_config
+from bert_tf.training import distribute, inputs
+from bert_tf.training.pretraining import PretrainingConfig, run_pretraining
+
+
+def write_records(path: Path, seq_length: int, predictions: int, count: int = 4) -> str:
+    """Original-format pretraining TFRecords (int64 features, zero padded)."""
+
+    def int_feature(values):
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
+
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for index in range(count):
+            ids = [101, 5 + index, 102] + [0] * (seq_length - 3)
+            example = tf.train.Example(
+                features=tf.train.Features(
+                    feature={
+                        "input_ids": int_feature(ids),
+                        "input_mask": int_feature([1, 1, 1] + [0] * (seq_length - 3)),
+                        "segment_ids": int_feature([0] * seq_length),
+                        "masked_lm_positions": int_feature([1] + [0] * (predictions - 1)),
+                        "masked_lm_ids": int_feature([5 + index] + [0] * (predictions - 1)),
+                        "masked_lm_weights": tf.train.Feature(
+                            float_list=tf.train.FloatList(value=[1.0] + [0.0] * (predictions - 1))
+                        ),
+                        "next_sentence_labels": int_feature([index % 2]),
+                    }
+                )
+            )
+            writer.write(example.SerializeToString())
+    return str(path)
+
+
+def snapshot(directory: Path) -> dict:
+    return {
+        str(path.relative_to(directory)): (path.stat().st_mtime_ns, path.read_bytes())
+        for path in directory.rglob("*")
+        if path.is_file()
+    }
+
+
+class BadInputTest(tf.test.TestCase):
+    def setUp(self):
+        super().setUp()
+        self.work = Path(tempfile.mkdtemp(prefix="bert_tf_bad_input_"))
+        self.model_dir = self.work / "model"
+        self.model_dir.mkdir()
+        # An earlier run's model_dir: its config, a checkpoint, and a log.
+        self.config = load_config("bert_tiny").replace(vocab_size=200)
+        self.config.to_json_file(self.model_dir / "bert_config.json")
+        tf.train.Checkpoint(step=tf.Variable(7)).write(str(self.model_dir / "ckpt-7"))
+        (self.model_dir / "checkpoint").write_text('model_checkpoint_path: "ckpt-7"\n')
+        self.config_file = self.work / "bert_config.json"
+        self.config.to_json_file(self.config_file)
+        self.records = write_records(self.work / "train.tfrecord", seq_length=32, predictions=5)
+        self.before = snapshot(self.model_dir)
+
+    def run_and_expect(self, message: str, **changes):
+        settings = dict(
+            model_dir=str(self.model_dir),
+            config=str(self.config_file),
+            train_files=self.records,
+            max_seq_length=32,
+            max_predictions_per_seq=5,
+            train_batch_size=4,
+            num_train_steps=10,
+            num_warmup_steps=1,
+        )
+        settings.update(changes)
+        with self.assertRaisesRegex(ValueError, message):
+            run_pretraining(PretrainingConfig(**settings))
+        self.assertEqual(snapshot(self.model_dir), self.before, "model_dir was modified")
+
+    def test_glob_matching_nothing(self):
+        missing = os.path.join(self.work, "nothing_*.tfrecord")
+        self.run_and_expect(re.escape(f"--train_files={missing} matches no file"), train_files=missing)
+
+    def test_sequence_length_disagrees_with_records(self):
+        self.run_and_expect(
+            "holds sequences of length 32, but --max_seq_length=64; pass --max_seq_length=32",
+            max_seq_length=64,
+        )
+
+    def test_predictions_disagree_with_records(self):
+        self.run_and_expect(
+            "holds 5 masked positions per sequence, but --max_predictions_per_seq=20",
+            max_predictions_per_seq=20,
+        )
+
+    def test_model_dir_of_another_config(self):
+        other = self.work / "other.json"
+        self.config.replace(hidden_size=256, num_attention_heads=4).to_json_file(other)
+        self.run_and_expect(
+            r"holds a run of another config \(hidden_size 128 there vs 256 now, num_attention_heads 2 there vs 4 now\)",
+            config=str(other),
+        )
+
+    def test_vocab_disagrees_with_config(self):
+        vocab = self.work / "vocab.txt"
+        vocab.write_text(
+            "\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(45)]) + "\n"
+        )
+        self.run_and_expect(
+            r"vocab .*vocab.txt has 50 tokens but the config's vocab_size is 200", vocab_file=str(vocab)
+        )
+
+    def test_batch_not_divisible_by_replicas(self):
+        three_replicas = mock.Mock(spec=tf.distribute.Strategy, num_replicas_in_sync=3)
+        with mock.patch.object(distribute, "get_strategy", return_value=three_replicas):
+            self.run_and_expect("--train_batch_size=4 is not divisible by the 3 replicas", train_batch_size=4)
+
+    def test_errors_are_input_errors(self):
+        self.assertTrue(issubclass(inputs.InputError, ValueError))

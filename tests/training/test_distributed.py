@@ -1,0 +1,105 @@
+"""The one loop under MirroredStrategy (2 logical CPUs), MultiWorkerMirroredStrategy (2
+worker processes) and gradient accumulation reaches what one device reaches on the same
+global batches.
+
+Each run is a subprocess of distributed_run.py (logical devices must be configured before
+TensorFlow starts; a worker is a process). They run concurrently to fit the time budget.
+"""
+
+import importlib.util
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+
+SCRIPT = Path(__file__).with_name("distributed_run.py")
+REPO = SCRIPT.parents[2]
+_spec = importlib.util.spec_from_file_location("distributed_run", SCRIPT)
+distributed_run = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(distributed_run)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("localhost", 0))
+        return sock.getsockname()[1]
+
+
+def _start(work: Path, name: str, *args: str, env: dict | None = None) -> subprocess.Popen:
+    environment = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(REPO)}
+    environment.pop("TF_CONFIG", None)
+    environment.update(env or {})
+    log = open(work / f"{name}.log", "w")  # noqa: SIM115 (closed with the process)
+    return subprocess.Popen(
+        [sys.executable, str(SCRIPT), "--out", str(work / f"{name}.npz"), *args],
+        env=environment,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=REPO,
+    )
+
+
+class DistributedTrainingTest(tf.test.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.work = Path(tempfile.mkdtemp(prefix="bert_tf_distributed_"))
+        ports = [_free_port(), _free_port()]
+        cluster = {"worker": [f"localhost:{port}" for port in ports]}
+        runs = {
+            "mirrored": _start(
+                cls.work, "mirrored", "--strategy=mirrored", "--cpu_devices=2", f"--model_dir={cls.work}/b"
+            ),
+        }
+        for index in range(2):
+            tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
+            runs[f"worker{index}"] = _start(
+                cls.work,
+                f"worker{index}",
+                "--strategy=multi_worker",
+                f"--model_dir={cls.work}/d",
+                env={"TF_CONFIG": tf_config},
+            )
+        # One device and gradient accumulation run here while the subprocesses start up.
+        default = tf.distribute.get_strategy()
+        cls.results = {
+            "one_device": distributed_run.train(default, str(cls.work / "a")),
+            "accumulated": distributed_run.train(default, str(cls.work / "c"), gradient_accumulation_steps=4),
+        }
+        for name, process in runs.items():
+            try:
+                process.wait(timeout=240)
+            except subprocess.TimeoutExpired:
+                process.kill()
+            log = (cls.work / f"{name}.log").read_text()
+            if process.returncode != 0:
+                raise AssertionError(f"{name} run failed ({process.returncode}):\n{log[-3000:]}")
+            cls.results[name] = dict(np.load(cls.work / f"{name}.npz"))
+
+    def assertSameTraining(self, name, atol):
+        reference, other = self.results["one_device"], self.results[name]
+        self.assertEqual(len(reference["losses"]), 3)
+        self.assertAllClose(other["losses"], reference["losses"], atol=atol, rtol=0)
+        for key in sorted(k for k in reference if k.startswith("w")):
+            self.assertAllClose(other[key], reference[key], atol=atol, rtol=0, msg=f"{name} {key}")
+
+    def test_mirrored_matches_one_device(self):
+        self.assertEqual(int(self.results["mirrored"]["replicas"]), 2)
+        self.assertSameTraining("mirrored", atol=1e-5)
+
+    def test_gradient_accumulation_matches_one_big_batch(self):
+        self.assertSameTraining("accumulated", atol=1e-5)
+
+    def test_multi_worker_agree_with_each_other_and_one_device(self):
+        self.assertEqual(int(self.results["worker0"]["replicas"]), 2)
+        worker0, worker1 = self.results["worker0"], self.results["worker1"]
+        for key in worker0:
+            self.assertAllClose(worker0[key], worker1[key], atol=1e-7, rtol=0, msg=key)
+        self.assertSameTraining("worker0", atol=1e-5)
+        # Only the chief wrote checkpoints; the other worker's scratch copy is gone.
+        self.assertEqual(sorted(p.name for p in (self.work / "d").iterdir() if p.name.startswith(".")), [])

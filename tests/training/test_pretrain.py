@@ -1,0 +1,275 @@
+"""`python -m bert_tf.pretrain` and `run_pretraining`: flags, --tpu wiring, overfitting a
+tiny corpus, kill -9 and resume, and the no-flag demo run (slow)."""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from unittest import mock
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from absl import flags
+from absl.testing import flagsaver
+
+from bert_tf import pretrain
+from bert_tf.config import load_config
+from bert_tf.training import distribute, pretraining
+
+REPO = Path(__file__).resolve().parents[2]
+VOCAB = REPO / "tests" / "fixtures" / "bert_uncased_vocab.txt"
+SENTENCES = [
+    "the quick brown fox jumps over the lazy dog.",
+    "a list is a mutable sequence of items.",
+    "every function returns a value or none.",
+    "the interpreter reads the source file line by line.",
+    "classes bundle data and behavior together.",
+    "an exception stops the normal flow of a program.",
+]
+
+
+def write_corpus(path: Path, documents: int = 6) -> str:
+    # Documents of three sentences each, so NSP pairs and random next both occur.
+    lines = []
+    for index in range(documents):
+        lines += [SENTENCES[(index + k) % len(SENTENCES)] for k in range(3)] + [""]
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def write_vocab(path: Path) -> str:
+    """A whole-word vocab of the tiny corpus: small, so steps are cheap."""
+    words = sorted({word for sentence in SENTENCES for word in sentence.replace(".", " .").split()})
+    path.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]) + "\n")
+    return str(path)
+
+
+VOCAB_SIZE = 5 + len({word for sentence in SENTENCES for word in sentence.replace(".", " .").split()})
+
+
+def tiny_config(path: Path, vocab_size: int, dropout: float = 0.1) -> str:
+    config = load_config("bert_tiny").replace(
+        vocab_size=vocab_size, hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout
+    )
+    config.to_json_file(path)
+    return str(path)
+
+
+def checkpoint_weights(model_dir: str) -> dict:
+    """The model weights of model_dir's latest checkpoint, by variable path."""
+    from bert_tf.models import BertPretrainer
+
+    model = BertPretrainer(load_config(os.path.join(model_dir, "bert_config.json")))
+    model(pretraining.dummy_features(1, 8, 2))
+    checkpoint = tf.train.Checkpoint(model=model)
+    checkpoint.restore(tf.train.latest_checkpoint(model_dir)).expect_partial().assert_existing_objects_matched()
+    return {weight.path: weight.numpy() for weight in model.weights}
+
+
+class FlagsTest(tf.test.TestCase):
+    def setUp(self):
+        super().setUp()
+        if not flags.FLAGS.is_parsed():
+            flags.FLAGS(["pretrain"])
+
+    def test_every_config_field_has_a_flag_with_the_same_default(self):
+        defaults = pretraining.PretrainingConfig()
+        skip = {"fill_mask_demo", "cache_dir"}
+        for field in pretraining.PretrainingConfig.__dataclass_fields__:
+            if field in skip:
+                continue
+            self.assertIn(field, flags.FLAGS, field)
+            self.assertEqual(flags.FLAGS[field].default, getattr(defaults, field), field)
+
+    def test_tpu_flag_gives_the_loop_a_tpu_strategy(self):
+        work = Path(tempfile.mkdtemp())
+        corpus = write_corpus(work / "corpus.txt")
+        seen = {}
+
+        def fake_train(settings, config, strategy, *rest):
+            seen["strategy"] = strategy
+            return "trained"
+
+        resolver = mock.sentinel.resolver
+        with (
+            flagsaver.flagsaver(
+                tpu="my-tpu",
+                corpus=corpus,
+                vocab_file=str(VOCAB),
+                config="bert_base",
+                model_dir=str(work / "model"),
+            ),
+            mock.patch.object(
+                tf.distribute.cluster_resolver, "TPUClusterResolver", return_value=resolver
+            ) as make,
+            mock.patch.object(tf.config, "experimental_connect_to_cluster"),
+            mock.patch.object(tf.tpu.experimental, "initialize_tpu_system"),
+            mock.patch.object(tf.distribute, "TPUStrategy") as tpu_strategy,
+            mock.patch.object(pretraining, "_train", side_effect=fake_train),
+        ):
+            tpu_strategy.return_value.num_replicas_in_sync = 8
+            settings = pretrain.settings_from_flags()
+            self.assertEqual((settings.tpu, settings.config), ("my-tpu", "bert_base"))
+            pretraining.run_pretraining(settings)
+        make.assert_called_once_with(tpu="my-tpu")
+        self.assertIs(seen["strategy"], tpu_strategy.return_value)
+        self.assertIs(distribute.get_strategy, distribute.get_strategy)  # not left patched
+
+
+class PretrainingRunTest(tf.test.TestCase):
+    def test_short_run_writes_model_dir_export_and_eval(self):
+        work = Path(tempfile.mkdtemp())
+        corpus = write_corpus(work / "corpus.txt")
+        settings = pretraining.PretrainingConfig(
+            model_dir=str(work / "model"),
+            config=tiny_config(work / "config.json", vocab_size=VOCAB_SIZE),
+            corpus=corpus,
+            eval_files=corpus,
+            eval_steps=3,
+            vocab_file=write_vocab(work / "vocab.txt"),
+            train_batch_size=8,
+            max_seq_length=32,
+            max_predictions_per_seq=5,
+            num_train_steps=6,
+            num_warmup_steps=2,
+            steps_per_loop=3,
+            save_checkpoints_steps=3,
+        )
+        result = pretraining.run_pretraining(settings)
+        self.assertEqual(result.train.step, 6)
+        self.assertEqual(
+            sorted(result.eval_metrics),
+            ["loss", "masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy", "next_sentence_loss"],
+        )
+        self.assertBetween(result.eval_metrics["masked_lm_accuracy"], 0.0, 1.0)
+        model_dir = Path(result.model_dir)
+        for name in ("bert_config.json", "vocab.txt", "checkpoint", "ckpt-6.index", "ckpt-3.index"):
+            self.assertTrue((model_dir / name).exists(), name)
+        # The export is what from_pretrained reads, holding the trained weights.
+        from bert_tf.models import from_pretrained
+
+        model, tokenizer_settings = from_pretrained(result.export_dir)
+        self.assertTrue(tokenizer_settings.lower_case)
+        trained = checkpoint_weights(result.model_dir)
+        exported = {w.path: w.numpy() for w in model.weights}
+        self.assertEqual(trained.keys(), exported.keys())
+        for path, value in trained.items():
+            self.assertAllClose(exported[path], value, msg=path)
+
+        # Rerunning the finished command trains nothing more and keeps the checkpoint.
+        again = pretraining.run_pretraining(settings)
+        self.assertEqual((again.train.step, again.train.history), (6, []))
+
+    @pytest.mark.slow
+    def test_overfitting_a_tiny_corpus_drives_masked_lm_accuracy_near_one(self):
+        work = Path(tempfile.mkdtemp())
+        settings = pretraining.PretrainingConfig(
+            model_dir=str(work / "model"),
+            config=tiny_config(work / "config.json", vocab_size=VOCAB_SIZE, dropout=0.0),
+            corpus=write_corpus(work / "corpus.txt"),
+            vocab_file=write_vocab(work / "vocab.txt"),
+            train_batch_size=16,
+            max_seq_length=32,
+            max_predictions_per_seq=5,
+            num_train_steps=900,
+            num_warmup_steps=20,
+            learning_rate=3e-3,
+            weight_decay=0.0,
+            steps_per_loop=100,
+            save_checkpoints_steps=900,
+            seed=1,
+        )
+        history = pretraining.run_pretraining(settings).train.history
+        self.assertLess(history[0]["masked_lm_accuracy"], 0.3)
+        self.assertGreater(history[-1]["masked_lm_accuracy"], 0.95)
+        self.assertLess(history[-1]["masked_lm_loss"], 0.2)
+
+
+def _cli(*args: str, env=None) -> subprocess.Popen:
+    environment = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(REPO), **(env or {})}
+    return subprocess.Popen(
+        [sys.executable, "-m", "bert_tf.pretrain", *args],
+        cwd=REPO,
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+@pytest.mark.slow
+class KillAndResumeTest(tf.test.TestCase):
+    def test_kill_9_then_rerun_reaches_the_uninterrupted_weights(self):
+        work = Path(tempfile.mkdtemp())
+        args = [
+            f"--config={tiny_config(work / 'config.json', vocab_size=VOCAB_SIZE)}",
+            f"--corpus={write_corpus(work / 'corpus.txt')}",
+            f"--vocab_file={write_vocab(work / 'vocab.txt')}",
+            "--train_batch_size=8",
+            "--max_seq_length=32",
+            "--max_predictions_per_seq=5",
+            "--num_train_steps=60",
+            "--num_warmup_steps=5",
+            "--save_checkpoints_steps=10",
+            "--steps_per_loop=5",
+            "--seed=7",
+        ]
+        straight = _cli(*args, f"--model_dir={work / 'straight'}")
+        crashed = _cli(*args, f"--model_dir={work / 'crashed'}")
+        # kill -9 as soon as the first checkpoint is written, mid-run.
+        deadline = time.time() + 300
+        while (
+            not (work / "crashed" / "checkpoint").exists()
+            and crashed.poll() is None
+            and time.time() < deadline
+        ):
+            time.sleep(0.05)
+        crashed.send_signal(signal.SIGKILL)
+        crashed.wait()
+        self.assertEqual(crashed.returncode, -signal.SIGKILL)
+        killed_at = tf.train.latest_checkpoint(str(work / "crashed"))
+        self.assertIsNotNone(killed_at)
+        self.assertFalse(killed_at.endswith("ckpt-60"), "the run finished before it was killed")
+
+        output, _ = straight.communicate(timeout=300)
+        self.assertEqual(straight.returncode, 0, output[-3000:])
+        resumed = _cli(*args, f"--model_dir={work / 'crashed'}")
+        output, _ = resumed.communicate(timeout=300)
+        self.assertEqual(resumed.returncode, 0, output[-3000:])
+        self.assertIn(f"resumed from {killed_at}", output)
+
+        expected, actual = (
+            checkpoint_weights(str(work / "straight")),
+            checkpoint_weights(str(work / "crashed")),
+        )
+        self.assertEqual(expected.keys(), actual.keys())
+        for name in expected:
+            self.assertAllClose(actual[name], expected[name], atol=1e-5, rtol=0, msg=name)
+
+
+@pytest.mark.slow
+class NoFlagDemoTest(tf.test.TestCase):
+    def test_no_flags_runs_the_demo_in_under_ten_minutes(self):
+        cache = tempfile.mkdtemp()
+        start = time.time()
+        process = _cli(env={"BERT_TF_CACHE": cache})
+        output, _ = process.communicate(timeout=900)
+        elapsed = time.time() - start
+        self.assertEqual(process.returncode, 0, output[-3000:])
+        self.assertLess(elapsed, 600, output[-3000:])
+        progress = re.findall(r"masked_lm_accuracy ([\d.]+)  next_sentence_accuracy ([\d.]+)", output)
+        self.assertGreater(len(progress), 3)
+        mlm, nsp = map(float, progress[-1])
+        self.assertGreater(mlm, 0.3, output[-3000:])
+        self.assertGreater(nsp, 0.6, output[-3000:])
+        self.assertGreater(mlm, float(progress[0][0]) + 0.2)
+        self.assertRegex(output, r"fill the mask: .*\[MASK\]")
+        self.assertIn("saved the pretrained model for from_pretrained", output)
+        export = re.search(r"from_pretrained: (\S+)", output).group(1)
+        self.assertTrue(os.path.exists(os.path.join(export, "bert_model.ckpt.index")))
+        self.assertTrue(np.isfinite(mlm))
