@@ -152,3 +152,7 @@ def main(argv: list[str]) -> None:
             f"peak RSS growth from {first['mb']:.0f} to {last['mb']:.0f} MB: ours "
             f"{last['ours'][2] - first['ours'][2]:+.0f} MB, original {last['original'][2] - first['original'][2]:+.0f} MB"
         )
+
+
+if __name__ == "__main__":
+    app.run(main)
