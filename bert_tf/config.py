@@ -146,7 +146,9 @@ def _divisor_hint(hidden_size: int, heads: int) -> int:
 
 def config_names() -> list[str]:
     """Names of the configs shipped in `configs/` (usable as `--config=NAME`)."""
-    return sorted(path.name[: -len(".json")] for path in _config_dir().iterdir() if path.name.endswith(".json"))
+    return sorted(
+        path.name[: -len(".json")] for path in _config_dir().iterdir() if path.name.endswith(".json")
+    )
 
 
 def _config_dir():
@@ -165,4 +167,6 @@ def load_config(name_or_path: str | os.PathLike) -> BertConfig:
     candidate = _config_dir() / f"{text}.json"
     if not candidate.is_file():
         raise ConfigError(f"no config named {text!r}; use one of {config_names()} or a path to a JSON file")
-    return BertConfig.from_dict(json.loads(candidate.read_text(encoding="utf-8")), source=f"configs/{text}.json")
+    return BertConfig.from_dict(
+        json.loads(candidate.read_text(encoding="utf-8")), source=f"configs/{text}.json"
+    )

@@ -1,0 +1,297 @@
+"""The original BERT BasicTokenizer as TensorFlow ops: clean, split, normalize, split punctuation.
+
+The original (google-research/bert `tokenization.py`) works one Python character at a time:
+it deletes control and format characters, turns whitespace into spaces, puts spaces around
+CJK ideographs, splits on whitespace, lower-cases and strips accents (uncased models only)
+and splits off punctuation. Here each rule is an RE2 regex over the whole batch whose
+character class is generated from Python's own `unicodedata`, the tables the original
+consults, so the two agree on every code point (the tests check all of them).
+
+Lower-casing and NFD go through ICU (`tf.strings.lower`, `normalize_utf8`), which implements
+the same full case mapping as `str.lower` ("İ" -> "i̇") but not Python's Unicode version:
+TensorFlow's ICU misses the 60 case pairs new in Unicode 14 and tensorflow-text's ICU
+decomposes, or gives a combining class to, characters Python 3.11 sees as unassigned (82
+code points in all, found when the first tokenizer is built). Rows holding one of them are
+split off and normalized from Python's own tables instead. A capital sigma, whose final form
+depends on context, is lowered first by a regex with Python's cased / case-ignorable classes.
+
+The tables are those of the Python that builds the tokenizer; a SavedModel keeps them.
+
+Example:
+
+>>> BasicTokenizer(lower_case=True).tokenize(["Héllo, WORLD!", "中文[MASK]"]).to_list()
+[[b'hello', b',', b'world', b'!'], [b'\\xe4\\xb8\\xad', b'\\xe6\\x96\\x87', b'[', b'mask', b']']]
+"""
+
+from __future__ import annotations
+
+import functools
+import typing
+import unicodedata
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+# Code point ranges the original treats as CJK ideographs (each gets spaces around it).
+# Hangul and kana are not in them: they are written with spaces between words.
+CJK_RANGES = (
+    (0x4E00, 0x9FFF),
+    (0x3400, 0x4DBF),
+    (0x20000, 0x2A6DF),
+    (0x2A700, 0x2B73F),
+    (0x2B740, 0x2B81F),
+    (0x2B820, 0x2CEAF),
+    (0xF900, 0xFAFF),
+    (0x2F800, 0x2FA1F),
+)
+
+
+_ASCII_PUNCTUATION = [(33, 47), (58, 64), (91, 96), (123, 126)]
+
+
+def _char_class(mask: np.ndarray) -> str:
+    """An RE2 character class of the code points where the boolean `mask` [0x110000] is set."""
+    mask = np.concatenate([[False], mask, [False]])
+    edges = np.flatnonzero(mask[1:] != mask[:-1])  # starts and (exclusive) ends alternate
+    parts = []
+    for lo, end in zip(edges[0::2].tolist(), edges[1::2].tolist(), strict=True):
+        hi = end - 1
+        parts.append(f"\\x{{{lo:X}}}" if lo == hi else f"\\x{{{lo:X}}}-\\x{{{hi:X}}}")
+    return "[" + "".join(parts) + "]"
+
+
+@functools.cache
+def _categories() -> list[str]:
+    """Python's Unicode category of every code point (surrogates: "Cs")."""
+    return [unicodedata.category(char) for char in map(chr, range(0x110000))]
+
+
+@functools.cache
+def _character_classes() -> dict[str, str]:
+    """Regexes for the character classes of the original, built from Python's `unicodedata`."""
+    code_points = np.arange(0x110000)
+    category = np.array(_categories())
+    tab_newline_return = np.isin(code_points, [0x09, 0x0A, 0x0D])
+    ascii_punctuation = np.zeros(0x110000, bool)
+    for lo, hi in _ASCII_PUNCTUATION:
+        ascii_punctuation[lo : hi + 1] = True
+    cjk = np.zeros(0x110000, bool)
+    for lo, hi in CJK_RANGES:
+        cjk[lo : hi + 1] = True
+    return {
+        # Deleted without a split: NUL, U+FFFD and categories Cc/Cf (ZERO WIDTH SPACE,
+        # SOFT HYPHEN, ESC, \v, \f, U+0085 ...) except \t \n \r.
+        "remove": _char_class(
+            ~tab_newline_return
+            & (np.isin(code_points, [0, 0xFFFD]) | (category == "Cc") | (category == "Cf"))
+        ),
+        # Turned into a space: \t \n \r and Zs. U+2028/U+2029 (Zl/Zp) survive the
+        # original's cleaning but Python's str.split() splits on them, so they are spaces too.
+        "space": _char_class(
+            tab_newline_return | np.isin(code_points, [0x2028, 0x2029]) | (category == "Zs")
+        ),
+        "cjk": _char_class(cjk),
+        # All non-alphanumeric printable ASCII counts as punctuation ("$", "^", "`" are
+        # symbols in Unicode); beyond ASCII only the P* categories do, so "€", "♡" stay in words.
+        "punctuation": _char_class(ascii_punctuation | np.char.startswith(category, "P")),
+        "nonspacing_mark": _char_class(category == "Mn"),
+        **_final_sigma_classes(_categories()),
+    }
+
+
+def _final_sigma_classes(categories: list[str]) -> dict[str, str]:
+    """Character classes for Python's final-sigma rule, read off `str.lower` itself.
+
+    Python lower-cases U+03A3 to "ς" when a cased letter precedes it (skipping
+    case-ignorable characters) and none follows (same skipping). ICU does the same, but with
+    its own, possibly older, tables of cased and case-ignorable characters; so the decision is
+    made here by a regex with Python's classes, probed from `str.lower`:
+    "xΣ" ends in "ς" exactly when x is cased and not case-ignorable, "AxΣ" when x is either.
+    """
+    cased = np.zeros(0x110000, bool)
+    cased_or_ignorable = np.zeros(0x110000, bool)
+    for code_point, category in enumerate(categories):
+        if category not in ("Cn", "Co", "Cs"):  # unassigned and private-use: neither
+            char = chr(code_point)
+            cased[code_point] = (char + "\u03a3").lower()[-1] == "\u03c2"
+            cased_or_ignorable[code_point] = ("A" + char + "\u03a3").lower()[-1] == "\u03c2"
+    return {
+        "cased_not_ignorable": _char_class(cased),
+        "case_ignorable": _char_class(cased_or_ignorable & ~cased),
+        "neither_cased_nor_ignorable": _char_class(~cased_or_ignorable),
+    }
+
+
+class _UncasedExceptions(typing.NamedTuple):
+    # Code points whose uncased form ICU gets wrong (rows holding one take the exact path).
+    icu_disagrees: tuple[int, ...]
+    # Python's uncased form of every code point it changes, as a ragged table:
+    # keys[i] -> values[row_starts[i]:row_starts[i + 1]] (empty for a dropped mark).
+    keys: tuple[int, ...]
+    row_starts: tuple[int, ...]
+    values: tuple[int, ...]
+
+
+@functools.cache
+def _uncased_exceptions() -> _UncasedExceptions:
+    """Where ICU's uncased normalization disagrees with Python's, and Python's own table.
+
+    ICU in TensorFlow and tensorflow-text is not Python's Unicode version: with Python 3.11
+    (Unicode 14) `tf.strings.lower` misses 60 case pairs (U+2C2F, the Vithkuqi capitals ...)
+    and `normalize_utf8` decomposes characters that Python still sees as unassigned
+    (U+16121 ...). Every code point is run through both, each on its own: they are joined by
+    spaces, and a space is a starter (combining class 0) that is neither cased nor
+    case-ignorable, so it stops both canonical reordering and the final-sigma context.
+    """
+    categories = _categories()
+    # NUL (ICU stops at it) is deleted before this step; the space is the separator.
+    code_points = [cp for cp in range(1, 0x110000) if cp != 0x20 and categories[cp] != "Cs"]
+    joined = " ".join(map(chr, code_points))
+    originals = joined.split(" ")
+    marks = dict.fromkeys(cp for cp, category in enumerate(categories) if category == "Mn")
+    python = unicodedata.normalize("NFD", joined.lower()).translate(marks).split(" ")
+    icu = tf_text.normalize_utf8(tf.strings.lower(joined, encoding="utf-8"), "NFD")
+    icu = tf.strings.regex_replace(icu, _character_classes()["nonspacing_mark"], "")
+    icu = icu.numpy().decode("utf-8").split(" ")
+    disagree = {cp for cp, ours, theirs in zip(code_points, python, icu, strict=True) if ours != theirs}
+    # Canonical reordering: a mark ICU gives a combining class that Python does not (a mark
+    # newer than Python's Unicode) moves between U+0345 (class 240) and U+0334 (class 1)
+    # under ICU only, and would be reordered against spacing marks that survive uncasing.
+    # Combining classes never change once assigned, so only characters unassigned in Python
+    # (in the planes where characters are being assigned: 0-3 and 14) or combining in
+    # Python can differ.
+    candidates = [
+        cp
+        for cp in code_points
+        if (categories[cp] == "Cn" and (cp < 0x40000 or 0xE0000 <= cp < 0xF0000))
+        or unicodedata.combining(chr(cp))
+    ]
+    probe = " ".join("\u0345" + chr(cp) + "\u0334" for cp in candidates)
+    python_probe = unicodedata.normalize("NFD", probe).split(" ")
+    icu_probe = tf_text.normalize_utf8(probe, "NFD").numpy().decode("utf-8").split(" ")
+    disagree.update(
+        cp for cp, ours, theirs in zip(candidates, python_probe, icu_probe, strict=True) if ours != theirs
+    )
+    keys, values, starts = [], [], [0]
+    for code_point, original, normalized in zip(code_points, originals, python, strict=True):
+        if normalized != original:
+            keys.append(code_point)
+            values.extend(map(ord, normalized))
+            starts.append(len(values))
+    return _UncasedExceptions(tuple(sorted(disagree)), tuple(keys), tuple(starts), tuple(values))
+
+
+class BasicTokenizer(tf.Module):
+    """Splits text into the words of the original BasicTokenizer (before WordPiece).
+
+    Args:
+      lower_case: True for uncased models (lower-case, NFD, drop Mn), False for cased.
+
+    `tokenize(texts)` takes strings of shape [batch] (or one string) and returns the words,
+    tf.string ragged [batch, (words)] (or [words]).
+
+    Example:
+
+    >>> BasicTokenizer(lower_case=False).tokenize("Café\u200b au lait…").numpy().tolist()
+    [b'Caf\\xc3\\xa9', b'au', b'lait', b'\\xe2\\x80\\xa6']
+    """
+
+    def __init__(self, lower_case: bool = True, name: str | None = None):
+        super().__init__(name=name)
+        self._lower_case = bool(lower_case)
+        self._classes = _character_classes()
+        if self._lower_case:
+            exceptions = _uncased_exceptions()
+            self._uncased_keys = tf.constant(exceptions.keys, tf.int32)
+            self._uncased_values = tf.RaggedTensor.from_row_starts(
+                tf.constant(exceptions.values, tf.int32), tf.constant(exceptions.row_starts, tf.int64)
+            )
+            # The characters ICU normalizes differently from Python.
+            exact = "".join(f"\\x{{{cp:X}}}" for cp in exceptions.icu_disagrees)
+            self._exact_path_regex = "(?s).*[" + exact + "].*"
+
+    @property
+    def lower_case(self) -> bool:
+        return self._lower_case
+
+    def tokenize(self, texts) -> tf.RaggedTensor | tf.Tensor:
+        """Words: tf.string ragged [batch, (words)] for a batch, [words] for one string."""
+        texts = tf.convert_to_tensor(texts, dtype=tf.string)
+        if texts.shape.rank == 0:
+            return self._split_words(texts[tf.newaxis])[0]
+        if texts.shape.rank != 1:
+            raise ValueError(
+                f"tokenize takes a batch of strings of shape [batch] (or one string); got shape "
+                f"{texts.shape}. Reshape it to [-1] first"
+            )
+        return self._split_words(texts)
+
+    def _split_words(self, texts: tf.Tensor) -> tf.RaggedTensor:  # [batch] -> [batch, (words)]
+        classes = self._classes
+        # Undecodable bytes are dropped, like bytes.decode("utf-8", "ignore").
+        texts = tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8", errors="ignore")
+        texts = tf.strings.regex_replace(texts, classes["remove"], "")
+        texts = tf.strings.regex_replace(texts, classes["space"], " ")
+        texts = tf.strings.regex_replace(texts, "(" + classes["cjk"] + ")", r" \1 ")
+        if self._lower_case:
+            texts = self._uncased(texts)
+        texts = tf.strings.regex_replace(texts, "(" + classes["punctuation"] + ")", r" \1 ")
+        # Only " " is left as whitespace here, so an ASCII whitespace split is str.split().
+        return tf.strings.split(texts)
+
+    def _uncased(self, texts: tf.Tensor) -> tf.Tensor:
+        """Lower-case, NFD, drop Mn: ICU for most rows, Python's own tables where ICU differs."""
+        # Capital sigma: final or not is decided here with Python's classes, so ICU never has to.
+        has_sigma = tf.reduce_any(tf.strings.regex_full_match(texts, "(?s).*\u03a3.*"))
+        texts = tf.cond(has_sigma, lambda: self._lower_capital_sigma(texts), lambda: texts)
+        # [batch] rows with a character ICU normalizes differently from Python are rare; they
+        # are split off and normalized exactly, the rest go through ICU.
+        exact = tf.strings.regex_full_match(texts, self._exact_path_regex)
+
+        def icu(rows: tf.Tensor) -> tf.Tensor:
+            return tf_text.normalize_utf8(tf.strings.lower(rows, encoding="utf-8"), "NFD")
+
+        def mixed() -> tf.Tensor:
+            partitions = tf.cast(exact, tf.int32)
+            row_index = tf.dynamic_partition(tf.range(tf.size(texts)), partitions, 2)
+            icu_rows, exact_rows = tf.dynamic_partition(texts, partitions, 2)
+            return tf.dynamic_stitch(row_index, [icu(icu_rows), self._uncased_exactly(exact_rows)])
+
+        # The conditionals keep the common case (no such row) as cheap as two ICU calls.
+        texts = tf.cond(tf.reduce_any(exact), mixed, lambda: icu(texts))
+        return tf.strings.regex_replace(texts, self._classes["nonspacing_mark"], "")
+
+    def _lower_capital_sigma(self, texts: tf.Tensor) -> tf.Tensor:
+        """Σ -> ς where Python's `str.lower` gives the final form, σ elsewhere."""
+        classes = self._classes
+        cased, ignorable = classes["cased_not_ignorable"], classes["case_ignorable"]
+        # cased (ignorable)* Σ (ignorable)* and then a character neither cased nor ignorable, or the end.
+        final_sigma = (
+            f"({cased}{ignorable}*)\\x{{3A3}}({ignorable}*(?:{classes['neither_cased_nor_ignorable']}|$))"
+        )
+        texts = tf.strings.regex_replace(texts, final_sigma, "\\1\u03c2\\2")
+        return tf.strings.regex_replace(texts, "\u03a3", "\u03c3")
+
+    def _uncased_exactly(self, texts: tf.Tensor) -> tf.Tensor:
+        """Python's uncased normalization, character by character from a table.
+
+        Canonical reordering is not done: it only matters among combining marks, and those of
+        category Mn are dropped anyway. What is left as is: spacing marks with a nonzero
+        combining class (25 in Unicode 14, such as U+1D165) out of canonical order in a row
+        that also holds a character ICU and Python disagree on.
+        """
+        code_points = tf.strings.unicode_decode(texts, "UTF-8")  # [batch, (chars)]
+        flat = code_points.flat_values
+        keys = self._uncased_keys
+        position = tf.minimum(tf.searchsorted(keys, flat), tf.size(keys) - 1)
+        in_table = tf.equal(tf.gather(keys, position), flat)
+        # Each character becomes 0..3 characters: its table row (row len(keys) is an empty
+        # row for characters not in the table) followed by itself when not in the table.
+        table_part = tf.gather(self._uncased_values, tf.where(in_table, position, tf.size(keys)))
+        not_in_table = tf.logical_not(in_table)
+        self_part = tf.RaggedTensor.from_row_lengths(
+            tf.boolean_mask(flat, not_in_table), tf.cast(not_in_table, tf.int64)
+        )
+        mapped = tf.concat([table_part, self_part], axis=1)  # [chars, (0..3)]
+        return tf.strings.unicode_encode(code_points.with_flat_values(mapped).merge_dims(1, 2), "UTF-8")

@@ -1,0 +1,121 @@
+"""Where every weight of our models lives in the original TF1 checkpoints.
+
+One table maps each Keras variable to its original name (`bert/encoder/layer_3/...`) and
+says whether the original stores it transposed. The Hugging Face names are derived from
+the original names mechanically, so the two formats cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import keras
+import numpy as np
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that does not fit the model; the message lists what and how to fix it."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Slot:
+    """One model weight: its original TF1 name, the Keras variable, and whether the TF1
+    array is the transpose of the Keras one (only the NSP weights, stored [2, hidden])."""
+
+    name: str
+    variable: keras.Variable
+    transposed: bool = False
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        shape = tuple(self.variable.shape)
+        return shape[::-1] if self.transposed else shape
+
+    def read(self) -> np.ndarray:
+        """The value in the TF1 layout."""
+        value = keras.ops.convert_to_numpy(self.variable)
+        return value.T if self.transposed else value
+
+
+def _dense(prefix: str, layer) -> list[Slot]:
+    return [Slot(f"{prefix}/kernel", layer.kernel), Slot(f"{prefix}/bias", layer.bias)]
+
+
+def _layer_norm(prefix: str, layer) -> list[Slot]:
+    return [Slot(f"{prefix}/gamma", layer.gamma), Slot(f"{prefix}/beta", layer.beta)]
+
+
+def encoder_slots(encoder) -> list[Slot]:
+    """The `bert/` variables of a `BertEncoder`, in the original order."""
+    embeddings = encoder.embeddings
+    slots = [
+        Slot("bert/embeddings/word_embeddings", embeddings.word_embeddings),
+        Slot("bert/embeddings/token_type_embeddings", embeddings.token_type_embeddings),
+        Slot("bert/embeddings/position_embeddings", embeddings.position_embeddings),
+        *_layer_norm("bert/embeddings/LayerNorm", embeddings.layer_norm),
+    ]
+    for index, block in enumerate(encoder.transformer_layers):
+        prefix = f"bert/encoder/layer_{index}"
+        attention = block.attention
+        for part in ("query", "key", "value"):
+            slots += _dense(f"{prefix}/attention/self/{part}", getattr(attention, part))
+        slots += _dense(f"{prefix}/attention/output/dense", attention.output_dense)
+        slots += _layer_norm(f"{prefix}/attention/output/LayerNorm", block.attention_layer_norm)
+        slots += _dense(f"{prefix}/intermediate/dense", block.intermediate_dense)
+        slots += _dense(f"{prefix}/output/dense", block.output_dense)
+        slots += _layer_norm(f"{prefix}/output/LayerNorm", block.output_layer_norm)
+    return slots + _dense("bert/pooler/dense", encoder.pooler_dense)
+
+
+def pretrainer_slots(pretrainer) -> list[Slot]:
+    """`bert/` plus the `cls/` heads of a `BertPretrainer`."""
+    mlm, nsp = pretrainer.masked_lm_head, pretrainer.next_sentence_head
+    return [
+        *encoder_slots(pretrainer.encoder),
+        *_dense("cls/predictions/transform/dense", mlm.transform_dense),
+        *_layer_norm("cls/predictions/transform/LayerNorm", mlm.layer_norm),
+        Slot("cls/predictions/output_bias", mlm.output_bias),
+        Slot("cls/seq_relationship/output_weights", nsp.dense.kernel, transposed=True),
+        Slot("cls/seq_relationship/output_bias", nsp.dense.bias),
+    ]
+
+
+def model_slots(model) -> list[Slot]:
+    """Slots of a `BertPretrainer`, a `BertEncoder`, or any model with an `.encoder`."""
+    if hasattr(model, "masked_lm_head"):
+        return pretrainer_slots(model)
+    if hasattr(model, "transformer_layers"):
+        return encoder_slots(model)
+    if hasattr(model, "encoder"):
+        return encoder_slots(model.encoder)
+    raise TypeError(f"{type(model).__name__} is not a BERT model (no encoder found)")
+
+
+# --- Hugging Face names --------------------------------------------------------------
+
+_HF_SPECIAL = {
+    "cls/predictions/output_bias": "cls.predictions.bias",
+    "cls/seq_relationship/output_weights": "cls.seq_relationship.weight",
+    "cls/seq_relationship/output_bias": "cls.seq_relationship.bias",
+}
+
+
+def hf_name(name: str, bert_prefix: bool = True) -> str:
+    """`bert/encoder/layer_0/attention/self/query/kernel` ->
+    `bert.encoder.layer.0.attention.self.query.weight`."""
+    if name in _HF_SPECIAL:
+        return _HF_SPECIAL[name]
+    hf = re.sub(r"layer_(\d+)", r"layer.\1", name).replace("/", ".")
+    hf = re.sub(r"\.(kernel|gamma)$", ".weight", hf)
+    hf = re.sub(r"\.beta$", ".bias", hf)
+    if hf.endswith("_embeddings"):
+        hf += ".weight"
+    if not bert_prefix and hf.startswith("bert."):
+        hf = hf[len("bert.") :]
+    return hf
+
+
+def hf_transposed(name: str) -> bool:
+    """PyTorch Linear weights are [out, in]; TF1 kernels are [in, out]."""
+    return name.endswith("/kernel")

@@ -1,0 +1,351 @@
+"""`from_pretrained`: one loader for Google checkpoints, Hugging Face directories and our exports.
+
+Every load is checked in full before any weight is assigned: a checkpoint that misses a
+variable, has an unexpected one or a wrong shape fails with a message listing them, and
+the model is left untouched.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import json
+import os
+import shutil
+import warnings
+
+import keras
+import numpy as np
+
+from bert_tf.checkpoints import huggingface
+from bert_tf.checkpoints.names import CheckpointError, Slot, hf_name, hf_transposed, model_slots
+from bert_tf.config import BertConfig
+
+HEADS = ("pretraining", "encoder")
+
+_PICKLE_MESSAGE = (
+    "{path} is a PyTorch pickle; bert_tf does not unpickle files (loading a pickle can run "
+    "arbitrary code). Convert it once with transformers, which writes model.safetensors next to it:\n"
+    '  python -c "from transformers import BertForPreTraining as M; '
+    "M.from_pretrained('{directory}').save_pretrained('{directory}', safe_serialization=True)\"\n"
+    "then load the directory again."
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class TokenizerSettings:
+    """How to tokenize for a loaded model: `BertTokenizer(vocab_file, lower_case)`.
+
+    `vocab_file` is None when the checkpoint directory has no vocab.txt;
+    `lower_case_reason` says how `lower_case` was decided.
+    """
+
+    vocab_file: str | None
+    lower_case: bool
+    lower_case_reason: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Source:
+    kind: str  # "google" or "huggingface"
+    weights: str  # checkpoint prefix or .safetensors file
+    directory: str
+
+
+def from_pretrained(
+    path: str | os.PathLike, heads: str = "pretraining"
+) -> tuple[keras.Model, TokenizerSettings]:
+    """Builds a model from a checkpoint directory (or a checkpoint prefix / .safetensors file).
+
+    Detects the format: an original Google directory (bert_config.json, vocab.txt,
+    bert_model.ckpt.*), a Hugging Face BERT directory (config.json, model.safetensors, with
+    or without the `bert.` prefix and heads), or a directory written by `export_pretrained`.
+    `heads="pretraining"` returns a `BertPretrainer`, `heads="encoder"` a `BertEncoder`
+    (head weights in the checkpoint are then ignored).
+
+    Example:
+
+    >>> model, tokenizer_settings = from_pretrained("uncased_L-12_H-768_A-12")  # doctest: +SKIP
+    """
+    from bert_tf.models import BertEncoder, BertPretrainer
+
+    if heads not in HEADS:
+        raise ValueError(f"heads must be one of {HEADS}, got {heads!r}")
+    source = _locate(os.fspath(path))
+    config = _read_config(source)
+    vocab_file = os.path.join(source.directory, "vocab.txt")
+    if os.path.isfile(vocab_file):
+        _check_vocab(vocab_file, config)
+    else:
+        vocab_file = None
+    model = BertPretrainer(config) if heads == "pretraining" else BertEncoder(config)
+    _load(model, source)
+    lower_case, reason = detect_lower_case(source.directory, vocab_file)
+    return model, TokenizerSettings(vocab_file, lower_case, reason)
+
+
+def load_weights(model: keras.Model, path: str | os.PathLike) -> None:
+    """Loads a Google or Hugging Face checkpoint into an existing model.
+
+    `model` is a `BertPretrainer`, a `BertEncoder`, or a task model (its `.encoder` is
+    loaded). Nothing is assigned unless every variable is found with the right shape.
+    """
+    _load(model, _locate(os.fspath(path)))
+
+
+def _load(model: keras.Model, source: _Source) -> None:
+    slots = model_slots(model)
+    if source.kind == "google":
+        arrays = _read_google(source.weights, slots)
+    else:
+        arrays = _read_huggingface(source.weights, slots)
+    for slot in slots:  # all checks passed: now assign
+        value = arrays[slot.name]
+        slot.variable.assign(value.T if slot.transposed else value)
+
+
+# --- locating and configuring ----------------------------------------------------------
+
+
+def _locate(path: str) -> _Source:
+    if os.path.isdir(path):
+        directory = path
+        if os.path.isfile(os.path.join(directory, "model.safetensors")):
+            return _Source("huggingface", os.path.join(directory, "model.safetensors"), directory)
+        if os.path.isfile(os.path.join(directory, "model.safetensors.index.json")):
+            raise CheckpointError(
+                f"{directory} holds a sharded model.safetensors; BERT models fit in one file: "
+                "re-save it with save_pretrained(..., max_shard_size='10GB')"
+            )
+        prefix = _google_prefix(directory)
+        if prefix:
+            return _Source("google", prefix, directory)
+        if os.path.isfile(os.path.join(directory, "pytorch_model.bin")):
+            raise CheckpointError(
+                _PICKLE_MESSAGE.format(path=os.path.join(directory, "pytorch_model.bin"), directory=directory)
+            )
+        raise CheckpointError(
+            f"{directory} holds no BERT checkpoint (looked for model.safetensors and "
+            f"*.ckpt*.index); it contains {sorted(os.listdir(directory))[:20]}"
+        )
+    directory = os.path.dirname(os.path.abspath(path))
+    if path.endswith(".safetensors") and os.path.isfile(path):
+        return _Source("huggingface", path, directory)
+    if path.endswith((".bin", ".pt", ".pth")) and os.path.isfile(path):
+        raise CheckpointError(_PICKLE_MESSAGE.format(path=path, directory=directory))
+    if os.path.isfile(path + ".index"):
+        return _Source("google", path, directory)
+    raise CheckpointError(
+        f"no checkpoint at {path}: pass a directory, a checkpoint prefix "
+        "(such as .../bert_model.ckpt, without .index) or a .safetensors file"
+    )
+
+
+def _google_prefix(directory: str) -> str | None:
+    import tensorflow as tf
+
+    latest = tf.train.latest_checkpoint(directory)
+    if latest:
+        return latest
+    prefixes = sorted(index[: -len(".index")] for index in glob.glob(os.path.join(directory, "*.index")))
+    if len(prefixes) > 1:
+        raise CheckpointError(
+            f"{directory} holds several checkpoints {[os.path.basename(p) for p in prefixes]} and no "
+            "'checkpoint' file saying which is current; pass the prefix of the one to load"
+        )
+    return prefixes[0] if prefixes else None
+
+
+def _read_config(source: _Source) -> BertConfig:
+    google_config = os.path.join(source.directory, "bert_config.json")
+    hf_config = os.path.join(source.directory, "config.json")
+    if source.kind == "google" and os.path.isfile(google_config):
+        return BertConfig.from_json_file(google_config)
+    if os.path.isfile(hf_config):
+        with open(hf_config, encoding="utf-8") as file:
+            values = json.load(file)
+        if values.get("hidden_act") == "gelu":
+            warnings.warn(
+                f"{hf_config} says hidden_act='gelu', which transformers computes with erf; this "
+                "model uses the tanh approximation of the original BERT (outputs differ by ~1e-3)",
+                stacklevel=3,
+            )
+        return BertConfig.from_hf_dict(values, source=hf_config)
+    if os.path.isfile(google_config):
+        return BertConfig.from_json_file(google_config)
+    raise CheckpointError(f"{source.directory} has no bert_config.json or config.json next to the weights")
+
+
+def _check_vocab(vocab_file: str, config: BertConfig) -> None:
+    with open(vocab_file, encoding="utf-8") as file:
+        lines = sum(1 for _ in file)
+    if lines != config.vocab_size:
+        raise CheckpointError(
+            f"{vocab_file} has {lines} tokens but the config says vocab_size={config.vocab_size}; "
+            "the vocab file does not belong to this checkpoint"
+        )
+
+
+def detect_lower_case(directory: str, vocab_file: str | None) -> tuple[bool, str]:
+    """(lower_case, how it was decided): tokenizer_config.json's do_lower_case, else
+    'uncased'/'cased' in the directory name, else whether the vocab has upper-case tokens."""
+    tokenizer_config = os.path.join(directory, "tokenizer_config.json")
+    if os.path.isfile(tokenizer_config):
+        with open(tokenizer_config, encoding="utf-8") as file:
+            values = json.load(file)
+        if isinstance(values.get("do_lower_case"), bool):
+            return values["do_lower_case"], f"do_lower_case in {tokenizer_config}"
+    name = os.path.basename(os.path.abspath(directory)).lower()
+    if "uncased" in name:
+        return True, f"the directory name {name!r} says uncased"
+    if "cased" in name:
+        return False, f"the directory name {name!r} says cased"
+    if vocab_file:
+        with open(vocab_file, encoding="utf-8") as file:
+            tokens = [line.strip() for line in file]
+        upper = [t for t in tokens if not (t.startswith("[") and t.endswith("]")) and t.lower() != t]
+        if upper:
+            return False, f"{vocab_file} has {len(upper)} upper-case tokens (e.g. {upper[:3]}): cased"
+        return True, f"{vocab_file} has no upper-case token: uncased"
+    return True, "no tokenizer_config.json, vocab.txt or cased/uncased in the name: assumed uncased"
+
+
+# --- reading and checking ----------------------------------------------------------------
+
+
+def _check(expected: dict, found: dict, ignored, source: str, what: str) -> None:
+    """Raises one CheckpointError listing every missing, unexpected and misshapen variable."""
+    missing = [name for name in expected if name not in found]
+    unexpected = [name for name in found if name not in expected and not ignored(name)]
+    misshapen = [name for name in expected if name in found and tuple(found[name]) != tuple(expected[name])]
+    if not (missing or unexpected or misshapen):
+        return
+    lines = [f"{source} does not fit a {what} of this config; nothing was loaded."]
+    if missing:
+        lines.append(f"missing ({len(missing)}): " + ", ".join(f"{n} {list(expected[n])}" for n in missing))
+    if unexpected:
+        lines.append(
+            f"unexpected ({len(unexpected)}): " + ", ".join(f"{n} {list(found[n])}" for n in unexpected)
+        )
+    if misshapen:
+        lines.append(
+            "wrong shape: "
+            + ", ".join(
+                f"{n} is {list(found[n])} in the checkpoint, {list(expected[n])} in the model"
+                for n in misshapen
+            )
+        )
+    if missing and all("cls" in name.split("/")[0].split(".")[0] for name in missing):
+        lines.append("The checkpoint has no pretraining heads: load it with heads='encoder'.")
+    elif misshapen:
+        lines.append(
+            "Check that the config (vocab_size, hidden_size, ...) is the one the checkpoint was trained with."
+        )
+    raise CheckpointError("\n".join(lines))
+
+
+def _what(slots: list[Slot]) -> str:
+    return "BertPretrainer" if any(slot.name.startswith("cls/") for slot in slots) else "BertEncoder"
+
+
+def _read_google(prefix: str, slots: list[Slot]) -> dict[str, np.ndarray]:
+    from bert_tf.checkpoints import google  # imports TensorFlow: only when a TF1 checkpoint is read
+
+    if google.is_object_based(prefix):
+        raise CheckpointError(
+            f"{prefix} is an object-based TF2 checkpoint (tf.train.Checkpoint); restore it with "
+            "tf.train.Checkpoint(model=model).restore(path), or convert it with "
+            "bert_tf.checkpoints.export_pretrained"
+        )
+    found = google.read_shapes(prefix)
+    expected = {slot.name: slot.shape for slot in slots}
+    head_free = _what(slots) == "BertEncoder"
+    _check(expected, found, lambda name: head_free and name.startswith("cls/"), prefix, _what(slots))
+    return google.read_arrays(prefix, expected)
+
+
+def _read_huggingface(path: str, slots: list[Slot]) -> dict[str, np.ndarray]:
+    found = huggingface.read_shapes(path)
+    bert_prefix = any(name.startswith("bert.") for name in found)
+    to_hf = {slot.name: hf_name(slot.name, bert_prefix) for slot in slots}
+    expected = {
+        to_hf[slot.name]: slot.shape[::-1] if hf_transposed(slot.name) else slot.shape for slot in slots
+    }
+    head_free = _what(slots) == "BertEncoder"
+
+    def ignored(name: str) -> bool:
+        return (
+            name in huggingface.IGNORED or name in huggingface.TIED or (head_free and name.startswith("cls."))
+        )
+
+    _check(expected, found, ignored, path, _what(slots))
+    hf_arrays = huggingface.read_arrays(path, expected)
+    arrays = {}
+    for name, hf in to_hf.items():
+        value = hf_arrays[hf]
+        arrays[name] = value.T if hf_transposed(name) else value
+    for tied, name in huggingface.TIED.items():  # a tied copy must equal the weight it copies
+        if tied in found and name in arrays:
+            copy = huggingface.read_arrays(path, [tied])[tied]
+            if copy.shape != arrays[name].shape or not np.array_equal(copy, arrays[name]):
+                raise CheckpointError(
+                    f"{path}: {tied} differs from {to_hf[name]}; BERT ties them, so this is not a BERT "
+                    "pretraining checkpoint (nothing was loaded)"
+                )
+    return arrays
+
+
+# --- exporting -------------------------------------------------------------------------------
+
+
+def export_pretrained(
+    model: keras.Model,
+    directory: str | os.PathLike,
+    *,
+    vocab_file: str | None = None,
+    lower_case: bool | None = None,
+    formats: tuple[str, ...] = ("google", "huggingface"),
+) -> str:
+    """Writes a model so that both the original code and transformers can load it.
+
+    "google": bert_config.json + bert_model.ckpt.{index,data-00000-of-00001} with the
+    original variable names and shapes; "huggingface": config.json + model.safetensors.
+    The vocab file is copied as vocab.txt and `lower_case` recorded in tokenizer_config.json,
+    so `from_pretrained(directory)` restores the tokenizer settings too. A task model
+    exports its encoder.
+
+    Example:
+
+    >>> export_pretrained(model, "/tmp/my_bert", vocab_file="vocab.txt", lower_case=True)  # doctest: +SKIP
+    """
+    unknown = sorted(set(formats) - {"google", "huggingface"})
+    if unknown or not formats:
+        raise ValueError(f"formats must be a non-empty subset of ('google', 'huggingface'), got {formats}")
+    directory = os.fspath(directory)
+    os.makedirs(directory, exist_ok=True)
+    slots = model_slots(model)
+    config = model.config if hasattr(model, "config") else model.encoder.config
+    arrays = {slot.name: slot.read() for slot in slots}
+    if "google" in formats:
+        from bert_tf.checkpoints import google
+
+        config.to_json_file(os.path.join(directory, "bert_config.json"))
+        google.write(os.path.join(directory, "bert_model.ckpt"), arrays)
+    if "huggingface" in formats:
+        pretraining = _what(slots) == "BertPretrainer"
+        hf_arrays = {
+            hf_name(name, bert_prefix=pretraining): value.T if hf_transposed(name) else value
+            for name, value in arrays.items()
+        }
+        huggingface.write(os.path.join(directory, "model.safetensors"), hf_arrays)
+        huggingface.write_config(directory, config, "BertForPreTraining" if pretraining else "BertModel")
+    if vocab_file:
+        _check_vocab(vocab_file, config)
+        target = os.path.join(directory, "vocab.txt")
+        if os.path.abspath(vocab_file) != os.path.abspath(target):
+            shutil.copyfile(vocab_file, target)
+    if lower_case is not None:
+        with open(os.path.join(directory, "tokenizer_config.json"), "w", encoding="utf-8") as file:
+            json.dump({"do_lower_case": bool(lower_case), "tokenizer_class": "BertTokenizer"}, file, indent=2)
+            file.write("\n")
+    return directory

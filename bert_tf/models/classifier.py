@@ -1,0 +1,58 @@
+"""Sequence classification (and regression) on the pooled [CLS] output."""
+
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+from bert_tf.models._task import encoder_inputs, task_config, task_dense, task_from_config
+from bert_tf.models.encoder import ENCODER_INPUTS, BertEncoder, keep_inputs
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertClassifier(keras.Model):
+    """dropout(pooled_output) -> dense: float32 logits [batch, num_classes].
+
+    `num_classes=1` makes a regression model (e.g. STS-B): the single output is the score.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from bert_tf.config import load_config
+    >>> from bert_tf.models import BertEncoder
+    >>> encoder = BertEncoder(load_config("bert_tiny").replace(vocab_size=100))
+    >>> model = BertClassifier(encoder, num_classes=3)
+    >>> ids = np.array([[1, 7, 8, 2, 0]])
+    >>> model({"input_ids": ids, "input_mask": ids > 0, "segment_ids": 0 * ids}).shape
+    TensorShape([1, 3])
+    """
+
+    def __init__(
+        self,
+        encoder: BertEncoder,
+        num_classes: int,
+        dropout_rate: float = 0.1,
+        name: str = "bert_classifier",
+        **kwargs,
+    ):
+        if num_classes < 1:
+            raise ValueError(f"num_classes must be >= 1 (1 = regression), got {num_classes}")
+        dropout = keras.layers.Dropout(dropout_rate, name="dropout")
+        classifier = task_dense(encoder, num_classes, "classifier")
+        inputs = encoder_inputs(encoder)
+        pooled = encoder(inputs)["pooled_output"]
+        logits = ops.cast(classifier(dropout(pooled)), "float32")
+        super().__init__(inputs=inputs, outputs=logits, name=name, **kwargs)
+        self.encoder = encoder
+        self.num_classes = num_classes
+        self.dropout_rate = dropout_rate
+
+    def call(self, inputs, training=None, mask=None):
+        return super().call(keep_inputs(inputs, ENCODER_INPUTS), training=training, mask=mask)
+
+    def get_config(self):
+        return task_config(self, num_classes=self.num_classes, dropout_rate=self.dropout_rate)
+
+    @classmethod
+    def from_config(cls, config):
+        return task_from_config(cls, config)

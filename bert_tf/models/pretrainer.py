@@ -1,0 +1,78 @@
+"""BERT with its pretraining heads: masked LM and next sentence prediction."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import keras
+
+from bert_tf.config import BertConfig
+from bert_tf.layers.masked_lm_head import MaskedLMHead
+from bert_tf.layers.next_sentence_head import NextSentenceHead
+from bert_tf.models.encoder import ENCODER_INPUTS, BertEncoder, as_config, keep_inputs
+
+PRETRAINER_INPUTS = (*ENCODER_INPUTS, "masked_lm_positions")
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertPretrainer(keras.Model):
+    """The encoder plus `cls/predictions` (masked LM) and `cls/seq_relationship` (NSP).
+
+    Takes the pretraining feature dict (the original TFRecord names; only `input_ids`,
+    `input_mask`, `segment_ids` and `masked_lm_positions` are read, the labels may ride
+    along) and returns float32 `mlm_logits` [batch, predictions, vocab] and `nsp_logits`
+    [batch, 2]. `bert_tf.models.losses.pretraining_losses` turns them into the loss.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from bert_tf.config import load_config
+    >>> model = BertPretrainer(load_config("bert_tiny").replace(vocab_size=100))
+    >>> ids = np.array([[1, 7, 4, 2, 0]])
+    >>> outputs = model({"input_ids": ids, "input_mask": ids > 0, "segment_ids": 0 * ids,
+    ...                  "masked_lm_positions": np.array([[2]])})
+    >>> outputs["mlm_logits"].shape, outputs["nsp_logits"].shape
+    (TensorShape([1, 1, 100]), TensorShape([1, 2]))
+    """
+
+    def __init__(
+        self, config: BertConfig | dict[str, Any], dtype=None, name: str = "bert_pretrainer", **kwargs
+    ):
+        config = as_config(config)
+        encoder = BertEncoder(config, dtype=dtype)
+        masked_lm_head = MaskedLMHead(
+            encoder.embeddings,
+            hidden_act=config.hidden_act,
+            initializer_range=config.initializer_range,
+            dtype=dtype,
+            name="masked_lm_head",
+        )
+        next_sentence_head = NextSentenceHead(
+            initializer_range=config.initializer_range, dtype=dtype, name="next_sentence_head"
+        )
+        inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name) for name in PRETRAINER_INPUTS}
+        encoded = encoder({name: inputs[name] for name in ENCODER_INPUTS})
+        outputs = {
+            "mlm_logits": masked_lm_head(encoded["sequence_output"], inputs["masked_lm_positions"]),
+            "nsp_logits": next_sentence_head(encoded["pooled_output"]),
+        }
+        super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, name=name, **kwargs)
+        self.config = config
+        self.encoder = encoder
+        self.masked_lm_head = masked_lm_head
+        self.next_sentence_head = next_sentence_head
+
+    def call(self, inputs, training=None, mask=None):
+        return super().call(keep_inputs(inputs, PRETRAINER_INPUTS), training=training, mask=mask)
+
+    def get_config(self):
+        return {
+            "config": self.config.to_dict(),
+            "name": self.name,
+            "trainable": self.trainable,
+            "dtype": keras.saving.serialize_keras_object(self.dtype_policy),
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)

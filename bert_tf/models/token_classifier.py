@@ -1,0 +1,56 @@
+"""Per-token classification (NER, tagging) on the sequence output."""
+
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+from bert_tf.models._task import encoder_inputs, task_config, task_dense, task_from_config
+from bert_tf.models.encoder import ENCODER_INPUTS, BertEncoder, keep_inputs
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class BertTokenClassifier(keras.Model):
+    """dropout(sequence_output) -> dense: float32 logits [batch, seq, num_classes].
+
+    Example:
+
+    >>> import numpy as np
+    >>> from bert_tf.config import load_config
+    >>> from bert_tf.models import BertEncoder
+    >>> encoder = BertEncoder(load_config("bert_tiny").replace(vocab_size=100))
+    >>> model = BertTokenClassifier(encoder, num_classes=5)
+    >>> ids = np.array([[1, 7, 8, 2, 0]])
+    >>> model({"input_ids": ids, "input_mask": ids > 0, "segment_ids": 0 * ids}).shape
+    TensorShape([1, 5, 5])
+    """
+
+    def __init__(
+        self,
+        encoder: BertEncoder,
+        num_classes: int,
+        dropout_rate: float = 0.1,
+        name: str = "bert_token_classifier",
+        **kwargs,
+    ):
+        if num_classes < 1:
+            raise ValueError(f"num_classes must be >= 1, got {num_classes}")
+        dropout = keras.layers.Dropout(dropout_rate, name="dropout")
+        classifier = task_dense(encoder, num_classes, "classifier")
+        inputs = encoder_inputs(encoder)
+        sequence = encoder(inputs)["sequence_output"]
+        logits = ops.cast(classifier(dropout(sequence)), "float32")
+        super().__init__(inputs=inputs, outputs=logits, name=name, **kwargs)
+        self.encoder = encoder
+        self.num_classes = num_classes
+        self.dropout_rate = dropout_rate
+
+    def call(self, inputs, training=None, mask=None):
+        return super().call(keep_inputs(inputs, ENCODER_INPUTS), training=training, mask=mask)
+
+    def get_config(self):
+        return task_config(self, num_classes=self.num_classes, dropout_rate=self.dropout_rate)
+
+    @classmethod
+    def from_config(cls, config):
+        return task_from_config(cls, config)

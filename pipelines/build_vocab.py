@@ -1,0 +1,226 @@
+r"""Learns a WordPiece vocab from raw text with tensorflow-text's vocabulary learner.
+
+The corpus is streamed through `tf.data` (any number of files, any size): each batch of
+lines is split into words by the same `BasicTokenizer` that `bert_tf.tokenization.BertTokenizer`
+runs, and only the word counts are kept in memory. tensorflow-text's WordPiece learner
+(`tensorflow_text.tools.wordpiece_vocab.wordpiece_tokenizer_learner_lib.learn`) then picks
+the pieces. Because words are split exactly as the tokenizer will split them, and the
+learner adds every character of its alphabet both as a word start and as a `##` piece, every
+word made of those characters can be covered.
+
+The vocab starts with [PAD] [UNK] [CLS] [SEP] [MASK] (ids 0-4) and is written under a
+temporary name, then renamed, so an interrupted run never leaves a half-written vocab.
+
+Usage:
+
+  python -m pipelines.build_vocab --input_file='corpus/*.txt' --vocab_size=30522 \
+      --output_file=vocab.txt [--nolower_case]
+
+Example from Python:
+
+>>> from pipelines import corpus
+>>> from pipelines.build_vocab import build_vocab
+>>> path = corpus.write_corpus("/tmp/pydoc_corpus.txt")
+>>> vocab = build_vocab(path, vocab_size=2000, output_file="/tmp/pydoc_vocab.txt")
+>>> vocab[:5], len(vocab) <= 2000
+(['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]'], True)
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import time
+from collections.abc import Sequence
+
+from absl import app, flags, logging
+
+SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+
+def _expand_input_files(input_files: str | Sequence[str]) -> list[str]:
+    import tensorflow as tf
+
+    patterns = input_files.split(",") if isinstance(input_files, str) else list(input_files)
+    paths = []
+    for pattern in patterns:
+        pattern = os.fspath(pattern).strip()
+        if not pattern:
+            continue
+        matches = sorted(tf.io.gfile.glob(pattern))
+        if not matches:
+            raise FileNotFoundError(f"no input file matches {pattern!r}; pass a path or glob of text files")
+        paths.extend(matches)
+    if not paths:
+        raise FileNotFoundError("no input files given; pass --input_file=path/or/glob*.txt")
+    return paths
+
+
+def count_words(
+    input_files: str | Sequence[str],
+    lower_case: bool = True,
+    batch_size: int = 1024,
+    max_lines: int = 0,
+    log_every_lines: int = 100_000,
+) -> collections.Counter:
+    """Counts the BasicTokenizer words of text files, streaming them (memory holds counts only).
+
+    Args:
+      input_files: a path, a glob, a comma-separated list of them, or a list.
+      lower_case: normalize as the uncased tokenizer does.
+      batch_size: lines tokenized per TensorFlow call.
+      max_lines: stop after this many non-empty lines (0: read everything).
+      log_every_lines: log progress (lines, MB, distinct words, speed) this often.
+    """
+    import tensorflow as tf
+
+    from bert_tf.basic_tokenizer import BasicTokenizer
+
+    paths = _expand_input_files(input_files)
+    basic_tokenizer = BasicTokenizer(lower_case=lower_case)
+    lines = tf.data.TextLineDataset(paths).filter(lambda line: tf.strings.length(line) > 0)
+    if max_lines:
+        lines = lines.take(max_lines)
+    batches = lines.batch(batch_size).map(
+        lambda batch: (
+            basic_tokenizer.tokenize(batch).flat_values,
+            tf.size(batch),
+            tf.reduce_sum(tf.strings.length(batch)),
+        ),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=True,
+    )
+    counts: collections.Counter = collections.Counter()
+    num_lines = num_bytes = next_log = 0
+    start = time.perf_counter()
+    logging.info(
+        "Counting words of %d file(s): %s",
+        len(paths),
+        ", ".join(paths[:3]) + (" ..." if len(paths) > 3 else ""),
+    )
+    for words, batch_lines, batch_bytes in batches.as_numpy_iterator():
+        counts.update(words.tolist())
+        num_lines += int(batch_lines)
+        num_bytes += int(batch_bytes)
+        if num_lines >= next_log:
+            elapsed = time.perf_counter() - start
+            logging.info(
+                "%d lines, %.1f MB, %d distinct words, %.2f MB/s",
+                num_lines,
+                num_bytes / 1e6,
+                len(counts),
+                num_bytes / 1e6 / max(elapsed, 1e-9),
+            )
+            next_log = num_lines + log_every_lines
+    logging.info("Read %d lines (%.1f MB): %d distinct words", num_lines, num_bytes / 1e6, len(counts))
+    return collections.Counter({word.decode("utf-8"): count for word, count in counts.items()})
+
+
+def learn_vocab(word_counts: collections.Counter, vocab_size: int, **learn_params) -> list[str]:
+    """tensorflow-text's WordPiece learner on word counts; specials first, at most `vocab_size` tokens."""
+    from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
+
+    if vocab_size < len(SPECIAL_TOKENS) + 1:
+        raise ValueError(f"vocab_size must be > {len(SPECIAL_TOKENS)} (the special tokens); got {vocab_size}")
+    if not word_counts:
+        raise ValueError("the input has no words to learn a vocab from; check --input_file")
+    vocab = learner.learn(word_counts, vocab_size, SPECIAL_TOKENS, **learn_params)
+    if vocab[: len(SPECIAL_TOKENS)] != SPECIAL_TOKENS or len(set(vocab)) != len(vocab):
+        raise RuntimeError(
+            "the WordPiece learner returned a vocab without the specials first or with repeats"
+        )
+    if len(vocab) > vocab_size:
+        # The learner's threshold search can overshoot when the alphabet alone is large; the
+        # tail holds the rarest pieces.
+        logging.warning("Learned %d tokens; keeping the first %d (--vocab_size)", len(vocab), vocab_size)
+        vocab = vocab[:vocab_size]
+    return vocab
+
+
+def write_vocab(vocab: Sequence[str], output_file: str) -> str:
+    """Writes one token per line under a temporary name, then renames it into place."""
+    import tensorflow as tf
+
+    output_file = os.fspath(output_file)
+    directory = os.path.dirname(output_file)
+    if directory:
+        tf.io.gfile.makedirs(directory)
+    partial = output_file + ".partial"
+    with tf.io.gfile.GFile(partial, "w") as handle:
+        handle.write("".join(token + "\n" for token in vocab))
+    tf.io.gfile.rename(partial, output_file, overwrite=True)
+    return output_file
+
+
+def build_vocab(
+    input_files: str | Sequence[str],
+    vocab_size: int,
+    output_file: str,
+    lower_case: bool = True,
+    max_lines: int = 0,
+    **learn_params,
+) -> list[str]:
+    """Counts words, learns a WordPiece vocab and writes it to `output_file`; returns the vocab.
+
+    `learn_params` go to tensorflow-text's learner (`max_unique_chars`, `max_token_length`,
+    `num_iterations`, ...).
+    """
+    counts = count_words(input_files, lower_case=lower_case, max_lines=max_lines)
+    start = time.perf_counter()
+    vocab = learn_vocab(counts, vocab_size, **learn_params)
+    logging.info("Learned %d tokens in %.1f s", len(vocab), time.perf_counter() - start)
+    write_vocab(vocab, output_file)
+    logging.info("Wrote %s", output_file)
+    return vocab
+
+
+def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+    """The command-line flags; defined only when run as a program, so importing this module
+    never clashes with another CLI's flags of the same name (--input_file, --output_file)."""
+    flags.DEFINE_string(
+        "input_file",
+        None,
+        "Text files: a path, a glob or a comma-separated list of them.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "vocab_size",
+        30522,
+        "Largest vocab size to learn (the special tokens included).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "output_file", None, "Where to write the vocab, one token per line.", flag_values=flag_values
+    )
+    flags.DEFINE_bool(
+        "lower_case",
+        True,
+        "Learn an uncased vocab (--nolower_case for a cased one).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "max_lines", 0, "Read at most this many non-empty lines (0: all of them).", flag_values=flag_values
+    )
+    flags.mark_flags_as_required(["input_file", "output_file"], flag_values=flag_values)
+
+
+def run_from_flags(flag_values: flags.FlagValues = flags.FLAGS) -> list[str]:
+    return build_vocab(
+        flag_values.input_file,
+        flag_values.vocab_size,
+        flag_values.output_file,
+        flag_values.lower_case,
+        max_lines=flag_values.max_lines,
+    )
+
+
+def main(argv: Sequence[str]) -> None:
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+    run_from_flags()
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    define_flags()
+    app.run(main)

@@ -1,0 +1,246 @@
+"""Encoder, pretrainer and task models: outputs, .keras round trip, training, mixed precision."""
+
+import os
+import tempfile
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from bert_tf.config import BertConfig
+from bert_tf.models import (
+    BertClassifier,
+    BertEncoder,
+    BertMultipleChoice,
+    BertPretrainer,
+    BertSpanLabeler,
+    BertTokenClassifier,
+)
+from bert_tf.models.losses import pretraining_losses
+
+CONFIG = BertConfig(
+    vocab_size=50,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=64,
+    max_position_embeddings=16,
+)
+
+
+def pretraining_batch(batch=4, seq=10, predictions=3, seed=0):
+    """A batch with the original feature names and shapes, padding included."""
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(5, seq + 1, batch)
+    lengths[0] = seq
+    input_mask = (np.arange(seq)[None] < lengths[:, None]).astype("int32")
+    segment_ids = ((np.arange(seq)[None] >= lengths[:, None] // 2) * input_mask).astype("int32")
+    positions = np.stack([rng.choice(np.arange(1, length), predictions, replace=False) for length in lengths])
+    weights = np.ones((batch, predictions), "float32")
+    weights[1, -1] = 0.0
+    return {
+        "input_ids": (rng.integers(5, CONFIG.vocab_size, (batch, seq)) * input_mask).astype("int32"),
+        "input_mask": input_mask,
+        "segment_ids": segment_ids,
+        "masked_lm_positions": positions.astype("int32"),
+        "masked_lm_ids": rng.integers(5, CONFIG.vocab_size, (batch, predictions)).astype("int32"),
+        "masked_lm_weights": weights,
+        "next_sentence_labels": rng.integers(0, 2, (batch, 1)).astype("int32"),
+    }
+
+
+def encoder_batch(batch=4, seq=10):
+    features = pretraining_batch(batch, seq)
+    return {name: features[name] for name in ("input_ids", "input_mask", "segment_ids")}
+
+
+def task_models(encoder):
+    return {
+        "classifier": BertClassifier(encoder, num_classes=3),
+        "regression": BertClassifier(encoder, num_classes=1),
+        "token_classifier": BertTokenClassifier(encoder, num_classes=5),
+        "span_labeler": BertSpanLabeler(encoder),
+    }
+
+
+class EncoderTest(tf.test.TestCase):
+    def test_output_shapes(self):
+        outputs = BertEncoder(CONFIG)(encoder_batch())
+        self.assertEqual(outputs["sequence_output"].shape, (4, 10, 32))
+        self.assertEqual(outputs["pooled_output"].shape, (4, 32))
+        self.assertLen(outputs["encoder_outputs"], 2)
+        self.assertAllEqual(outputs["encoder_outputs"][-1], outputs["sequence_output"])
+
+    def test_pooled_output_is_tanh_dense_of_cls(self):
+        encoder = BertEncoder(CONFIG)
+        outputs = encoder(encoder_batch())
+        cls = outputs["sequence_output"][:, 0]
+        expected = np.tanh(cls @ encoder.pooler_dense.kernel.numpy() + encoder.pooler_dense.bias.numpy())
+        self.assertAllClose(outputs["pooled_output"], expected, atol=1e-5)
+
+    def test_padding_does_not_change_real_positions(self):
+        encoder = BertEncoder(CONFIG)
+        features = encoder_batch()
+        short = {name: value[:, :7] for name, value in features.items()}
+        short["input_mask"][:] = 1
+        padded = {name: np.pad(value, ((0, 0), (0, 5))) for name, value in short.items()}
+        self.assertAllClose(
+            encoder(short)["sequence_output"], encoder(padded)["sequence_output"][:, :7], atol=1e-5
+        )
+
+    def test_int64_inputs_and_extra_features(self):
+        encoder = BertEncoder(CONFIG)
+        features = pretraining_batch()
+        int64 = {name: value.astype("int64") for name, value in encoder_batch().items()}
+        self.assertAllClose(encoder(int64)["pooled_output"], encoder(features)["pooled_output"])
+
+    def test_missing_input_names_them(self):
+        with self.assertRaisesRegex((KeyError, ValueError), "segment_ids"):
+            BertEncoder(CONFIG)({"input_ids": np.ones((1, 3)), "input_mask": np.ones((1, 3))})
+
+
+class SavingTest(tf.test.TestCase):
+    def _round_trip(self, model, features):
+        expected = model(features)
+        path = os.path.join(tempfile.mkdtemp(), "model.keras")
+        model.save(path)
+        restored = keras.models.load_model(path)
+        self.assertEqual(type(restored), type(model))
+        tf.nest.map_structure(lambda a, b: self.assertAllClose(a, b, atol=1e-6), expected, restored(features))
+        return restored
+
+    def test_pretrainer_round_trip_keeps_tied_weights(self):
+        restored = self._round_trip(BertPretrainer(CONFIG), pretraining_batch())
+        self.assertIs(restored.masked_lm_head.embeddings, restored.encoder.embeddings)
+        self.assertEqual(restored.config, CONFIG)
+
+    def test_task_models_round_trip(self):
+        encoder = BertEncoder(CONFIG)
+        for name, model in task_models(encoder).items():
+            with self.subTest(model=name):
+                self._round_trip(model, encoder_batch())
+        choices = {name: np.stack([value] * 3, axis=1)[:2] for name, value in encoder_batch().items()}
+        self._round_trip(BertMultipleChoice(encoder), choices)
+
+    def test_tf_checkpoint_round_trip(self):
+        model, other = BertPretrainer(CONFIG), BertPretrainer(CONFIG)
+        features = pretraining_batch()
+        prefix = tf.train.Checkpoint(model=model).save(os.path.join(tempfile.mkdtemp(), "ckpt"))
+        other(features)
+        tf.train.Checkpoint(model=other).restore(prefix).assert_existing_objects_matched()
+        self.assertAllClose(other(features)["mlm_logits"], model(features)["mlm_logits"])
+
+
+class TaskModelTest(tf.test.TestCase):
+    def test_output_shapes(self):
+        encoder = BertEncoder(CONFIG)
+        models = task_models(encoder)
+        features = encoder_batch()
+        self.assertEqual(models["classifier"](features).shape, (4, 3))
+        self.assertEqual(models["regression"](features).shape, (4, 1))
+        self.assertEqual(models["token_classifier"](features).shape, (4, 10, 5))
+        spans = models["span_labeler"](features)
+        self.assertEqual(spans["start_logits"].shape, (4, 10))
+        self.assertEqual(spans["end_logits"].shape, (4, 10))
+
+    def test_multiple_choice_scores_each_choice_alone(self):
+        encoder = BertEncoder(CONFIG)
+        model = BertMultipleChoice(encoder)
+        features = encoder_batch(batch=6)
+        choices = {name: value.reshape(2, 3, 10) for name, value in features.items()}
+        logits = model(choices)
+        self.assertEqual(logits.shape, (2, 3))
+        pooled = encoder(features)["pooled_output"]
+        scorer = model.get_layer("scorer")
+        self.assertAllClose(logits, np.reshape(scorer(pooled), (2, 3)), atol=1e-5)
+
+    def test_classifier_learns_with_fit(self):
+        model = BertClassifier(BertEncoder(CONFIG), num_classes=2)
+        features = encoder_batch(batch=8)
+        labels = np.array([0, 1] * 4)
+        model.compile(
+            optimizer=keras.optimizers.Adam(1e-3),
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            jit_compile=True,
+        )
+        history = model.fit(features, labels, epochs=8, batch_size=8, verbose=0)
+        self.assertLess(history.history["loss"][-1], history.history["loss"][0])
+
+
+class PretrainingTest(tf.test.TestCase):
+    def test_losses_match_numpy(self):
+        features = pretraining_batch()
+        outputs = BertPretrainer(CONFIG)(features)
+        losses = pretraining_losses(features, outputs)
+        logits = outputs["mlm_logits"].numpy().astype("float64")
+        log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+        picked = np.take_along_axis(log_probs, features["masked_lm_ids"][..., None], -1)[..., 0]
+        weights = features["masked_lm_weights"]
+        mlm = -(picked * weights).sum() / (weights.sum() + 1e-5)
+        nsp_logits = outputs["nsp_logits"].numpy().astype("float64")
+        nsp_log_probs = nsp_logits - np.log(np.exp(nsp_logits).sum(-1, keepdims=True))
+        labels = features["next_sentence_labels"][:, 0]
+        nsp = -nsp_log_probs[np.arange(4), labels].mean()
+        self.assertAllClose(losses["masked_lm_loss"], mlm, atol=1e-5)
+        self.assertAllClose(losses["next_sentence_loss"], nsp, atol=1e-5)
+        self.assertAllClose(losses["loss"], mlm + nsp, atol=1e-5)
+        correct = (logits.argmax(-1) == features["masked_lm_ids"]) * weights
+        self.assertAllClose(losses["masked_lm_accuracy"], correct.sum() / weights.sum())
+        self.assertAllClose(losses["next_sentence_accuracy"], (nsp_logits.argmax(-1) == labels).mean())
+
+    def _train(self, policy, jit_compile, steps=6):
+        keras.config.set_dtype_policy(policy)
+        try:
+            keras.utils.set_random_seed(1)
+            model = BertPretrainer(CONFIG)
+            optimizer = keras.optimizers.Adam(1e-3)
+            if policy == "mixed_float16":
+                optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+            features = pretraining_batch()
+
+            @tf.function(jit_compile=jit_compile)
+            def step():
+                with tf.GradientTape() as tape:
+                    losses = pretraining_losses(features, model(features, training=True))
+                    loss = losses["loss"]
+                    scaled = optimizer.scale_loss(loss)
+                gradients = tape.gradient(scaled, model.trainable_variables)
+                optimizer.apply(gradients, model.trainable_variables)
+                return loss
+
+            losses = [float(step()) for _ in range(steps)]
+            for variable in model.weights:
+                self.assertEqual(variable.dtype, "float32")
+            return losses
+        finally:
+            keras.config.set_dtype_policy("float32")
+
+    def test_training_step_float32_jit(self):
+        losses = self._train("float32", jit_compile=True)
+        self.assertTrue(np.isfinite(losses).all())
+        self.assertLess(losses[-1], losses[0])
+
+    def test_training_step_mixed_precision(self):
+        for policy in ("mixed_bfloat16", "mixed_float16"):
+            with self.subTest(policy=policy):
+                losses = self._train(policy, jit_compile=policy == "mixed_bfloat16")
+                self.assertTrue(np.isfinite(losses).all(), losses)
+                self.assertLess(losses[-1], losses[0])
+
+    def test_mixed_precision_outputs_are_float32_and_close(self):
+        features = pretraining_batch()
+        reference = BertPretrainer(CONFIG)
+        expected = reference(features)
+        keras.config.set_dtype_policy("mixed_bfloat16")
+        try:
+            model = BertPretrainer(CONFIG)
+        finally:
+            keras.config.set_dtype_policy("float32")
+        model(features)
+        model.set_weights(reference.get_weights())
+        outputs = model(features)
+        self.assertEqual(outputs["mlm_logits"].dtype, tf.float32)
+        self.assertEqual(model.encoder(features)["sequence_output"].dtype, tf.bfloat16)
+        # bfloat16 keeps 8 bits of mantissa: logits of magnitude ~1 agree to a few 1e-2.
+        self.assertAllClose(outputs["mlm_logits"], expected["mlm_logits"], atol=5e-2)
+        self.assertAllClose(outputs["nsp_logits"], expected["nsp_logits"], atol=5e-2)

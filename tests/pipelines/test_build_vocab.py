@@ -1,0 +1,99 @@
+"""Vocabulary learning: specials first, bounded size, and a vocab that covers its corpus."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import tensorflow as tf  # noqa: E402
+from absl import flags  # noqa: E402
+
+from bert_tf.tokenization import BertTokenizer, load_vocab  # noqa: E402
+from pipelines import build_vocab, corpus  # noqa: E402
+
+SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+
+class BuildVocabTest(tf.test.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.corpus_file = corpus.write_corpus(os.path.join(tf.compat.v1.test.get_temp_dir(), "corpus.txt"))
+        cls.sentences = [s for document in corpus.documents() for s in document]
+
+    def test_uncased_vocab_of_the_embedded_corpus_covers_it(self):
+        output = os.path.join(self.get_temp_dir(), "out", "vocab.txt")
+        vocab = build_vocab.build_vocab(
+            self.corpus_file, vocab_size=1000, output_file=output, lower_case=True
+        )
+        self.assertEqual(vocab[:5], SPECIALS)
+        self.assertLessEqual(len(vocab), 1000)
+        self.assertGreater(len(vocab), 500)
+        self.assertEqual(load_vocab(output), vocab)  # valid: no repeats, specials present
+        self.assertFalse(tf.io.gfile.exists(output + ".partial"))
+        self.assertNotIn("The", vocab)  # uncased
+        tokenizer = BertTokenizer(output, lower_case=True)
+        ids = tokenizer.tokenize(self.sentences).flat_values.numpy()
+        unk_rate = float((ids == tokenizer.unk_id).mean())
+        # Every character of the corpus is in the alphabet (it has < 1000 distinct ones) as a
+        # word start and as a ## piece, so no word should be [UNK] (measured: 0 of 77653).
+        self.assertLess(unk_rate, 0.001)
+        # A real vocab, not just characters: most words are one piece (measured: 1.24 pieces
+        # per word with this 864-token vocab).
+        num_words = int(tokenizer.split_words(self.sentences).flat_values.shape[0])
+        self.assertLess(len(ids), 1.4 * num_words)
+
+    def test_cased_vocab_via_the_command_line(self):
+        output = os.path.join(self.get_temp_dir(), "cased.txt")
+        flag_values = flags.FlagValues()
+        build_vocab.define_flags(flag_values)
+        flag_values(
+            [
+                "build_vocab",
+                f"--input_file={self.corpus_file}",
+                "--vocab_size=600",
+                f"--output_file={output}",
+                "--nolower_case",
+                "--max_lines=800",
+            ]
+        )
+        build_vocab.run_from_flags(flag_values)
+        vocab = load_vocab(output)
+        self.assertEqual(vocab[:5], SPECIALS)
+        self.assertLessEqual(len(vocab), 600)
+        self.assertIn("The", vocab)
+        tokenizer = BertTokenizer(output, lower_case=False)
+        ids = tokenizer.tokenize(self.sentences[:800]).flat_values.numpy()
+        self.assertLess(float((ids == tokenizer.unk_id).mean()), 0.001)
+
+    def test_word_counts_stream_several_files_with_the_tokenizer_rules(self):
+        directory = self.get_temp_dir()
+        with open(os.path.join(directory, "part-0.txt"), "w", encoding="utf-8") as handle:
+            handle.write("Hello, hello\u200bworld!\n\nHÉLLO 中文\n")
+        with open(os.path.join(directory, "part-1.txt"), "wb") as handle:
+            handle.write(b"caf\xc3\xa9 \xff[MASK]\n")
+        counts = build_vocab.count_words(os.path.join(directory, "part-*.txt"), lower_case=True, batch_size=2)
+        expected = {
+            "hello": 2,
+            ",": 1,
+            "helloworld": 1,
+            "!": 1,
+            "中": 1,
+            "文": 1,
+            "cafe": 1,
+            "[": 1,
+            "mask": 1,
+            "]": 1,
+        }
+        self.assertEqual(dict(counts), expected)
+        cased = build_vocab.count_words(os.path.join(directory, "part-*.txt"), lower_case=False, max_lines=1)
+        self.assertEqual(dict(cased), {"Hello": 1, ",": 1, "helloworld": 1, "!": 1})
+
+    def test_bad_arguments(self):
+        with self.assertRaisesRegex(FileNotFoundError, "no input file matches '/no/such/\\*.txt'"):
+            build_vocab.count_words("/no/such/*.txt")
+        with self.assertRaisesRegex(ValueError, "vocab_size must be > 5"):
+            build_vocab.learn_vocab({"a": 1}, vocab_size=5)
+        with self.assertRaisesRegex(ValueError, "no words"):
+            build_vocab.learn_vocab({}, vocab_size=100)
