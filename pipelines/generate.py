@@ -225,6 +225,7 @@ def create_pretraining_data(config: GenerationConfig, *, progress: bool = True, 
     temporary = [_temporary_name(path) for path in outputs]
     writers = [tf.io.TFRecordWriter(path) for path in temporary]
     written = 0
+    reported = False
     next_report = time.monotonic() + 5.0
     try:
         for batch in serialized:
@@ -233,6 +234,7 @@ def create_pretraining_data(config: GenerationConfig, *, progress: bool = True, 
                 written += 1
             if progress and time.monotonic() >= next_report:
                 next_report = time.monotonic() + 5.0
+                reported = True
                 done = min(read_stats.bytes / max(total_bytes, 1), 1.0)
                 elapsed = time.monotonic() - started
                 print(
@@ -260,7 +262,7 @@ def create_pretraining_data(config: GenerationConfig, *, progress: bool = True, 
                 tf.io.gfile.remove(path)
         raise
     finally:
-        if progress and written:
+        if reported:  # end the progress line
             print(file=sys.stderr)
 
     values = dict(zip(_COUNTERS, counters.numpy().tolist(), strict=True))

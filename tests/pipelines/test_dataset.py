@@ -84,14 +84,14 @@ class PretrainingDatasetTest(tf.test.TestCase):
         ):
             pretraining_dataset(path, batch_size=2)
         with self.assertRaisesRegex(records.RecordFormatError, "masked_lm_positions has length 4"):
-            pretraining_dataset(path, batch_size=2, max_seq_length=SEQ, max_predictions_per_seq=20)
+            pretraining_dataset(path, batch_size=2, max_seq_length=SEQ, max_predictions_per_seq=8)
         with self.assertRaisesRegex(ValueError, "batch_size must be >= 1"):
             pretraining_dataset(path, batch_size=0, max_seq_length=SEQ)
 
     def test_unmasked_records_get_new_masks_every_epoch(self):
         path, rows = self._write("plain.tfrecord", 8, masked=False)
         with self.assertRaisesRegex(ValueError, "pass vocab_file"):
-            pretraining_dataset(path, batch_size=8, max_seq_length=SEQ)
+            pretraining_dataset(path, batch_size=8, max_seq_length=SEQ, max_predictions_per_seq=PRED)
         dataset = pretraining_dataset(
             path, vocab_file=VOCAB_FILE, batch_size=8, max_seq_length=SEQ, max_predictions_per_seq=PRED,
             shuffle=False, seed=3,
