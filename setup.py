@@ -10,7 +10,8 @@ setup(
     long_description_content_type="text/markdown",
     license="Apache-2.0",
     python_requires=">=3.11,<3.12",
-    packages=find_packages(include=["bert_tf", "bert_tf.*", "pipelines", "pipelines.*"]) + ["bert_tf._configs"],
+    packages=find_packages(include=["bert_tf", "bert_tf.*", "pipelines", "pipelines.*"])
+    + ["bert_tf._configs"],
     # The model-size configs live in the top-level configs/ folder of the checkout and
     # are installed inside the package, so `--config=bert_base` works from any install.
     package_dir={"bert_tf._configs": "configs"},

@@ -10,9 +10,12 @@ consults, so the two agree on every code point (the tests check all of them).
 Lower-casing and NFD go through ICU (`tf.strings.lower`, `normalize_utf8`), which implements
 the same full case mapping as `str.lower` ("İ" -> "i̇") but not Python's Unicode version:
 TensorFlow's ICU misses the 60 case pairs new in Unicode 14 and tensorflow-text's ICU
-decomposes characters Python 3.11 sees as unassigned. Rows holding such a character, or a
-capital sigma (whose final form depends on context), are split off and normalized from
-Python's own tables instead.
+decomposes, or gives a combining class to, characters Python 3.11 sees as unassigned (82
+code points in all, found when the first tokenizer is built). Rows holding one of them are
+split off and normalized from Python's own tables instead. A capital sigma, whose final form
+depends on context, is lowered first by a regex with Python's cased / case-ignorable classes.
+
+The tables are those of the Python that builds the tokenizer; a SavedModel keeps them.
 
 Example:
 
@@ -59,12 +62,16 @@ def _char_class(mask: np.ndarray) -> str:
 
 
 @functools.cache
+def _categories() -> list[str]:
+    """Python's Unicode category of every code point (surrogates: "Cs")."""
+    return [unicodedata.category(char) for char in map(chr, range(0x110000))]
+
+
+@functools.cache
 def _character_classes() -> dict[str, str]:
     """Regexes for the character classes of the original, built from Python's `unicodedata`."""
     code_points = np.arange(0x110000)
-    category = np.array(
-        ["Cs" if 0xD800 <= cp <= 0xDFFF else unicodedata.category(chr(cp)) for cp in range(0x110000)]
-    )
+    category = np.array(_categories())
     tab_newline_return = np.isin(code_points, [0x09, 0x0A, 0x0D])
     ascii_punctuation = np.zeros(0x110000, bool)
     for lo, hi in _ASCII_PUNCTUATION:
@@ -89,7 +96,7 @@ def _character_classes() -> dict[str, str]:
         # symbols in Unicode); beyond ASCII only the P* categories do, so "€", "♡" stay in words.
         "punctuation": _char_class(ascii_punctuation | np.char.startswith(category, "P")),
         "nonspacing_mark": _char_class(category == "Mn"),
-        **_final_sigma_classes(category.tolist()),
+        **_final_sigma_classes(_categories()),
     }
 
 
@@ -126,48 +133,53 @@ class _UncasedExceptions(typing.NamedTuple):
     values: tuple[int, ...]
 
 
-def _uncased_one_by_one(code_points: list[int], lower, nfd, strip_marks) -> list[str]:
-    """Uncased normalization of each code point on its own, done on one space-joined string.
-
-    A space is a starter (combining class 0) and neither cased nor case-ignorable, so it stops
-    both canonical reordering and the final-sigma context: each character is normalized alone.
-    """
-    joined = " ".join(chr(code_point) for code_point in code_points)
-    return strip_marks(nfd(lower(joined))).split(" ")
-
-
 @functools.cache
 def _uncased_exceptions() -> _UncasedExceptions:
     """Where ICU's uncased normalization disagrees with Python's, and Python's own table.
 
-    ICU in TensorFlow and tensorflow-text is not Python's
-    Unicode version: with Python 3.11 (Unicode 14) `tf.strings.lower` misses 60 case pairs
-    (U+2C2F, the Vithkuqi capitals ...) and `normalize_utf8` decomposes characters that
-    Python still sees as unassigned (U+16121...). Each code point is run through both.
+    ICU in TensorFlow and tensorflow-text is not Python's Unicode version: with Python 3.11
+    (Unicode 14) `tf.strings.lower` misses 60 case pairs (U+2C2F, the Vithkuqi capitals ...)
+    and `normalize_utf8` decomposes characters that Python still sees as unassigned
+    (U+16121 ...). Every code point is run through both, each on its own: they are joined by
+    spaces, and a space is a starter (combining class 0) that is neither cased nor
+    case-ignorable, so it stops both canonical reordering and the final-sigma context.
     """
+    categories = _categories()
     # NUL (ICU stops at it) is deleted before this step; the space is the separator.
-    code_points = [cp for cp in range(1, 0x110000) if cp != 0x20 and not 0xD800 <= cp <= 0xDFFF]
-    marks = _character_classes()["nonspacing_mark"]
-    mark_table = dict.fromkeys(
-        cp for cp in range(0x110000) if not 0xD800 <= cp <= 0xDFFF and unicodedata.category(chr(cp)) == "Mn"
+    code_points = [cp for cp in range(1, 0x110000) if cp != 0x20 and categories[cp] != "Cs"]
+    joined = " ".join(map(chr, code_points))
+    originals = joined.split(" ")
+    marks = dict.fromkeys(cp for cp, category in enumerate(categories) if category == "Mn")
+    python = unicodedata.normalize("NFD", joined.lower()).translate(marks).split(" ")
+    icu = tf_text.normalize_utf8(tf.strings.lower(joined, encoding="utf-8"), "NFD")
+    icu = tf.strings.regex_replace(icu, _character_classes()["nonspacing_mark"], "")
+    icu = icu.numpy().decode("utf-8").split(" ")
+    disagree = {cp for cp, ours, theirs in zip(code_points, python, icu, strict=True) if ours != theirs}
+    # Canonical reordering: a mark ICU gives a combining class that Python does not (a mark
+    # newer than Python's Unicode) moves between U+0345 (class 240) and U+0334 (class 1)
+    # under ICU only, and would be reordered against spacing marks that survive uncasing.
+    # Combining classes never change once assigned, so only characters unassigned in Python
+    # (in the planes where characters are being assigned: 0-3 and 14) or combining in
+    # Python can differ.
+    candidates = [
+        cp
+        for cp in code_points
+        if (categories[cp] == "Cn" and (cp < 0x40000 or 0xE0000 <= cp < 0xF0000))
+        or unicodedata.combining(chr(cp))
+    ]
+    probe = " ".join("\u0345" + chr(cp) + "\u0334" for cp in candidates)
+    python_probe = unicodedata.normalize("NFD", probe).split(" ")
+    icu_probe = tf_text.normalize_utf8(probe, "NFD").numpy().decode("utf-8").split(" ")
+    disagree.update(
+        cp for cp, ours, theirs in zip(candidates, python_probe, icu_probe, strict=True) if ours != theirs
     )
-    python = _uncased_one_by_one(
-        code_points, str.lower, lambda t: unicodedata.normalize("NFD", t), lambda t: t.translate(mark_table)
-    )
-    icu = _uncased_one_by_one(
-        code_points,
-        lambda t: tf.strings.lower(t, encoding="utf-8"),
-        lambda t: tf_text.normalize_utf8(t, "NFD"),
-        lambda t: tf.strings.regex_replace(t, marks, "").numpy().decode("utf-8"),
-    )
-    disagree = tuple(cp for cp, ours, theirs in zip(code_points, python, icu, strict=True) if ours != theirs)
     keys, values, starts = [], [], [0]
-    for code_point, normalized in zip(code_points, python, strict=True):
-        if normalized != chr(code_point):
+    for code_point, original, normalized in zip(code_points, originals, python, strict=True):
+        if normalized != original:
             keys.append(code_point)
-            values.extend(ord(char) for char in normalized)
+            values.extend(map(ord, normalized))
             starts.append(len(values))
-    return _UncasedExceptions(disagree, tuple(keys), tuple(starts), tuple(values))
+    return _UncasedExceptions(tuple(sorted(disagree)), tuple(keys), tuple(starts), tuple(values))
 
 
 class BasicTokenizer(tf.Module):
@@ -195,9 +207,9 @@ class BasicTokenizer(tf.Module):
             self._uncased_values = tf.RaggedTensor.from_row_starts(
                 tf.constant(exceptions.values, tf.int32), tf.constant(exceptions.row_starts, tf.int64)
             )
-            # Capital sigma (final or not depends on context) and what ICU gets wrong.
-            exact = (0x3A3, *exceptions.icu_disagrees)
-            self._exact_path_regex = "(?s).*[" + "".join(f"\\x{{{cp:X}}}" for cp in exact) + "].*"
+            # The characters ICU normalizes differently from Python.
+            exact = "".join(f"\\x{{{cp:X}}}" for cp in exceptions.icu_disagrees)
+            self._exact_path_regex = "(?s).*[" + exact + "].*"
 
     @property
     def lower_case(self) -> bool:
@@ -230,24 +242,28 @@ class BasicTokenizer(tf.Module):
 
     def _uncased(self, texts: tf.Tensor) -> tf.Tensor:
         """Lower-case, NFD, drop Mn: ICU for most rows, Python's own tables where ICU differs."""
-        # [batch] rows with a capital sigma or a character ICU normalizes differently from
-        # Python are rare; they are split off and normalized exactly, the rest go through ICU.
-        exact = tf.cast(tf.strings.regex_full_match(texts, self._exact_path_regex), tf.int32)
-        row_index = tf.dynamic_partition(tf.range(tf.size(texts)), exact, 2)
-        icu_rows, exact_rows = tf.dynamic_partition(texts, exact, 2)
-        icu_rows = tf_text.normalize_utf8(tf.strings.lower(icu_rows, encoding="utf-8"), "NFD")
-        exact_rows = self._uncased_exactly(exact_rows)
-        texts = tf.dynamic_stitch(row_index, [icu_rows, exact_rows])
+        # Capital sigma: final or not is decided here with Python's classes, so ICU never has to.
+        has_sigma = tf.reduce_any(tf.strings.regex_full_match(texts, "(?s).*\u03a3.*"))
+        texts = tf.cond(has_sigma, lambda: self._lower_capital_sigma(texts), lambda: texts)
+        # [batch] rows with a character ICU normalizes differently from Python are rare; they
+        # are split off and normalized exactly, the rest go through ICU.
+        exact = tf.strings.regex_full_match(texts, self._exact_path_regex)
+
+        def icu(rows: tf.Tensor) -> tf.Tensor:
+            return tf_text.normalize_utf8(tf.strings.lower(rows, encoding="utf-8"), "NFD")
+
+        def mixed() -> tf.Tensor:
+            partitions = tf.cast(exact, tf.int32)
+            row_index = tf.dynamic_partition(tf.range(tf.size(texts)), partitions, 2)
+            icu_rows, exact_rows = tf.dynamic_partition(texts, partitions, 2)
+            return tf.dynamic_stitch(row_index, [icu(icu_rows), self._uncased_exactly(exact_rows)])
+
+        # The conditionals keep the common case (no such row) as cheap as two ICU calls.
+        texts = tf.cond(tf.reduce_any(exact), mixed, lambda: icu(texts))
         return tf.strings.regex_replace(texts, self._classes["nonspacing_mark"], "")
 
-    def _uncased_exactly(self, texts: tf.Tensor) -> tf.Tensor:
-        """Python's uncased normalization, character by character from a table.
-
-        Final sigma is decided first with Python's cased / case-ignorable classes. Canonical
-        reordering is not done: it only matters among combining marks, and those of category
-        Mn are dropped anyway (spacing marks with a nonzero combining class, such as U+1D165,
-        appearing out of order in such a row are the one thing left as is).
-        """
+    def _lower_capital_sigma(self, texts: tf.Tensor) -> tf.Tensor:
+        """Σ -> ς where Python's `str.lower` gives the final form, σ elsewhere."""
         classes = self._classes
         cased, ignorable = classes["cased_not_ignorable"], classes["case_ignorable"]
         # cased (ignorable)* Σ (ignorable)* and then a character neither cased nor ignorable, or the end.
@@ -255,6 +271,16 @@ class BasicTokenizer(tf.Module):
             f"({cased}{ignorable}*)\\x{{3A3}}({ignorable}*(?:{classes['neither_cased_nor_ignorable']}|$))"
         )
         texts = tf.strings.regex_replace(texts, final_sigma, "\\1\u03c2\\2")
+        return tf.strings.regex_replace(texts, "\u03a3", "\u03c3")
+
+    def _uncased_exactly(self, texts: tf.Tensor) -> tf.Tensor:
+        """Python's uncased normalization, character by character from a table.
+
+        Canonical reordering is not done: it only matters among combining marks, and those of
+        category Mn are dropped anyway. What is left as is: spacing marks with a nonzero
+        combining class (25 in Unicode 14, such as U+1D165) out of canonical order in a row
+        that also holds a character ICU and Python disagree on.
+        """
         code_points = tf.strings.unicode_decode(texts, "UTF-8")  # [batch, (chars)]
         flat = code_points.flat_values
         keys = self._uncased_keys

@@ -31,6 +31,7 @@ import os
 
 import tensorflow as tf
 import tensorflow_text as tf_text
+from absl import logging
 
 from bert_tf.basic_tokenizer import BasicTokenizer
 
@@ -46,10 +47,11 @@ class VocabError(ValueError):
 def load_vocab(vocab_file: str | os.PathLike) -> list[str]:
     """Reads a WordPiece vocab file: one token per line, id = line number (0-based).
 
-    Lines are stripped of surrounding whitespace, as the original `load_vocab` does. Unlike
-    the original, problems that would silently give wrong ids are errors: a missing or empty
-    file, a non-UTF-8 line, an empty line, a token on two lines (the original keeps the last
-    id, so every earlier id of that token is never produced), or a missing special token.
+    Lines are stripped of surrounding whitespace, as the original `load_vocab` does, and a
+    blank line keeps its id (never produced, as in the original). Unlike the original,
+    problems that would silently give wrong ids are errors: a missing or empty file, a
+    non-UTF-8 line, a token on two lines (the original keeps the last id, so every earlier id
+    of that token is never produced), or a missing special token.
 
     Example:
 
@@ -73,6 +75,7 @@ def load_vocab(vocab_file: str | os.PathLike) -> list[str]:
     vocab: list[str] = []
     first_line: dict[str, int] = {}
     duplicates: list[str] = []
+    empty_lines: list[int] = []
     for index, raw in enumerate(raw_lines):
         line_number = index + 1
         try:
@@ -82,16 +85,20 @@ def load_vocab(vocab_file: str | os.PathLike) -> list[str]:
                 f"vocab file {path} line {line_number} is not UTF-8 ({error}); re-encode the file as UTF-8"
             ) from None
         if not token:
-            raise VocabError(
-                f"vocab file {path} line {line_number} is empty; ids are line numbers, so "
-                "put a placeholder token such as [unused{line_number}] there instead of "
-                "deleting the line"
-            )
-        if token in first_line:
+            # The original keeps the id of a blank (or whitespace-only) line; no word is empty,
+            # so that id is never produced. Kept the same here, and not a repeat.
+            empty_lines.append(line_number)
+        elif token in first_line:
             duplicates.append(f"{token!r} on lines {first_line[token]} and {line_number}")
         else:
             first_line[token] = line_number
         vocab.append(token)
+    if empty_lines:
+        logging.warning(
+            "vocab file %s: line(s) %s are empty after stripping; their ids are kept and never produced",
+            path,
+            ", ".join(map(str, empty_lines[:10])) + (" ..." if len(empty_lines) > 10 else ""),
+        )
     if duplicates:
         shown = "; ".join(duplicates[:5]) + (
             f" (and {len(duplicates) - 5} more)" if len(duplicates) > 5 else ""
@@ -110,6 +117,43 @@ def load_vocab(vocab_file: str | os.PathLike) -> list[str]:
             "puts them first"
         )
     return vocab
+
+
+# FastWordpieceTokenizer refuses vocab tokens longer than this many UTF-8 bytes (after "##").
+_MAX_TOKEN_BYTES = 256
+
+
+def _wordpiece_vocab(vocab: list[str], vocab_file: str) -> list[str]:
+    """The vocab for FastWordpieceTokenizer: blank and over-long tokens become unmatchable placeholders.
+
+    tensorflow-text cannot hold a token of more than 256 bytes; the original could, though
+    no released vocab has one. Such a token is swapped for a placeholder that no word can
+    equal (it contains "[", which is always split off), so every other id stays the same
+    and only words that need that very token come out differently.
+    """
+    taken = set(vocab)
+    result = list(vocab)
+    for index, token in enumerate(vocab):
+        if not token:  # a blank vocab line: its id is never produced
+            placeholder = f"[blank line {index + 1}]"
+            while placeholder in taken:
+                placeholder += "_"
+            taken.add(placeholder)
+            result[index] = placeholder
+        elif len(token.removeprefix("##").encode("utf-8")) > _MAX_TOKEN_BYTES:
+            placeholder = f"[too long token on line {index + 1}]"
+            while placeholder in taken:
+                placeholder += "_"
+            taken.add(placeholder)
+            result[index] = placeholder
+            logging.warning(
+                "vocab file %s line %d: token of more than %d bytes can never be produced "
+                "(tensorflow-text's WordPiece limit)",
+                vocab_file,
+                index + 1,
+                _MAX_TOKEN_BYTES,
+            )
+    return result
 
 
 class BertTokenizer(tf.Module):
@@ -146,7 +190,7 @@ class BertTokenizer(tf.Module):
         # Words longer than MAX_CHARS_PER_WORD are replaced by the literal "[UNK]" before
         # WordPiece (see _tokenize_batch), so the byte limit here never decides anything.
         self._wordpiece = tf_text.FastWordpieceTokenizer(
-            vocab=self._vocab,
+            vocab=_wordpiece_vocab(self._vocab, self._vocab_file),
             suffix_indicator="##",
             max_bytes_per_word=4 * MAX_CHARS_PER_WORD + 1,
             token_out_type=tf.int64,

@@ -174,23 +174,53 @@ def build_vocab(
     return vocab
 
 
-FLAGS = flags.FLAGS
-flags.DEFINE_string("input_file", None, "Text files: a path, a glob or a comma-separated list of them.")
-flags.DEFINE_integer("vocab_size", 30522, "Largest vocab size to learn (the special tokens included).")
-flags.DEFINE_string("output_file", None, "Where to write the vocab, one token per line.")
-flags.DEFINE_bool("lower_case", True, "Learn an uncased vocab (--nolower_case for a cased one).")
-flags.DEFINE_integer("max_lines", 0, "Read at most this many non-empty lines (0: all of them).")
+def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+    """The command-line flags; defined only when run as a program, so importing this module
+    never clashes with another CLI's flags of the same name (--input_file, --output_file)."""
+    flags.DEFINE_string(
+        "input_file",
+        None,
+        "Text files: a path, a glob or a comma-separated list of them.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "vocab_size",
+        30522,
+        "Largest vocab size to learn (the special tokens included).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "output_file", None, "Where to write the vocab, one token per line.", flag_values=flag_values
+    )
+    flags.DEFINE_bool(
+        "lower_case",
+        True,
+        "Learn an uncased vocab (--nolower_case for a cased one).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "max_lines", 0, "Read at most this many non-empty lines (0: all of them).", flag_values=flag_values
+    )
+    flags.mark_flags_as_required(["input_file", "output_file"], flag_values=flag_values)
+
+
+def run_from_flags(flag_values: flags.FlagValues = flags.FLAGS) -> list[str]:
+    return build_vocab(
+        flag_values.input_file,
+        flag_values.vocab_size,
+        flag_values.output_file,
+        flag_values.lower_case,
+        max_lines=flag_values.max_lines,
+    )
 
 
 def main(argv: Sequence[str]) -> None:
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    build_vocab(
-        FLAGS.input_file, FLAGS.vocab_size, FLAGS.output_file, FLAGS.lower_case, max_lines=FLAGS.max_lines
-    )
+    run_from_flags()
 
 
 if __name__ == "__main__":
-    flags.mark_flags_as_required(["input_file", "output_file"])
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    define_flags()
     app.run(main)

@@ -40,8 +40,8 @@ Example:
 >>> documents = tf.ragged.constant([[[5, 6], [7]], [[8, 9, 10]]], dtype=tf.int64)
 >>> pairs = instances.build_pairs(documents, tf.constant([1, 2], tf.int64),
 ...                                max_seq_length=16, cls_id=101, sep_id=102)
->>> pairs["input_ids"].shape[0] >= 1
-True
+>>> pairs["input_ids"].shape[0] >= 1, pairs["input_ids"].shape[1]
+(True, 16)
 """
 
 from __future__ import annotations
@@ -93,8 +93,8 @@ def build_pairs(
         pieces and documents with no sentences are dropped (and counted).
       seed: int64 [2], the stateless seed of this block.
 
-    Returns a dict: `input_ids`, `segment_ids` (ragged int64 [pairs, (length)], length
-    <= max_seq_length), `next_sentence_labels` (int64 [pairs], 1 = random next),
+    Returns a dict: `input_ids`, `input_mask`, `segment_ids` (int64 [pairs,
+    max_seq_length], zero padded), `next_sentence_labels` (int64 [pairs], 1 = random next),
     `length_a` (int64 [pairs]), and counters (int64 scalars) `empty_sentences`,
     `empty_documents`, `single_sentence_documents`.
     """
@@ -234,18 +234,24 @@ def build_pairs(
     length_a -= trim_a
     length_b -= trim_b
 
-    tokens_a = tf.gather(flat_tokens, tf.ragged.range(a_token_start, a_token_start + length_a))
-    tokens_b = tf.gather(flat_tokens, tf.ragged.range(b_token_start, b_token_start + length_b))
-    num_pairs = tf.size(length_a, out_type=tf.int64)
-
-    def column(token_id):
-        return tf.RaggedTensor.from_tensor(tf.fill([num_pairs, 1], tf.constant(token_id, tf.int64)))
-
-    input_ids = tf.concat([column(cls_id), tokens_a, column(sep_id), tokens_b, column(sep_id)], axis=1)
-    positions = tf.ragged.range(length_a + length_b + 3)
-    segment_ids = tf.cast(positions >= tf.expand_dims(length_a + 2, 1), tf.int64)
+    # Lay out [CLS] A [SEP] B [SEP] and padding directly as dense [pairs, max_seq_length].
+    position = tf.range(max_seq_length, dtype=tf.int64)[tf.newaxis, :]
+    end_a = (length_a + 1)[:, tf.newaxis]  # position of the first [SEP]
+    end_b = (length_a + length_b + 2)[:, tf.newaxis]  # position of the last [SEP]
+    in_a = (position >= 1) & (position < end_a)
+    in_b = (position > end_a) & (position < end_b)
+    source = tf.where(
+        in_a, a_token_start[:, tf.newaxis] + position - 1, b_token_start[:, tf.newaxis] + position - end_a - 1
+    )
+    text = tf.gather(flat_tokens, tf.where(in_a | in_b, source, 0))
+    input_ids = tf.where(in_a | in_b, text, 0)
+    input_ids = tf.where(position == 0, tf.constant(cls_id, tf.int64), input_ids)
+    input_ids = tf.where((position == end_a) | (position == end_b), tf.constant(sep_id, tf.int64), input_ids)
+    input_mask = tf.cast(position <= end_b, tf.int64)
+    segment_ids = tf.cast((position > end_a) & (position <= end_b), tf.int64)
     return {
         "input_ids": input_ids,
+        "input_mask": input_mask,
         "segment_ids": segment_ids,
         "next_sentence_labels": record["is_random"],
         "length_a": length_a,

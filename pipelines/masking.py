@@ -79,12 +79,6 @@ def num_to_predict(lengths: tf.Tensor, masked_lm_prob: float, max_predictions_pe
     return tf.minimum(tf.cast(max_predictions_per_seq, tf.int64), tf.maximum(wanted, 1))
 
 
-def _rank(priority: tf.Tensor) -> tf.Tensor:
-    """Rank of each entry of each row when sorted by decreasing priority."""
-    order = tf.argsort(priority, axis=1, direction="DESCENDING", stable=True)
-    return tf.argsort(order, axis=1, stable=True)
-
-
 def mask_sequences(
     input_ids: tf.Tensor,
     input_mask: tf.Tensor,
@@ -117,7 +111,8 @@ def mask_sequences(
     candidate = real & (input_ids != masking_vocab.cls_id) & (input_ids != masking_vocab.sep_id)
     seeds = tf.unstack(tf.random.experimental.stateless_split(seed, num=4))
     shape = tf.shape(input_ids)
-    priority = tf.random.stateless_uniform(shape, seeds[0], dtype=tf.float32)
+    # float64 priorities: ties (which could choose one position too many) have odds ~2^-46.
+    priority = tf.random.stateless_uniform(shape, seeds[0], dtype=tf.float64)
     decision = tf.random.stateless_uniform(shape, seeds[1], dtype=tf.float32)
 
     if whole_word_mask:
@@ -133,7 +128,12 @@ def mask_sequences(
         start_length = tf.where(word_start, tf.gather(word_length, word_key), 0)  # [batch, seq]
 
         # Words in random order; take a word unless it would pass num_to_predict.
-        order = tf.argsort(tf.where(word_start, priority, -1.0), axis=1, direction="DESCENDING", stable=True)
+        order = tf.argsort(
+            tf.where(word_start, priority, tf.constant(-1.0, tf.float64)),
+            axis=1,
+            direction="DESCENDING",
+            stable=True,
+        )
         ordered_length = tf.transpose(tf.gather(start_length, order, batch_dims=1))  # [seq, batch]
 
         def take_word(state, word_length_at_rank):
@@ -151,8 +151,12 @@ def mask_sequences(
         word_decision = tf.math.unsorted_segment_max(tf.where(word_start, decision, -1.0), word_key, num_keys)
         decision = tf.gather(word_decision, word_key)
     else:
-        rank = _rank(tf.where(candidate, priority, -1.0))
-        chosen = candidate & (tf.cast(rank, tf.int64) < tf.expand_dims(to_predict, 1))
+        # The num_to_predict highest priorities among the candidates.
+        top = tf.math.top_k(
+            tf.where(candidate, priority, tf.constant(-1.0, tf.float64)), k=max_predictions_per_seq
+        )
+        threshold = tf.gather(top.values, tf.expand_dims(to_predict - 1, 1), batch_dims=1)  # [batch, 1]
+        chosen = candidate & (priority >= threshold)
 
     replacement_ids = tf.constant(masking_vocab.replacement_ids)
     random_index = tf.random.stateless_uniform(
@@ -162,14 +166,12 @@ def mask_sequences(
     masked_ids = tf.where(chosen & (decision < 0.8), tf.constant(masking_vocab.mask_id, tf.int64), input_ids)
     masked_ids = tf.where(chosen & (decision >= 0.8) & (decision < 0.9), random_tokens, masked_ids)
 
-    # Chosen positions in increasing order, padded with 0 (weight 0.0).
+    # Chosen positions in increasing order (the top -position values), padded with 0 (weight 0.0).
     positions = tf.range(seq_length, dtype=tf.int64)[tf.newaxis, :]
-    sorted_positions = tf.sort(tf.where(chosen, positions, seq_length), axis=1)[:, :max_predictions_per_seq]
-    sorted_positions = tf.pad(
-        sorted_positions,
-        [[0, 0], [0, max_predictions_per_seq - tf.shape(sorted_positions)[1]]],
-        constant_values=seq_length,
-    )
+    smallest_first = tf.math.top_k(
+        tf.where(chosen, -positions, -seq_length), k=max_predictions_per_seq
+    ).values
+    sorted_positions = -smallest_first
     weights = sorted_positions < seq_length
     masked_lm_positions = tf.where(weights, sorted_positions, 0)
     masked_lm_ids = tf.where(weights, tf.gather(input_ids, masked_lm_positions, batch_dims=1), 0)

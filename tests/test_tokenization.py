@@ -325,6 +325,13 @@ class EdgeCaseTest(BertTokenizerTestBase):
         ("\ue000private", True, ["\ue000private"]),  # Co is kept (Hugging Face deletes it)
         ("a\u0903b", True, ["a\u0903b"]),  # Mc is kept (only Mn is dropped)
         ("\u2c2fX", True, ["\u2c5fx"]),  # Unicode 14 case pair that ICU may not know
+        ("\U00016122", True, ["\U00016122"]),  # unassigned in Unicode 14; newer ICU decomposes it
+        # U+1D165 is Mc with combining class 216; U+10D69 is a mark only after Unicode 14, so
+        # Python does not reorder the two (ICU would).
+        ("\U0001d165\U00010d69", True, ["\U0001d165\U00010d69"]),
+        # NFD puts U+16FF0 (Mc, class 6) before U+1D166 (Mc, class 216); both survive uncasing.
+        ("ΑΣ \U0001d166\U00016ff0", True, ["ας", "\U00016ff0\U0001d166"]),
+        ("\U0001d166\U00016ff0", False, ["\U0001d166\U00016ff0"]),
     ]
 
     def test_words(self):
@@ -332,6 +339,19 @@ class EdgeCaseTest(BertTokenizerTestBase):
             self.assertEqual(reference_words(text, lower_case), expected, f"reference: {ascii(text)}")
             tokenizer = self.uncased if lower_case else self.cased
             self.assertEqual(decoded(tokenizer.split_words([text]))[0], expected, ascii(text))
+
+    def test_rows_on_the_exact_path_keep_their_place_in_the_batch(self):
+        # Characters ICU lower-cases or decomposes differently from Python send their row down
+        # a separate path; mixed with ordinary rows and capital sigmas, the order must hold.
+        from bert_tf.basic_tokenizer import _uncased_exceptions
+
+        disagreeing = [chr(cp) for cp in _uncased_exceptions().icu_disagrees]
+        self.assertIn("\u2c2f", disagreeing)  # a Unicode 14 case pair (Python 3.11)
+        texts = []
+        for index, char in enumerate(disagreeing):
+            texts += [f"Row {index} ΟΔΟΣ", f"A{char}b {char}\u0301Σ", f"Plain {index}"]
+        got = decoded(self.uncased.split_words(texts))
+        self.assertEqual(got, [reference_words(text, True) for text in texts])
 
     def test_known_ids_of_bert_base_uncased(self):
         cases = {
@@ -387,6 +407,14 @@ class EdgeCaseTest(BertTokenizerTestBase):
 
 
 class WordPieceTest(BertTokenizerTestBase):
+    def test_over_long_vocab_token_is_never_produced_and_other_ids_stay(self):
+        # tensorflow-text cannot hold a token of more than 256 bytes; the original could.
+        tokens = list(tokenization.SPECIAL_TOKENS) + ["é" * 130, "é", "##é", "ab", "##c"]
+        tokenizer = BertTokenizer(write_vocab(self.get_temp_dir(), tokens, "long.txt"), lower_case=False)
+        self.assertEqual(tokenizer.vocab, tokens)
+        self.assertEqual(tokenizer.tokenize(["ab abc é é" + "é"]).to_list(), [[8, 8, 9, 6, 6, 7]])
+        self.assertEqual(tokenizer.tokenize(["é" * 130]).to_list(), [[6] + [7] * 129])  # original: [5]
+
     def test_random_vocabs_match_greedy_longest_match_first(self):
         rng = random.Random(7)
         for trial in range(5):
@@ -449,8 +477,10 @@ class HuggingFaceDisagreementTest(BertTokenizerTestBase):
     def test_original_wins(self):
         for text, lower in self.CASES:
             tokenizer = self.uncased if lower else self.cased
-            hf_words = [w for w, _ in hugging_face(tokenizer.vocab_file, lower).pre_tokenizer.pre_tokenize_str(
-                hugging_face(tokenizer.vocab_file, lower).normalizer.normalize_str(text))]  # fmt: skip
+            hf = hugging_face(tokenizer.vocab_file, lower)
+            hf_words = [
+                word for word, _ in hf.pre_tokenizer.pre_tokenize_str(hf.normalizer.normalize_str(text))
+            ]
             ours = decoded(tokenizer.split_words([text]))[0]
             self.assertEqual(ours, reference_words(text, lower), ascii(text))
             self.assertNotEqual(ours, hf_words, f"Hugging Face now agrees on {ascii(text)}: drop the case")
@@ -530,10 +560,13 @@ class BadInputTest(BertTokenizerTestBase):
         ):
             load_vocab(path)
 
-    def test_blank_line_and_non_utf8_vocab(self):
-        path = write_vocab(self.get_temp_dir(), list(tokenization.SPECIAL_TOKENS) + ["", "x"], "blank.txt")
-        with self.assertRaisesRegex(VocabError, "blank.txt line 6 is empty"):
-            load_vocab(path)
+    def test_blank_lines_keep_their_ids_and_non_utf8_vocab_is_an_error(self):
+        # As in the original: a blank or whitespace-only line keeps its id, which is never produced.
+        tokens = list(tokenization.SPECIAL_TOKENS) + ["", "x", "\u3000", "##y"]
+        path = write_vocab(self.get_temp_dir(), tokens, "blank.txt")
+        self.assertEqual(load_vocab(path), list(tokenization.SPECIAL_TOKENS) + ["", "x", "", "##y"])
+        tokenizer = BertTokenizer(path, lower_case=False)
+        self.assertEqual(tokenizer.tokenize(["x xy \u3000 z"]).to_list(), [[6, 6, 8, 1]])
         path = os.path.join(self.get_temp_dir(), "latin1.txt")
         Path(path).write_bytes("\n".join(tokenization.SPECIAL_TOKENS).encode() + b"\ncaf\xe9\n")
         with self.assertRaisesRegex(VocabError, "latin1.txt line 6 is not UTF-8"):

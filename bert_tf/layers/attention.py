@@ -33,7 +33,7 @@ class BertSelfAttention(keras.layers.Layer):
     >>> layer = BertSelfAttention(hidden_size=16, num_attention_heads=4)
     >>> x = np.random.rand(2, 5, 16).astype("float32")
     >>> mask = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
-    >>> layer(x, attention_bias(mask)).shape
+    >>> tuple(layer(x, attention_bias(mask)).shape)
     (2, 5, 16)
     """
 

@@ -20,7 +20,7 @@ class BertEmbeddings(keras.layers.Layer):
 
     >>> import numpy as np
     >>> layer = BertEmbeddings(vocab_size=100, hidden_size=16, max_position_embeddings=32)
-    >>> layer(np.array([[2, 5, 7]]), np.array([[0, 0, 1]])).shape
+    >>> tuple(layer(np.array([[2, 5, 7]]), np.array([[0, 0, 1]])).shape)
     (1, 3, 16)
     """
 

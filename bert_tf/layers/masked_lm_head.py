@@ -33,7 +33,7 @@ class MaskedLMHead(keras.layers.Layer):
     >>> embeddings.build()
     >>> head = MaskedLMHead(embeddings)
     >>> sequence = np.random.rand(2, 8, 16).astype("float32")
-    >>> head(sequence, np.array([[1, 3], [2, 0]])).shape
+    >>> tuple(head(sequence, np.array([[1, 3], [2, 0]])).shape)
     (2, 2, 100)
     """
 

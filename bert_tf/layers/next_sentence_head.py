@@ -18,7 +18,7 @@ class NextSentenceHead(keras.layers.Layer):
     Example:
 
     >>> import numpy as np
-    >>> NextSentenceHead()(np.random.rand(3, 16).astype("float32")).shape
+    >>> tuple(NextSentenceHead()(np.random.rand(3, 16).astype("float32")).shape)
     (3, 2)
     """
 

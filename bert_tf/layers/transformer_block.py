@@ -22,7 +22,7 @@ class TransformerBlock(keras.layers.Layer):
     >>> from bert_tf.layers.attention import attention_bias
     >>> block = TransformerBlock(hidden_size=16, num_attention_heads=4, intermediate_size=32)
     >>> x = np.random.rand(2, 5, 16).astype("float32")
-    >>> block(x, attention_bias(np.ones((2, 5)))).shape
+    >>> tuple(block(x, attention_bias(np.ones((2, 5)))).shape)
     (2, 5, 16)
     """
 

@@ -17,6 +17,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from bert_tf.checkpoints import export_pretrained
 from bert_tf.models import from_pretrained
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "hf_tiny")
@@ -79,6 +80,7 @@ class HuggingFaceParityTest(tf.test.TestCase):
 import json, os, sys
 import numpy as np, keras, jax
 assert keras.backend.backend() == "jax"
+from bert_tf.checkpoints import export_pretrained
 from bert_tf.models import from_pretrained
 from bert_tf.models.losses import pretraining_losses
 fixture = sys.argv[1]
@@ -278,3 +280,25 @@ class OriginalLayoutParityTest(tf.test.TestCase):
             self.assertAllClose(actual[name], expected[name], atol=FLOAT32_TOLERANCE, msg=name)
         self.assertTrue(settings.lower_case)
         self.assertIn("uncased", settings.lower_case_reason)
+
+    def test_export_restores_into_original_tf1_variables(self):
+        # What the original run_classifier.py does with init_checkpoint: a Saver over
+        # graph variables with the original names restores our export.
+        directory = tempfile.mkdtemp()
+        arrays = original_variables(np.random.default_rng(8))
+        write_tf1_checkpoint(directory, arrays, with_optimizer_slots=False)
+        model, _ = from_pretrained(directory)
+        out = os.path.join(directory, "export")
+        export_pretrained(model, out, formats=("google",))
+        graph = tf.Graph()
+        with graph.as_default():
+            variables = {
+                name: tf.compat.v1.get_variable(name, shape=value.shape, dtype=tf.float32)
+                for name, value in arrays.items()
+            }
+            saver = tf.compat.v1.train.Saver(variables)
+            with tf.compat.v1.Session(graph=graph) as session:
+                saver.restore(session, os.path.join(out, "bert_model.ckpt"))
+                restored = session.run(variables)
+        for name, value in arrays.items():
+            self.assertAllEqual(restored[name], value, msg=name)

@@ -161,9 +161,9 @@ class TaskModelTest(tf.test.TestCase):
         model.compile(
             optimizer=keras.optimizers.Adam(1e-3),
             loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-            jit_compile=True,
+            jit_compile=False,
         )
-        history = model.fit(features, labels, epochs=8, batch_size=8, verbose=0)
+        history = model.fit(features, labels, epochs=5, batch_size=8, verbose=0)
         self.assertLess(history.history["loss"][-1], history.history["loss"][0])
 
 
@@ -196,6 +196,7 @@ class PretrainingTest(tf.test.TestCase):
             optimizer = keras.optimizers.Adam(1e-3)
             if policy == "mixed_float16":
                 optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+            optimizer.build(model.trainable_variables)  # outside tf.function: one trace, not two
             features = pretraining_batch()
 
             @tf.function(jit_compile=jit_compile)
@@ -215,15 +216,11 @@ class PretrainingTest(tf.test.TestCase):
         finally:
             keras.config.set_dtype_policy("float32")
 
-    def test_training_step_float32_jit(self):
-        losses = self._train("float32", jit_compile=True)
-        self.assertTrue(np.isfinite(losses).all())
-        self.assertLess(losses[-1], losses[0])
-
-    def test_training_step_mixed_precision(self):
-        for policy in ("mixed_bfloat16", "mixed_float16"):
-            with self.subTest(policy=policy):
-                losses = self._train(policy, jit_compile=policy == "mixed_bfloat16")
+    def test_training_steps_reduce_the_loss(self):
+        # XLA compilation is slow on a small CPU: compile one policy, trace the others.
+        for policy, jit_compile in (("float32", False), ("mixed_float16", False), ("mixed_bfloat16", True)):
+            with self.subTest(policy=policy, jit_compile=jit_compile):
+                losses = self._train(policy, jit_compile=jit_compile)
                 self.assertTrue(np.isfinite(losses).all(), losses)
                 self.assertLess(losses[-1], losses[0])
 

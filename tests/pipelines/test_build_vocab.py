@@ -46,7 +46,9 @@ class BuildVocabTest(tf.test.TestCase):
 
     def test_cased_vocab_via_the_command_line(self):
         output = os.path.join(self.get_temp_dir(), "cased.txt")
-        flags.FLAGS(
+        flag_values = flags.FlagValues()
+        build_vocab.define_flags(flag_values)
+        flag_values(
             [
                 "build_vocab",
                 f"--input_file={self.corpus_file}",
@@ -56,10 +58,7 @@ class BuildVocabTest(tf.test.TestCase):
                 "--max_lines=800",
             ]
         )
-        try:
-            build_vocab.main(["build_vocab"])
-        finally:
-            flags.FLAGS.unparse_flags()
+        build_vocab.run_from_flags(flag_values)
         vocab = load_vocab(output)
         self.assertEqual(vocab[:5], SPECIALS)
         self.assertLessEqual(len(vocab), 600)

@@ -33,7 +33,13 @@ def _pairs(documents, seed, max_seq_length=64, short_seq_prob=0.0):
         tf.ragged.constant(documents, dtype=tf.int64, ragged_rank=2), tf.constant([seed, 3], tf.int64)
     )
     triples = []
-    for ids, label in zip(out["input_ids"].to_list(), out["next_sentence_labels"].numpy(), strict=True):
+    lengths = out["input_mask"].numpy().sum(axis=1)
+    for ids, length, label in zip(
+        out["input_ids"].numpy(), lengths, out["next_sentence_labels"].numpy(), strict=True
+    ):
+        ids = ids.tolist()
+        assert all(i == 0 for i in ids[length:])
+        ids = ids[:length]
         first_sep = ids.index(SEP)
         triples.append((tuple(ids[1:first_sep]), tuple(ids[first_sep + 1 : -1]), int(label)))
         assert ids[0] == CLS and ids[-1] == SEP
@@ -81,9 +87,10 @@ class PairsByHandTest(tf.test.TestCase):
             # One pair per document when its first pair is an actual next, two otherwise.
             first_of_doc1 = 1 if triples[0][2] == 0 else 2
             self.assertLen(triples, first_of_doc1 + (1 if triples[first_of_doc1][2] == 0 else 2))
-            segments = out["segment_ids"].to_list()
+            segments = out["segment_ids"].numpy().tolist()
             for (a, b, _), segment in zip(triples, segments, strict=True):
-                self.assertEqual(segment, [0] * (len(a) + 2) + [1] * (len(b) + 1))
+                padding = [0] * (64 - len(a) - len(b) - 3)
+                self.assertEqual(segment, [0] * (len(a) + 2) + [1] * (len(b) + 1) + padding)
         self.assertEqual(seen, allowed)
 
     def test_truncation_counts_match_the_original_loop(self):

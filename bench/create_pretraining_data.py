@@ -1,0 +1,168 @@
+"""Offline generator benchmark: ours against the original create_pretraining_data.py.
+
+Both run as whole processes on the same corpus (the embedded one, repeated to the
+requested sizes) with the same flags (--dupe_factor=1 --max_seq_length=128, the other
+flags at their defaults); wall time and peak RSS come from /usr/bin/time -v. The
+original runs unchanged under `tf.compat.v1` through a small runner that puts
+`tf.compat.v1` where it imports `tensorflow`; its code is read from the checkout given
+by --original_repo and never copied here.
+
+  python bench/create_pretraining_data.py --original_repo=/path/to/google-research/bert \
+      --sizes_mb=12,35
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+# Run as `python bench/<name>.py`, Python puts bench/ first on sys.path, where
+# bench/tokenize.py would shadow the standard library's tokenize module.
+_BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _BENCH_DIR]
+
+from absl import app, flags  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from pipelines import corpus  # noqa: E402
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string(
+    "original_repo", None, "A checkout of google-research/bert (holds create_pretraining_data.py)."
+)
+flags.DEFINE_list("sizes_mb", ["12", "35"], "Corpus sizes to measure, in MB.")
+flags.DEFINE_string("vocab_file", str(ROOT / "tests" / "fixtures" / "bert_uncased_vocab.txt"), "Vocab file.")
+flags.DEFINE_string("workdir", None, "Where corpora and outputs go (default: a temporary directory).")
+flags.DEFINE_bool("skip_original", False, "Measure only ours (e.g. to check memory on a bigger corpus).")
+
+RUNNER = """
+import sys
+import tensorflow as tf
+sys.modules["tensorflow"] = tf.compat.v1  # the original is TF1 code: tf.flags, tf.gfile, tf.logging, tf.app
+sys.path.insert(0, {repo!r})
+import runpy
+runpy.run_path({script!r}, run_name="__main__")
+"""
+
+
+def _measure(command: list[str], log: Path) -> tuple[float, float, float]:
+    """Runs a command under /usr/bin/time -v; returns (wall s, CPU s (user + system), peak RSS MB)."""
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(ROOT)}
+    with open(log, "w") as handle:
+        result = subprocess.run(
+            ["/usr/bin/time", "-v", *command], stdout=handle, stderr=subprocess.STDOUT, env=env
+        )
+    text = log.read_text(errors="replace")
+    if result.returncode != 0:
+        raise RuntimeError(f"{command[:3]} failed (exit {result.returncode}); see {log}:\n{text[-3000:]}")
+    wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (?:(\d+):)?(\d+):([\d.]+)", text)
+    hours, minutes, seconds = (float(g) if g else 0.0 for g in wall.groups())
+    rss_kb = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", text).group(1))
+    cpu = sum(
+        float(re.search(rf"{kind} time \(seconds\): ([\d.]+)", text).group(1)) for kind in ("User", "System")
+    )
+    return hours * 3600 + minutes * 60 + seconds, cpu, rss_kb / 1024
+
+
+def _count_records(path: str) -> int:
+    import tensorflow as tf
+
+    return sum(1 for _ in tf.data.TFRecordDataset(path))
+
+
+def main(argv: list[str]) -> None:
+    del argv
+    if not FLAGS.skip_original:
+        if not FLAGS.original_repo:
+            raise app.UsageError("--original_repo is required (a checkout of google-research/bert)")
+        script = Path(FLAGS.original_repo) / "create_pretraining_data.py"
+        if not script.exists():
+            raise app.UsageError(
+                f"{script} does not exist; --original_repo must be a google-research/bert checkout"
+            )
+    workdir = Path(FLAGS.workdir or tempfile.mkdtemp(prefix="bench_cpd_"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    unit = len(corpus.corpus_text().encode("utf-8")) + 1
+    common = [
+        f"--vocab_file={FLAGS.vocab_file}",
+        "--do_lower_case=True",
+        "--dupe_factor=1",
+        "--max_seq_length=128",
+    ]
+    rows = []
+    for size in (float(s) for s in FLAGS.sizes_mb):
+        repeat = max(1, round(size * 1e6 / unit))
+        text_file = corpus.write_corpus(workdir / f"corpus_{size:g}mb.txt", repeat=repeat)
+        megabytes = os.path.getsize(text_file) / 1e6
+        ours_out = str(workdir / f"ours_{size:g}mb.tfrecord")
+        ours = _measure(
+            [sys.executable, "-m", "pipelines.create_pretraining_data", f"--input_file={text_file}",
+             f"--output_file={ours_out}", *common],
+            workdir / f"ours_{size:g}mb.log",
+        )  # fmt: skip
+        row = {"mb": megabytes, "ours": ours, "ours_n": _count_records(ours_out)}
+        print(
+            f"{megabytes:.1f} MB  ours: {ours[0]:.1f} s wall, {ours[1]:.1f} s CPU, peak RSS {ours[2]:.0f} MB, "
+            f"{row['ours_n']} instances",
+            flush=True,
+        )
+        if not FLAGS.skip_original:
+            runner = workdir / "run_original.py"
+            runner.write_text(
+                RUNNER.format(repo=str(Path(FLAGS.original_repo).resolve()), script=str(script.resolve()))
+            )
+            original_out = str(workdir / f"original_{size:g}mb.tfrecord")
+            original = _measure(
+                [sys.executable, str(runner), f"--input_file={text_file}", f"--output_file={original_out}",
+                 "--random_seed=12345", *common],
+                workdir / f"original_{size:g}mb.log",
+            )  # fmt: skip
+            row.update(original=original, original_n=_count_records(original_out))
+            print(
+                f"{megabytes:.1f} MB  original: {original[0]:.1f} s wall, {original[1]:.1f} s CPU, peak RSS "
+                f"{original[2]:.0f} MB, {row['original_n']} instances; ours is {original[0] / ours[0]:.1f}x faster "
+                f"(wall), uses {original[1] / ours[1]:.1f}x less CPU time and {original[2] / ours[2]:.2f}x less memory",
+                flush=True,
+            )
+        rows.append(row)
+    print(
+        "\nsize_mb  ours_wall_s  ours_cpu_s  ours_rss_mb  orig_wall_s  orig_cpu_s  orig_rss_mb  wall_ratio  cpu_ratio"
+    )
+    for row in rows:
+        line = f"{row['mb']:7.1f} {row['ours'][0]:12.1f} {row['ours'][1]:11.1f} {row['ours'][2]:12.0f}"
+        if "original" in row:
+            original, ours = row["original"], row["ours"]
+            line += f" {original[0]:12.1f} {original[1]:11.1f} {original[2]:12.0f}"
+            line += f" {original[0] / ours[0]:11.1f} {original[1] / ours[1]:10.1f}"
+        print(line)
+    if len(rows) >= 2 and all("original" in row for row in rows):
+        # Start-up (TensorFlow import, tokenizer tables, tracing) is paid once; the cost of
+        # each further megabyte shows the throughput of the two generators.
+        first, last = rows[0], rows[-1]
+        extra_mb = last["mb"] - first["mb"]
+        for index, label in ((0, "wall"), (1, "CPU")):
+            ours_per_mb = (last["ours"][index] - first["ours"][index]) / extra_mb
+            original_per_mb = (last["original"][index] - first["original"][index]) / extra_mb
+            if ours_per_mb <= 0:  # wall time on a loaded machine can be noisier than the difference
+                print(
+                    f"per extra MB ({label}): ours {ours_per_mb:.2f} s (noise), original {original_per_mb:.2f} s"
+                )
+                continue
+            print(
+                f"per extra MB ({label}): ours {ours_per_mb:.2f} s, original {original_per_mb:.2f} s, "
+                f"ratio {original_per_mb / ours_per_mb:.1f}x"
+            )
+        print(
+            f"peak RSS growth from {first['mb']:.0f} to {last['mb']:.0f} MB: ours "
+            f"{last['ours'][2] - first['ours'][2]:+.0f} MB, original {last['original'][2] - first['original'][2]:+.0f} MB"
+        )
+
+
+if __name__ == "__main__":
+    app.run(main)

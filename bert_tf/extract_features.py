@@ -1,0 +1,65 @@
+r"""Writes per-token vectors of chosen layers and a sentence vector for every line of a file.
+
+    python -m bert_tf.extract_features --input_file=sentences.txt --output_file=features.jsonl \
+        --init_checkpoint=uncased_L-12_H-768_A-12 --layers=-1,-2,-3,-4 --pooling=mean
+
+One text per input line, or a pair as "text_a ||| text_b" (as in the original
+extract_features.py). Output: JSON Lines, one record per input line, with the word pieces,
+the chosen layers' vectors for each, and a sentence vector (see bert_tf.serving.features;
+the original's key "linex_index" is spelt "line_index" here).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from absl import app, flags
+
+FLAGS = flags.FLAGS
+
+flags.DEFINE_string("input_file", None, "Text file: one text (or 'a ||| b' pair) per line.")
+flags.DEFINE_string("output_file", None, "JSON Lines file to write.")
+flags.DEFINE_string(
+    "init_checkpoint",
+    None,
+    "A Google checkpoint directory or prefix, a Hugging Face BERT directory, or ours.",
+)
+flags.DEFINE_list("layers", ["-1", "-2", "-3", "-4"], "Transformer block indices; -1 is the last.")
+flags.DEFINE_enum("pooling", "cls", ["cls", "mean"], "Sentence vector: [CLS] vector or mean over tokens.")
+flags.DEFINE_integer("max_seq_length", 128, "Packed length; longer texts are trimmed from the end.")
+flags.DEFINE_integer("batch_size", 32, "Texts per encoder call.")
+flags.mark_flags_as_required(["input_file", "output_file", "init_checkpoint"])
+
+
+def main(argv: list[str]) -> None:
+    del argv
+    import keras
+
+    from bert_tf.serving.exporter import load_pretrained
+    from bert_tf.serving.features import FeatureExtractor
+    from bert_tf.tokenization import BertTokenizer
+
+    try:
+        layers = [int(layer) for layer in FLAGS.layers]
+    except ValueError:
+        sys.exit(f"bert_tf.extract_features: error: --layers must be integers, got {FLAGS.layers}")
+    try:
+        with open(FLAGS.input_file, encoding="utf-8") as file:
+            lines = [line.rstrip("\n") for line in file]
+        encoder, _, settings = load_pretrained(FLAGS.init_checkpoint, "encoder")
+        tokenizer = BertTokenizer(settings.vocab_file, lower_case=settings.lower_case)
+        extractor = FeatureExtractor(
+            encoder, tokenizer, layers, FLAGS.pooling, FLAGS.max_seq_length, FLAGS.batch_size
+        )
+    except (OSError, ValueError) as error:
+        sys.exit(f"bert_tf.extract_features: error: {error}")
+    bar = keras.utils.Progbar(len(lines), unit_name="line")
+    with open(FLAGS.output_file, "w", encoding="utf-8") as output:
+        for record in extractor.extract(lines, progress=bar.update):
+            output.write(json.dumps(record, ensure_ascii=False) + "\n")
+    print(f"wrote {len(lines)} records to {FLAGS.output_file}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    app.run(main)

@@ -1,0 +1,181 @@
+"""`export_saved_model`: one call from a checkpoint to a SavedModel directory of any kind.
+
+Kinds (the signatures of each are documented in the module that builds it):
+  - "preprocessor" (`bert_tf.serving.preprocessor`): strings -> packed inputs.
+  - "encoder" (`bert_tf.serving.encoder`): packed inputs -> encoder outputs.
+  - "mlm" (`bert_tf.serving.mlm`): text with [MASK] -> top-k tokens per mask.
+  - "task" (`bert_tf.serving.task`): raw strings -> task predictions, from a fine-tuned
+    model directory written by `bert_tf.finetune`.
+
+Example (a randomly initialised tiny model saved as a checkpoint first):
+
+>>> path = export_saved_model("encoder", "/path/to/checkpoint_dir", "/tmp/bert_encoder")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+import tensorflow as tf
+
+from bert_tf.config import BertConfig
+from bert_tf.serving.saving import (
+    EXTRA_DIR,
+    VOCAB_NAME,
+    ExportError,
+    atomic_export_dir,
+    check_export_dir,
+    check_seq_length,
+    write_extras,
+)
+
+KINDS = ("preprocessor", "encoder", "mlm", "task")
+DEFAULT_SEQ_LENGTH = 128
+
+
+def check_init_checkpoint(init_checkpoint: str) -> None:
+    """A clear error for a path that holds no checkpoint at all."""
+    if not init_checkpoint:
+        raise ExportError(
+            "--init_checkpoint is required: a checkpoint directory, file prefix or model directory"
+        )
+    path = os.fspath(init_checkpoint)
+    if not os.path.exists(path) and not tf.io.gfile.glob(path + "*"):
+        raise ExportError(
+            f"--init_checkpoint {path} does not exist; pass a checkpoint directory or file prefix"
+        )
+    if os.path.isdir(path) and not os.listdir(path):
+        raise ExportError(
+            f"--init_checkpoint {path} is an empty directory; it must hold a checkpoint "
+            "(bert_model.ckpt.*, model.safetensors, or a bert_tf model directory)"
+        )
+
+
+def load_pretrained(init_checkpoint: str, heads: str):
+    """from_pretrained with the export's error checks: returns (model, config, tokenizer settings)."""
+    from bert_tf.models import from_pretrained
+
+    check_init_checkpoint(init_checkpoint)
+    model, settings = from_pretrained(init_checkpoint, heads=heads)
+    encoder = getattr(model, "encoder", model)
+    return model, encoder.config, settings
+
+
+def export_saved_model(
+    kind: str,
+    init_checkpoint: str,
+    export_dir: str,
+    seq_length: int | None = None,
+    overwrite: bool = False,
+    top_k: int = 5,
+) -> str:
+    """Builds the `kind` SavedModel from `init_checkpoint` and writes it to `export_dir`.
+
+    Returns the absolute export directory. Raises ExportError (with what to change) for
+    a missing checkpoint, an existing non-empty export_dir without `overwrite`, or a
+    seq_length above the model's max_position_embeddings. seq_length None means 128, or
+    for "task" the fine-tuned max_seq_length. Nothing is left at
+    `export_dir` if the export fails.
+    """
+    if kind not in KINDS:
+        raise ExportError(f"unknown --kind={kind!r}; use one of {', '.join(KINDS)}")
+    check_export_dir(os.path.abspath(export_dir), overwrite)  # fail before loading a big model
+    check_init_checkpoint(init_checkpoint)
+    if kind == "task":
+        from bert_tf.serving import task
+
+        return task.export_task(init_checkpoint, export_dir, seq_length=seq_length, overwrite=overwrite)
+    seq_length = DEFAULT_SEQ_LENGTH if seq_length is None else seq_length
+    model, config, settings = load_pretrained(init_checkpoint, "pretraining" if kind == "mlm" else "encoder")
+    return export_from_model(
+        kind,
+        model,
+        config,
+        settings.vocab_file,
+        settings.lower_case,
+        export_dir,
+        seq_length=seq_length,
+        overwrite=overwrite,
+        top_k=top_k,
+        info={"init_checkpoint": os.path.abspath(init_checkpoint)},
+    )
+
+
+def export_from_model(
+    kind: str,
+    model,
+    config: BertConfig,
+    vocab_file: str,
+    lower_case: bool,
+    export_dir: str,
+    seq_length: int = 128,
+    overwrite: bool = False,
+    top_k: int = 5,
+    info: dict | None = None,
+) -> str:
+    """Exports an in-memory model (a BertEncoder, or a BertPretrainer for "mlm").
+
+    What `export_saved_model` does after loading the checkpoint; usable directly on a
+    model just trained in the same process. Returns the absolute export directory.
+    """
+    check_seq_length(seq_length, config)
+    info = dict(info or {})
+    if kind == "mlm":
+        info["top_k"] = top_k
+
+    def build(vocab_copy: str) -> tf.Module:
+        return build_module(kind, model, config, vocab_copy, lower_case, seq_length, top_k)
+
+    return export_module(build, kind, config, vocab_file, lower_case, export_dir, seq_length, overwrite, info)
+
+
+def export_module(
+    build: Callable[[str], tf.Module],
+    kind: str,
+    config: BertConfig,
+    vocab_file: str,
+    lower_case: bool,
+    export_dir: str,
+    seq_length: int,
+    overwrite: bool = False,
+    info: dict | None = None,
+) -> str:
+    """Writes `build(vocab_copy)` as a SavedModel plus assets.extra/, atomically.
+
+    `build` gets the path of the vocab copied into the export, so the SavedModel's vocab
+    asset is always named vocab.txt whatever the source file was called.
+    """
+    info = {"kind": kind, "seq_length": seq_length, "lower_case": bool(lower_case), **(info or {})}
+    with atomic_export_dir(export_dir, overwrite) as staging:
+        write_extras(staging, config, vocab_file, info)
+        save(build(os.path.join(staging, EXTRA_DIR, VOCAB_NAME)), staging)
+    return os.path.abspath(export_dir)
+
+
+def build_module(
+    kind: str, model, config: BertConfig, vocab_file: str, lower_case: bool, seq_length: int, top_k: int = 5
+) -> tf.Module:
+    """The tf.Module of `kind` around an in-memory model (no files written)."""
+    from bert_tf.tokenization import BertTokenizer
+
+    if kind == "encoder":
+        from bert_tf.serving.encoder import EncoderServing
+
+        return EncoderServing(getattr(model, "encoder", model), vocab_file=vocab_file, lower_case=lower_case)
+    tokenizer = BertTokenizer(vocab_file, lower_case=lower_case)
+    if kind == "preprocessor":
+        from bert_tf.serving.preprocessor import BertPreprocessor
+
+        return BertPreprocessor(tokenizer, seq_length, config.max_position_embeddings)
+    if kind == "mlm":
+        from bert_tf.serving.mlm import FillMask
+
+        return FillMask(model, tokenizer, seq_length=seq_length, top_k=top_k)
+    raise ExportError(f"unknown kind {kind!r}; use one of {', '.join(KINDS)}")
+
+
+def save(module: tf.Module, directory: str) -> None:
+    """tf.saved_model.save with the module's traced signatures."""
+    signatures = module.trace()
+    tf.saved_model.save(module, directory, signatures=signatures)

@@ -1,0 +1,99 @@
+"""Graph ops that turn token ids into the model's packed inputs (tensorflow-text only).
+
+Everything here is built from TensorFlow and tensorflow-text ops, so it traces into a
+SavedModel that loads without bert_tf.
+
+Trimming follows the original `_truncate_seq_pair` of run_classifier.py: while the pair
+is too long, drop the last token of the longer segment (of the second one on a tie). For
+two segments that is exactly what `tensorflow_text.RoundRobinTrimmer` computes (each
+segment receives budget in turn, first segment first), which tests/export check against a
+Python transcription of the original rule on random lengths. `WaterfallTrimmer` (trim the
+last segment first) and `ShrinkLongestTrimmer` (different tie-breaking) do not match it.
+
+Example:
+
+>>> import tensorflow as tf
+>>> packed = pack_segments([tf.ragged.constant([[7, 8, 9, 10]])], seq_length=5, cls_id=1, sep_id=2)
+>>> packed["input_ids"].numpy().tolist(), packed["input_mask"].numpy().tolist()
+([[1, 7, 8, 9, 2]], [[1, 1, 1, 1, 1]])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+MASK_TEXT = "[MASK]"
+
+
+def _flat_pieces(segment: tf.RaggedTensor) -> tf.RaggedTensor:
+    """[batch, (words), (pieces)] or [batch, (pieces)] -> [batch, (pieces)] int64."""
+    if segment.ragged_rank > 1:
+        segment = segment.merge_dims(1, -1)
+    return tf.cast(segment, tf.int64)
+
+
+def pack_segments(
+    segments: Sequence[tf.RaggedTensor],
+    seq_length: int | tf.Tensor,
+    cls_id: int,
+    sep_id: int,
+    pad_id: int = 0,
+) -> dict[str, tf.Tensor]:
+    """Packs one or two tokenized segments as `[CLS] A [SEP] (B [SEP])`, trimmed and padded.
+
+    Args:
+      segments: one or two ragged id tensors [batch, (pieces)] (or [batch, (words),
+        (pieces)]; the word dimension is merged).
+      seq_length: length of every output row; a Python int gives a static shape.
+      cls_id, sep_id, pad_id: special-token ids from the vocab.
+
+    Returns:
+      {input_ids, input_mask, segment_ids}: int32 [batch, seq_length]. Segment ids are 0
+      for [CLS], A and its [SEP]; 1 for B and the last [SEP]; padding is 0 in all three
+      (input_ids padding is pad_id).
+    """
+    if not 1 <= len(segments) <= 2:
+        raise ValueError(f"BERT packs one or two segments, got {len(segments)}")
+    segments = [_flat_pieces(segment) for segment in segments]
+    # [CLS] plus one [SEP] per segment are not part of the trimming budget.
+    budget = seq_length - (len(segments) + 1)
+    trimmed = tf_text.RoundRobinTrimmer(max_seq_length=budget).trim(segments)
+    ids, segment_ids = tf_text.combine_segments(
+        trimmed, start_of_sequence_id=cls_id, end_of_segment_id=sep_id
+    )
+    input_ids, input_mask = tf_text.pad_model_inputs(ids, max_seq_length=seq_length, pad_value=pad_id)
+    segment_ids, _ = tf_text.pad_model_inputs(segment_ids, max_seq_length=seq_length, pad_value=0)
+    return {
+        "input_ids": tf.cast(input_ids, tf.int32),
+        "input_mask": tf.cast(input_mask, tf.int32),
+        "segment_ids": tf.cast(segment_ids, tf.int32),
+    }
+
+
+def tokenize_with_mask_markers(
+    tokenize: Callable[[tf.Tensor], tf.RaggedTensor], texts: tf.Tensor, mask_id: int
+) -> tf.RaggedTensor:
+    """Tokenizes `texts`, reading each literal "[MASK]" as the mask token.
+
+    The tokenizer itself splits a typed "[MASK]" like any text ("[", "mask", "]"), as
+    the original does. For fill-mask the user means the mask token, so the text is split
+    on the literal (case-sensitive) "[MASK]", each part is tokenized, and `mask_id` goes
+    between consecutive parts.
+
+    Args:
+      tokenize: strings [n] -> ragged int ids [n, (pieces)].
+      texts: tf.string [batch].
+
+    Returns:
+      ragged int64 [batch, (pieces)].
+    """
+    parts = tf.strings.split(texts, sep=MASK_TEXT)  # [batch, (parts)]
+    part_ids = _flat_pieces(tokenize(parts.flat_values))  # [sum(parts), (pieces)]
+    # Append the mask id after every part, then drop the one after each text's last part.
+    mask_after = tf.fill([tf.shape(part_ids.row_splits)[0] - 1, 1], tf.constant(mask_id, tf.int64))
+    with_masks = tf.concat([part_ids, tf.RaggedTensor.from_tensor(mask_after)], axis=1)
+    pieces = parts.with_flat_values(with_masks).merge_dims(1, 2)  # [batch, (pieces)]
+    return pieces[:, :-1]

@@ -1,0 +1,367 @@
+"""Task SavedModels: a fine-tuned model that takes raw strings and returns what a client wants.
+
+Built from a model directory written by `bert_tf.finetune` (`model.keras`,
+`bert_config.json`, `vocab.txt`, `task.json`). Every export has `serving_default`;
+inputs are tf.string [batch], outputs have the batch as first dimension:
+
+classification (GLUE tasks, own CSV/TSV/JSONL data):
+  inputs `text` (single-sentence tasks) or `text_a`, `text_b` (pair tasks such as MRPC);
+  the other form is also exported, as `serving_single` / `serving_pair`.
+  -> probabilities float32 [batch, num_classes], label string [batch], label_id int32
+     [batch], label_names string [batch, num_classes] (the class order).
+regression (STS-B, own data): same inputs -> score float32 [batch].
+span (SQuAD): question, context -> answer string [batch] (a substring of the context;
+  "" when the model finds no answer, SQuAD 2.0), score float32 [batch] (start + end
+  logit of the best span), answer_start, answer_end int32 [batch] (character offsets in
+  the context, end exclusive; -1 when no answer). The best span has start <= end, lies in
+  the context, and is at most max_answer_length (30) pieces long, as in the original. One
+  window: context beyond seq_length is not read.
+token (NER): text -> entities: entity_text, entity_label string [batch, max_entities],
+  entity_start, entity_end int32 [batch, max_entities] (character offsets, end
+  exclusive), entity_score float32 (mean tag probability of its words), num_entities
+  int32 [batch]; padding is "" / -1 / 0. Words are split like the original basic
+  tokenizer (whitespace, punctuation, CJK), tagged at their first word piece, and B-/I-
+  (or S-/E-) tags grouped into entities.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from bert_tf.serving.packing import pack_segments
+from bert_tf.serving.saving import ExportError, check_seq_length
+
+MAX_ANSWER_LENGTH = 30
+SUPPORTED_KINDS = ("classification", "regression", "span", "token")
+_TEXT = tf.TensorSpec([None], tf.string)
+
+
+def _spec(name: str) -> tf.TensorSpec:
+    return tf.TensorSpec([None], tf.string, name=name)
+
+
+def is_pair_task(info: dict) -> bool:
+    """Whether a classification/regression task reads two texts (GLUE definition, or text_b_column)."""
+    if info.get("text_b_column"):
+        return True
+    from bert_tf.tasks import glue
+    from bert_tf.tasks.features import TaskDataError
+
+    try:
+        return glue.get_task(info["task"].lower()).text_b is not None
+    except TaskDataError:  # not a GLUE task: own data, single text unless task.json says otherwise
+        return False
+
+
+def _words_with_offsets(text: tf.Tensor):
+    """Splits like the original BasicTokenizer (whitespace, punctuation, CJK), keeping byte offsets."""
+    from tensorflow_text.python.ops.bert_tokenizer import BasicTokenizer
+
+    # lower_case=False: only split here; the BertTokenizer normalises each word itself.
+    return BasicTokenizer(lower_case=False).tokenize_with_offsets(text)  # each [batch, (words)]
+
+
+def _char_offset(text: tf.Tensor, byte_offset: tf.Tensor) -> tf.Tensor:
+    """Character (code point) offset of `byte_offset` in `text` (elementwise)."""
+    prefix = tf.strings.substr(text, tf.zeros_like(byte_offset), byte_offset)
+    return tf.strings.length(prefix, unit="UTF8_CHAR")
+
+
+class TaskServing(tf.Module):
+    """Raw strings -> predictions for a fine-tuned task model.
+
+    Args:
+      model: the Keras task model (BertClassifier, BertSpanLabeler, BertTokenClassifier).
+      tokenizer: its `BertTokenizer`.
+      info: the fine-tuned directory's task.json (task, kind, label_list, ...).
+      seq_length: packed length.
+    """
+
+    def __init__(self, model, tokenizer, info: dict, seq_length: int) -> None:
+        super().__init__(name="bert_task")
+        kind = info["kind"]
+        if kind not in SUPPORTED_KINDS:
+            raise ExportError(
+                f"task kind {kind!r} ({info.get('task')}) has no raw-text export; "
+                f"supported: {', '.join(SUPPORTED_KINDS)}"
+            )
+        self.model = model
+        self.tokenizer = tokenizer
+        self.vocab_file = tf.saved_model.Asset(tokenizer.vocab_file)
+        self._kind = kind
+        self._info = info
+        self._seq_length = seq_length
+        self._special = (tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id)
+        labels = info.get("label_list") or []
+        self._labels = tf.constant(labels if labels else [""], tf.string)
+        self._num_labels = len(labels)
+
+    def _pack(self, texts: list[tf.Tensor]) -> dict[str, tf.Tensor]:
+        pieces = [self.tokenizer.tokenize(text) for text in texts]
+        return pack_segments(pieces, self._seq_length, *self._special)
+
+    # --- classification and regression -----------------------------------------
+
+    def _classify(self, texts: list[tf.Tensor]) -> dict[str, tf.Tensor]:
+        outputs = tf.cast(self.model(self._pack(texts), training=False), tf.float32)
+        if self._kind == "regression":
+            return {"score": outputs[:, 0]}
+        probabilities = tf.nn.softmax(outputs, axis=-1)
+        label_id = tf.argmax(probabilities, axis=-1, output_type=tf.int32)
+        batch = tf.shape(label_id)[0]
+        return {
+            "probabilities": probabilities,
+            "label_id": label_id,
+            "label": tf.gather(self._labels, label_id),
+            "label_names": tf.tile(self._labels[None, :], [batch, 1]),
+        }
+
+    # --- word pieces with the words they came from -------------------------------
+
+    def _word_pieces(self, text: tf.Tensor):
+        """-> (pieces [batch, (words), (pieces)] int64, word begin / end byte offsets [batch, (words)])."""
+        words, begin, end = _words_with_offsets(text)
+        pieces = tf.cast(self.tokenizer.tokenize(words.flat_values), tf.int64)  # [all words, (pieces)]
+        if pieces.ragged_rank > 1:
+            pieces = pieces.merge_dims(1, -1)
+        # A word the tokenizer drops entirely (e.g. only a control character) becomes [UNK]
+        # so that every word keeps a first piece, as in the fine-tuning NER features.
+        empty = tf.cast(tf.equal(pieces.row_lengths(), 0), tf.int64)
+        unk = tf.RaggedTensor.from_row_lengths(
+            tf.fill([tf.reduce_sum(empty)], tf.constant(self.tokenizer.unk_id, tf.int64)), empty
+        )
+        pieces = tf.concat([pieces, unk], axis=1)
+        return words.with_flat_values(pieces), begin, end
+
+    # --- NER ------------------------------------------------------------------
+
+    def _entities(self, text: tf.Tensor) -> dict[str, tf.Tensor]:
+        pieces, begin, end = self._word_pieces(text)  # [b, (w), (p)]
+        packed = pack_segments([pieces.merge_dims(1, 2)], self._seq_length, *self._special)
+        logits = tf.cast(self.model(packed, training=False), tf.float32)  # [b, seq, labels]
+        probabilities = tf.nn.softmax(logits, axis=-1)
+        # Position of each word's first piece: 1 ([CLS]) + pieces of the words before it.
+        counts = pieces.row_lengths(axis=2)  # [b, (w)]
+        first = 1 + tf.cumsum(counts.to_tensor(), axis=1, exclusive=True)  # [b, W], padded words too
+        num_words = pieces.row_lengths()
+        is_word = tf.sequence_mask(num_words, tf.shape(first, out_type=tf.int64)[1])
+        kept = is_word & (first < self._seq_length - 1)  # its first piece survived trimming
+        word_probs = tf.gather(probabilities, tf.where(kept, first, 0), batch_dims=1)  # [b, W, labels]
+        tag = tf.argmax(word_probs, axis=-1, output_type=tf.int32)  # [b, W]
+        tag_prob = tf.reduce_max(word_probs, axis=-1)
+        types, begins_entity = _tag_tables(self._info["label_list"])
+        entity_type = tf.where(kept, tf.gather(types["ids"], tag), -1)  # -1: outside an entity
+        is_b = tf.gather(begins_entity, tag)
+        previous = tf.pad(entity_type[:, :-1], [[0, 0], [1, 0]], constant_values=-1)
+        starts = (entity_type >= 0) & (is_b | tf.not_equal(previous, entity_type))
+        # Back to one flat list of the real words of all texts, in order.
+        entity_type = tf.RaggedTensor.from_tensor(entity_type, lengths=num_words)
+        starts = tf.RaggedTensor.from_tensor(starts, lengths=num_words)
+        tag_prob = tf.RaggedTensor.from_tensor(tag_prob, lengths=num_words)
+        flat_type = entity_type.flat_values
+        flat_start = starts.flat_values
+        inside = flat_type >= 0
+        entity_index = tf.cumsum(tf.cast(flat_start, tf.int32)) - 1  # id of the entity each word is in
+        member = tf.boolean_mask(entity_index, inside)
+        num = tf.reduce_sum(tf.cast(flat_start, tf.int32))
+        first_byte = tf.math.unsorted_segment_min(tf.boolean_mask(begin.flat_values, inside), member, num)
+        last_byte = tf.math.unsorted_segment_max(tf.boolean_mask(end.flat_values, inside), member, num)
+        score = tf.math.unsorted_segment_mean(tf.boolean_mask(tag_prob.flat_values, inside), member, num)
+        label_type = tf.boolean_mask(flat_type, flat_start)
+        row = tf.boolean_mask(entity_type.value_rowids(), flat_start)
+        batch = tf.shape(text, out_type=tf.int64)[0]
+        source = tf.gather(text, row)
+        start_char = _char_offset(source, tf.cast(first_byte, tf.int32))
+        end_char = _char_offset(source, tf.cast(last_byte, tf.int32))
+        entity_text = tf.strings.substr(
+            source, tf.cast(first_byte, tf.int32), tf.cast(last_byte - first_byte, tf.int32)
+        )
+
+        def per_text(values, default):
+            return tf.RaggedTensor.from_value_rowids(values, row, nrows=batch).to_tensor(
+                default_value=default
+            )
+
+        return {
+            "entity_text": per_text(entity_text, ""),
+            "entity_label": per_text(tf.gather(types["names"], label_type), ""),
+            "entity_start": per_text(start_char, -1),
+            "entity_end": per_text(end_char, -1),
+            "entity_score": per_text(score, 0.0),
+            "num_entities": tf.cast(
+                tf.math.bincount(tf.cast(row, tf.int32), minlength=tf.cast(batch, tf.int32)), tf.int32
+            ),
+        }
+
+    # --- SQuAD -----------------------------------------------------------------
+
+    def _answer(self, question: tf.Tensor, context: tf.Tensor) -> dict[str, tf.Tensor]:
+        max_query_length = int(self._info.get("max_query_length", 64))
+        query = tf.cast(self.tokenizer.tokenize(question), tf.int64)
+        if query.ragged_rank > 1:
+            query = query.merge_dims(1, -1)
+        query = query[:, :max_query_length]
+        pieces, begin, end = self._word_pieces(context)
+        context_pieces = pieces.merge_dims(1, 2)  # [b, (p)]
+        word_of_piece = _word_index_of_pieces(pieces)  # [b, (p)]
+        # The context gets what the question leaves: seq_length - len(query) - 3, as in run_squad.
+        budget = self._seq_length - 3 - query.row_lengths()
+        keep = tf.ragged.range(context_pieces.row_lengths()) < budget[:, None]
+        context_pieces = tf.ragged.boolean_mask(context_pieces, keep)
+        word_of_piece = tf.ragged.boolean_mask(word_of_piece, keep)
+        packed = pack_segments([query, context_pieces], self._seq_length, *self._special)
+        outputs = self.model(packed, training=False)
+        start_logits = tf.cast(outputs["start_logits"], tf.float32)  # [b, seq]
+        end_logits = tf.cast(outputs["end_logits"], tf.float32)
+        offset = query.row_lengths() + 2  # first context piece: [CLS] query [SEP]
+        num_context = context_pieces.row_lengths()
+        positions = tf.range(self._seq_length, dtype=tf.int64)[None, :]
+        in_context = (positions >= offset[:, None]) & (positions < (offset + num_context)[:, None])
+        scores = start_logits[:, :, None] + end_logits[:, None, :]  # [b, start, end]
+        distance = positions[:, None, :] - positions[:, :, None]  # end - start
+        valid = (
+            in_context[:, :, None] & in_context[:, None, :] & (distance >= 0) & (distance < MAX_ANSWER_LENGTH)
+        )
+        flat = tf.reshape(tf.where(valid, scores, -np.inf), [tf.shape(scores)[0], -1])
+        best = tf.argmax(flat, axis=-1)
+        best_score = tf.reduce_max(flat, axis=-1)
+        start = best // self._seq_length - offset
+        stop = best % self._seq_length - offset
+        has_span = tf.math.is_finite(best_score)
+        if self._info.get("version_2_with_negative"):
+            null_score = start_logits[:, 0] + end_logits[:, 0]
+            threshold = float(self._info.get("null_score_diff_threshold", 0.0))
+            has_span &= (null_score - best_score) <= threshold
+        word_rows = word_of_piece.to_tensor(default_value=0)
+        safe = lambda index: tf.clip_by_value(index, 0, tf.maximum(num_context - 1, 0))  # noqa: E731
+        first_word = tf.gather(word_rows, safe(start)[:, None], batch_dims=1)[:, 0]
+        last_word = tf.gather(word_rows, safe(stop)[:, None], batch_dims=1)[:, 0]
+        begin_rows = begin.to_tensor(default_value=0)
+        end_rows = end.to_tensor(default_value=0)
+        first_byte = tf.cast(tf.gather(begin_rows, first_word[:, None], batch_dims=1)[:, 0], tf.int32)
+        last_byte = tf.cast(tf.gather(end_rows, last_word[:, None], batch_dims=1)[:, 0], tf.int32)
+        answer = tf.strings.substr(context, first_byte, last_byte - first_byte)
+        return {
+            "answer": tf.where(has_span, answer, ""),
+            "score": tf.where(tf.math.is_finite(best_score), best_score, 0.0),
+            "answer_start": tf.where(has_span, _char_offset(context, first_byte), -1),
+            "answer_end": tf.where(has_span, _char_offset(context, last_byte), -1),
+        }
+
+    # --- signatures ----------------------------------------------------------------
+
+    def trace(self) -> dict[str, tf.types.experimental.ConcreteFunction]:
+        """Returns the signatures dict for tf.saved_model.save."""
+        if self._kind in ("classification", "regression"):
+            single = tf.function(lambda text: self._classify([text])).get_concrete_function(_spec("text"))
+            pair = tf.function(lambda text_a, text_b: self._classify([text_a, text_b])).get_concrete_function(
+                _spec("text_a"), _spec("text_b")
+            )
+            default = pair if is_pair_task(self._info) else single
+            return {"serving_default": default, "serving_single": single, "serving_pair": pair}
+        if self._kind == "span":
+            answer = tf.function(self._answer).get_concrete_function(_spec("question"), _spec("context"))
+            return {"serving_default": answer}
+        entities = tf.function(self._entities).get_concrete_function(_spec("text"))
+        return {"serving_default": entities}
+
+
+def _word_index_of_pieces(pieces: tf.RaggedTensor) -> tf.RaggedTensor:
+    """[batch, (words), (pieces)] -> for each piece, the index of its word in its text."""
+    word_ids = tf.ragged.range(pieces.row_lengths())  # [b, (w)]: 0..words-1
+    counts = pieces.row_lengths(axis=2).flat_values
+    flat = tf.repeat(word_ids.flat_values, counts)
+    return tf.RaggedTensor.from_row_lengths(flat, tf.reduce_sum(pieces.row_lengths(axis=2), axis=1))
+
+
+def _tag_tables(label_list: list[str]) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
+    """Entity type id of every tag (-1 for O) and whether the tag always begins an entity."""
+    names: list[str] = []
+    type_ids, begins = [], []
+    for label in label_list:
+        prefix, _, entity = label.partition("-")
+        if not entity or label.upper() == "O":
+            type_ids.append(-1)
+            begins.append(False)
+            continue
+        if entity not in names:
+            names.append(entity)
+        type_ids.append(names.index(entity))
+        begins.append(prefix.upper() in ("B", "S", "U"))
+    return {
+        "ids": tf.constant(type_ids, tf.int32),
+        "names": tf.constant(names or [""], tf.string),
+    }, tf.constant(begins)
+
+
+def load_finetuned_for_serving(model_dir: str):
+    """(Keras task model, BertTokenizer, task info) from a `bert_tf.finetune` model directory.
+
+    Like `bert_tf.tasks.runner.load_finetuned` but without the training state: model.keras
+    also stores the optimizer, loss and metrics, which serving never needs (compile=False).
+    """
+    import keras
+
+    import bert_tf.models  # noqa: F401  (registers the serializable model classes)
+    from bert_tf.tasks.runner import MODEL_FILE, TASK_FILE
+    from bert_tf.tokenization import BertTokenizer
+
+    with open(os.path.join(model_dir, TASK_FILE), encoding="utf-8") as file:
+        info = json.load(file)
+    model = keras.saving.load_model(os.path.join(model_dir, MODEL_FILE), compile=False)
+    tokenizer = BertTokenizer(os.path.join(model_dir, "vocab.txt"), lower_case=info["lower_case"])
+    return model, tokenizer, info
+
+
+def export_task(
+    init_checkpoint: str, export_dir: str, seq_length: int | None = None, overwrite: bool = False
+) -> str:
+    """Exports the fine-tuned model directory `init_checkpoint` (see module docstring)."""
+    from bert_tf.serving.exporter import export_module
+    from bert_tf.tasks.runner import MODEL_FILE, TASK_FILE
+
+    for name in (MODEL_FILE, TASK_FILE):
+        if not os.path.isfile(os.path.join(init_checkpoint, name)):
+            raise ExportError(
+                f"--kind=task needs a fine-tuned model directory (the model/ folder that "
+                f"bert_tf.finetune writes); {init_checkpoint} has no {name}"
+            )
+    model, tokenizer, info = load_finetuned_for_serving(init_checkpoint)
+    seq_length = seq_length or int(info["max_seq_length"])
+    config = model.encoder.config
+    check_seq_length(seq_length, config)
+    if info["kind"] not in SUPPORTED_KINDS:
+        raise ExportError(
+            f"task {info['task']!r} (kind {info['kind']!r}) has no raw-text export; "
+            f"supported kinds: {', '.join(SUPPORTED_KINDS)}"
+        )
+
+    def build(vocab_file: str) -> TaskServing:
+        from bert_tf.tokenization import BertTokenizer
+
+        return TaskServing(
+            model, BertTokenizer(vocab_file, lower_case=tokenizer.lower_case), info, seq_length
+        )
+
+    extra = {
+        "task": info["task"],
+        "task_kind": info["kind"],
+        "label_list": info.get("label_list"),
+        "pair_input": is_pair_task(info) if info["kind"] in ("classification", "regression") else None,
+        "init_checkpoint": os.path.abspath(init_checkpoint),
+    }
+    return export_module(
+        build,
+        "task",
+        config,
+        tokenizer.vocab_file,
+        tokenizer.lower_case,
+        export_dir,
+        seq_length,
+        overwrite,
+        extra,
+    )

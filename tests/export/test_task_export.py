@@ -1,0 +1,322 @@
+"""Task SavedModels from bert_tf.finetune model directories, run without bert_tf.
+
+References are the fine-tuning code's own feature conversion and post-processing
+(bert_tf.tasks) with `model.predict`, so the in-graph tokenizing, packing, span search
+and entity grouping are checked against an independent implementation.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf.config import load_config
+from bert_tf.models import BertClassifier, BertEncoder, BertSpanLabeler, BertTokenClassifier
+from bert_tf.serving.exporter import export_saved_model
+from bert_tf.serving.saving import ExportError
+from bert_tf.serving.task import TaskServing
+from bert_tf.tasks import ner, squad
+from bert_tf.tasks.adapters import make_adapter
+from bert_tf.tasks.runner import FinetuneSettings, run, save_finetuned
+from bert_tf.tasks.squad_postprocess import postprocess
+from bert_tf.tokenization import BertTokenizer
+
+sys.path.insert(0, os.path.dirname(__file__))
+from export_helpers import VOCAB, original_features, run_in_fresh_process, strings  # noqa: E402
+
+SEQ_LENGTH = 20
+TEXTS = ["a good movie", "a bad film", "", "naïve café — 東京 😀 " * 10, "good good good"]
+TEXTS_B = ["it was good", "", "bad", "short", "x " * 40]
+NER_TEXTS = [
+    "John Smith lives in Paris.",
+    "",
+    "Élodie Dupont met Anna at the river bank today",
+    "one two three " * 8,
+]
+NER_LABELS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+QUESTIONS = ["who went there", "where is it"]
+CONTEXTS = ["john went to the old house by the river", "the city is in the north of the country near the sea"]
+
+
+def tiny_config():
+    return load_config("bert_tiny").replace(hidden_size=32, intermediate_size=64, max_position_embeddings=64)
+
+
+def python_entities(text, tags):
+    """BIO tags of the words of `text` (split on whitespace and punctuation) -> entity dicts."""
+    spans = [(m.start(), m.end()) for m in re.finditer(r"\w+|[^\w\s]", text)]
+    entities, current = [], None
+    for (start, end), tag in zip(spans, tags, strict=True):
+        prefix, _, kind = tag.partition("-")
+        if tag == "O":
+            current = None
+            continue
+        if prefix == "B" or current is None or current["label"] != kind:
+            current = {"label": kind, "start": start, "end": end}
+            entities.append(current)
+        else:
+            current["end"] = end
+    for entity in entities:
+        entity["text"] = text[entity["start"] : entity["end"]]
+    return entities
+
+
+class TaskExportTest(tf.test.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        keras.utils.set_random_seed(3)
+        cls.root = os.path.join(os.environ.get("TEST_TMPDIR", "/tmp"), f"bert_tf_task_export_{os.getpid()}")
+        shutil.rmtree(cls.root, ignore_errors=True)
+        os.makedirs(cls.root)
+        config_path = os.path.join(cls.root, "bert_config.json")
+        tiny_config().to_json_file(config_path)
+        cls.tokenizer = BertTokenizer(VOCAB, lower_case=True)
+
+        # A classifier fine-tuned by the real runner (a few steps on a toy CSV).
+        train = os.path.join(cls.root, "train.csv")
+        rows = [f"{'good' if i % 2 else 'bad'} movie {i},{'pos' if i % 2 else 'neg'}" for i in range(16)]
+        with open(train, "w") as file:
+            file.write("text,label\n" + "\n".join(rows) + "\n")
+        run(
+            FinetuneSettings(
+                task="classification",
+                output_dir=os.path.join(cls.root, "cls"),
+                vocab_file=VOCAB,
+                bert_config=config_path,
+                max_seq_length=SEQ_LENGTH,
+                train_file=train,
+                train_batch_size=8,
+                num_train_epochs=1.0,
+                learning_rate=1e-3,
+                verbose=0,
+            )
+        )
+        cls.model_dirs = {"cls": os.path.join(cls.root, "cls", "model")}
+        # Regression, NER and SQuAD models saved the way the runner saves them (untrained heads).
+        for name, task, build in [
+            ("reg", "regression", lambda encoder: BertClassifier(encoder, num_classes=1)),
+            ("ner", "ner", lambda encoder: BertTokenClassifier(encoder, num_classes=len(NER_LABELS))),
+            ("squad", "squad", BertSpanLabeler),
+        ]:
+            settings = FinetuneSettings(
+                task=task, output_dir=cls.root, max_seq_length=SEQ_LENGTH, max_query_length=6
+            )
+            adapter = make_adapter(settings, cls.tokenizer)
+            if task == "ner":
+                adapter.label_list = NER_LABELS
+            model = build(BertEncoder(tiny_config()))
+            ids = np.ones((1, SEQ_LENGTH), np.int32)
+            model({"input_ids": ids, "input_mask": ids, "segment_ids": 0 * ids})
+            cls.model_dirs[name] = save_finetuned(
+                os.path.join(cls.root, name, "model"), model, cls.tokenizer, settings, adapter
+            )
+
+        cls.exports = {
+            name: export_saved_model("task", directory, os.path.join(cls.root, f"export_{name}"))
+            for name, directory in cls.model_dirs.items()
+        }
+        calls = [
+            {
+                "name": "cls",
+                "export_dir": cls.exports["cls"],
+                "endpoint": "signature:serving_default",
+                "kwargs": {"text": strings(TEXTS)},
+            },
+            {
+                "name": "cls_pair",
+                "export_dir": cls.exports["cls"],
+                "endpoint": "signature:serving_pair",
+                "kwargs": {"text_a": strings(TEXTS), "text_b": strings(TEXTS_B)},
+            },
+            {
+                "name": "reg",
+                "export_dir": cls.exports["reg"],
+                "endpoint": "signature:serving_default",
+                "kwargs": {"text": strings(TEXTS)},
+            },
+            {
+                "name": "ner",
+                "export_dir": cls.exports["ner"],
+                "endpoint": "signature:serving_default",
+                "kwargs": {"text": strings(NER_TEXTS)},
+            },
+            {
+                "name": "squad",
+                "export_dir": cls.exports["squad"],
+                "endpoint": "signature:serving_default",
+                "kwargs": {"question": strings(QUESTIONS), "context": strings(CONTEXTS)},
+            },
+        ]
+        cls.loaded = run_in_fresh_process(calls, cls.root)
+        cls.models = {
+            name: keras.saving.load_model(os.path.join(directory, "model.keras"), compile=False)
+            for name, directory in cls.model_dirs.items()
+        }
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.root, ignore_errors=True)
+        super().tearDownClass()
+
+    def classification_inputs(self, texts_b=None):
+        # The original run_classifier.py rules (bert_tf.tasks refuses the empty text we also test).
+        ids_a = self.tokenizer.tokenize(tf.constant(TEXTS)).to_list()
+        ids_b = self.tokenizer.tokenize(tf.constant(texts_b)).to_list() if texts_b else [None] * len(TEXTS)
+        rows = [original_features(a, b, SEQ_LENGTH) for a, b in zip(ids_a, ids_b, strict=True)]
+        return {
+            name: np.array([r[i] for r in rows], np.int32)
+            for i, name in enumerate(("input_ids", "input_mask", "segment_ids"))
+        }
+
+    def test_loading_process_never_imported_bert_tf(self):
+        self.assertEqual(self.loaded["__bert_tf_modules__"].tolist(), [])
+
+    def test_fine_tuned_classifier_matches_model_predict(self):
+        for prefix, texts_b in (("cls", None), ("cls_pair", TEXTS_B)):
+            logits = self.models["cls"].predict(self.classification_inputs(texts_b), verbose=0)
+            probabilities = tf.nn.softmax(logits).numpy()
+            self.assertLessEqual(np.abs(self.loaded[f"{prefix}/probabilities"] - probabilities).max(), 1e-5)
+            self.assertAllEqual(self.loaded[f"{prefix}/label_id"], probabilities.argmax(axis=-1))
+            names = np.array(["neg", "pos"])
+            self.assertAllEqual(
+                self.loaded[f"{prefix}/label"].astype(str), names[probabilities.argmax(axis=-1)]
+            )
+            self.assertAllEqual(
+                self.loaded[f"{prefix}/label_names"].astype(str), np.tile(names, (len(TEXTS), 1))
+            )
+
+    def test_regression_score_matches_model_predict(self):
+        scores = self.models["reg"].predict(self.classification_inputs(), verbose=0)[:, 0]
+        self.assertLessEqual(np.abs(self.loaded["reg/score"] - scores).max(), 1e-5)
+
+    def test_ner_entities_have_character_offsets(self):
+        sentences = []
+        for text in NER_TEXTS:
+            words = [m.group() for m in re.finditer(r"\w+|[^\w\s]", text)]
+            sentences.append(ner.Sentence(words=words, tags=["O"] * len(words), line=1))
+        converted = ner.convert_sentences(self.tokenizer, sentences, NER_LABELS, SEQ_LENGTH)
+        x = {name: converted.arrays[name] for name in ("input_ids", "input_mask", "segment_ids")}
+        logits = self.models["ner"].predict(x, verbose=0)
+        tags = ner.word_predictions(logits, converted.first_piece, NER_LABELS)
+        total = 0
+        for row, text in enumerate(NER_TEXTS):
+            entities = python_entities(text, tags[row])
+            count = int(self.loaded["ner/num_entities"][row])
+            self.assertEqual(count, len(entities), msg=text)
+            total += count
+            for slot, entity in enumerate(entities):
+                got = {
+                    "text": self.loaded["ner/entity_text"][row, slot].decode(),
+                    "label": self.loaded["ner/entity_label"][row, slot].decode(),
+                    "start": int(self.loaded["ner/entity_start"][row, slot]),
+                    "end": int(self.loaded["ner/entity_end"][row, slot]),
+                }
+                self.assertEqual(got, entity)
+                self.assertEqual(text[got["start"] : got["end"]], got["text"])
+        self.assertGreater(total, 0)  # the random head does tag some words
+
+    def test_squad_answer_matches_the_original_post_processing(self):
+        dataset = [
+            {
+                "paragraphs": [
+                    {"context": context, "qas": [{"id": str(i), "question": question, "answers": []}]}
+                ]
+            }
+            for i, (question, context) in enumerate(zip(QUESTIONS, CONTEXTS, strict=True))
+        ]
+        examples, _ = squad.read_examples(dataset, False)
+        features, _ = squad.convert_examples(self.tokenizer, examples, False, SEQ_LENGTH, 128, 6)
+        arrays = squad.feature_arrays(features)
+        x = {name: arrays[name] for name in ("input_ids", "input_mask", "segment_ids")}
+        outputs = self.models["squad"].predict(x, verbose=0)
+        # With SEQ_LENGTH == n_best_size, the original's top-20 candidates are all positions.
+        predictions, nbest, _ = postprocess(
+            examples, features, outputs["start_logits"], outputs["end_logits"], n_best_size=SEQ_LENGTH
+        )
+        self.assertEqual(len(features), len(QUESTIONS))  # one window each: the export reads one
+        for row, context in enumerate(CONTEXTS):
+            answer = self.loaded["squad/answer"][row].decode()
+            self.assertEqual(answer, predictions[str(row)])
+            best = nbest[str(row)][0]
+            self.assertAllClose(
+                self.loaded["squad/score"][row], best["start_logit"] + best["end_logit"], atol=1e-4
+            )
+            start, end = self.loaded["squad/answer_start"][row], self.loaded["squad/answer_end"][row]
+            self.assertEqual(context[start:end], answer)
+
+    def test_squad_v2_answers_empty_when_the_null_score_wins(self):
+        dataset = [
+            {
+                "paragraphs": [
+                    {"context": context, "qas": [{"id": str(i), "question": question, "answers": []}]}
+                ]
+            }
+            for i, (question, context) in enumerate(zip(QUESTIONS, CONTEXTS, strict=True))
+        ]
+        examples, _ = squad.read_examples(dataset, False, version_2_with_negative=True)
+        features, _ = squad.convert_examples(self.tokenizer, examples, False, SEQ_LENGTH, 128, 6)
+        arrays = squad.feature_arrays(features)
+        outputs = self.models["squad"].predict(
+            {name: arrays[name] for name in ("input_ids", "input_mask", "segment_ids")}, verbose=0
+        )
+        info = {"task": "squad_v2", "kind": "span", "max_query_length": 6, "version_2_with_negative": True}
+        for threshold in (-1e6, 1e6):  # the null answer always / never wins
+            serving = TaskServing(
+                self.models["squad"],
+                self.tokenizer,
+                {**info, "null_score_diff_threshold": threshold},
+                SEQ_LENGTH,
+            )
+            got = serving._answer(tf.constant(QUESTIONS), tf.constant(CONTEXTS))
+            want, _, _ = postprocess(
+                examples,
+                features,
+                outputs["start_logits"],
+                outputs["end_logits"],
+                n_best_size=SEQ_LENGTH,
+                version_2_with_negative=True,
+                null_score_diff_threshold=threshold,
+            )
+            self.assertEqual(
+                [a.decode() for a in got["answer"].numpy()], [want[str(i)] for i in range(len(QUESTIONS))]
+            )
+            if threshold < 0:
+                self.assertEqual(got["answer_start"].numpy().tolist(), [-1] * len(QUESTIONS))
+
+    def test_signatures_by_task(self):
+        import json
+
+        for name, expected in [("cls", False), ("reg", False)]:
+            with open(os.path.join(self.exports[name], "assets.extra", "export_info.json")) as file:
+                info = json.load(file)
+            self.assertEqual(info["pair_input"], expected)
+            self.assertEqual(info["seq_length"], SEQ_LENGTH)  # the fine-tuned max_seq_length
+
+    @pytest.mark.slow
+    def test_saved_model_cli_lists_the_task_signatures(self):
+        cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
+        shown = subprocess.run(
+            [cli, "show", "--dir", self.exports["cls"], "--all"], capture_output=True, text=True, timeout=300
+        ).stdout
+        for key in ("serving_default", "serving_single", "serving_pair"):
+            self.assertIn(f"signature_def['{key}']", shown)
+        self.assertIn(
+            "outputs['probabilities'] tensor_info:\n        dtype: DT_FLOAT\n        shape: (-1, 2)", shown
+        )
+        self.assertIn("outputs['label'] tensor_info:\n        dtype: DT_STRING\n        shape: (-1)", shown)
+
+    def test_a_pretrained_checkpoint_is_not_a_task_model(self):
+        with self.assertRaisesRegex(ExportError, "fine-tuned model directory.*no model.keras"):
+            export_saved_model("task", self.root, os.path.join(self.root, "never"))
+        self.assertFalse(os.path.exists(os.path.join(self.root, "never")))
+
+
+if __name__ == "__main__":
+    tf.test.main()

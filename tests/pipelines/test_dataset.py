@@ -1,0 +1,160 @@
+"""pretraining_dataset: original-format records, dynamic masking, raw text, sharding."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+
+from pipelines import corpus, pretraining_dataset, records
+
+VOCAB_FILE = str(Path(__file__).resolve().parents[1] / "fixtures" / "bert_uncased_vocab.txt")
+SEQ, PRED = 16, 4
+
+
+def _original_example(rng: np.random.Generator, masked: bool = True) -> tuple[bytes, dict]:
+    """A record built the way the original script builds it: Python protos, int64 / float lists."""
+    length = int(rng.integers(6, SEQ + 1))
+    input_ids = [101] + rng.integers(1000, 2000, length - 2).tolist() + [102]
+    values = {
+        "input_ids": input_ids + [0] * (SEQ - length),
+        "input_mask": [1] * length + [0] * (SEQ - length),
+        "segment_ids": [0] * 3 + [1] * (length - 3) + [0] * (SEQ - length),
+    }
+    if masked:
+        values["masked_lm_positions"] = [1, 2, 0, 0]
+        values["masked_lm_ids"] = [input_ids[1], input_ids[2], 0, 0]
+        values["masked_lm_weights"] = [1.0, 1.0, 0.0, 0.0]
+    values["next_sentence_labels"] = [int(rng.integers(0, 2))]
+
+    def feature(name, value):
+        if name == "masked_lm_weights":
+            return tf.train.Feature(float_list=tf.train.FloatList(value=value))
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=value))
+
+    example = tf.train.Example(
+        features=tf.train.Features(feature={name: feature(name, value) for name, value in values.items()})
+    )
+    return example.SerializeToString(), values
+
+
+class PretrainingDatasetTest(tf.test.TestCase):
+    def setUp(self):
+        super().setUp()
+        self.directory = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, self.directory, ignore_errors=True)
+
+    def _write(self, name: str, count: int, masked: bool = True) -> tuple[str, list[dict]]:
+        rng = np.random.default_rng(list(name.encode()))
+        path = os.path.join(self.directory, name)
+        rows = []
+        with tf.io.TFRecordWriter(path) as writer:
+            for _ in range(count):
+                serialized, values = _original_example(rng, masked)
+                writer.write(serialized)
+                rows.append(values)
+        return path, rows
+
+    def test_reads_original_format_records_exactly(self):
+        path, rows = self._write("original.tfrecord", 10)
+        dataset = pretraining_dataset(
+            path, batch_size=4, max_seq_length=SEQ, max_predictions_per_seq=PRED, shuffle=False, repeat=False,
+            drop_remainder=False,
+        )  # fmt: skip
+        batches = list(dataset)
+        self.assertEqual([len(b["input_ids"]) for b in batches], [4, 4, 2])
+        first = batches[0]
+        expected_dtypes = {name: tf.int32 for name in records.FEATURE_ORDER} | {
+            "masked_lm_weights": tf.float32
+        }
+        self.assertEqual({k: v.dtype for k, v in first.items()}, expected_dtypes)
+        self.assertEqual(first["next_sentence_labels"].shape, [4, 1])
+        for name in records.FEATURE_ORDER:
+            got = np.concatenate([b[name].numpy() for b in batches])
+            np.testing.assert_array_equal(got, np.array([row[name] for row in rows]), err_msg=name)
+
+    def test_length_mismatch_is_a_clear_error(self):
+        path, _ = self._write("original.tfrecord", 2)
+        with self.assertRaisesRegex(
+            records.RecordFormatError, "input_ids has length 16 but max_seq_length is 128"
+        ):
+            pretraining_dataset(path, batch_size=2)
+        with self.assertRaisesRegex(records.RecordFormatError, "masked_lm_positions has length 4"):
+            pretraining_dataset(path, batch_size=2, max_seq_length=SEQ, max_predictions_per_seq=8)
+        with self.assertRaisesRegex(ValueError, "batch_size must be >= 1"):
+            pretraining_dataset(path, batch_size=0, max_seq_length=SEQ)
+
+    def test_unmasked_records_get_new_masks_every_epoch(self):
+        path, rows = self._write("plain.tfrecord", 8, masked=False)
+        with self.assertRaisesRegex(ValueError, "pass vocab_file"):
+            pretraining_dataset(path, batch_size=8, max_seq_length=SEQ, max_predictions_per_seq=PRED)
+        dataset = pretraining_dataset(
+            path, vocab_file=VOCAB_FILE, batch_size=8, max_seq_length=SEQ, max_predictions_per_seq=PRED,
+            shuffle=False, seed=3,
+        )  # fmt: skip
+        epochs = [batch for batch, _ in zip(dataset, range(6), strict=False)]
+        original = np.array([row["input_ids"] for row in rows])
+        for batch in epochs:
+            positions, weights = batch["masked_lm_positions"].numpy(), batch["masked_lm_weights"].numpy()
+            labels = np.take_along_axis(original, positions, axis=1)
+            np.testing.assert_array_equal(batch["masked_lm_ids"].numpy()[weights > 0], labels[weights > 0])
+            np.testing.assert_array_equal(batch["segment_ids"], [row["segment_ids"] for row in rows])
+        self.assertGreater(len({e["masked_lm_positions"].numpy().tobytes() for e in epochs}), 1)
+
+    def test_raw_text_batches_deterministic_and_512(self):
+        path = corpus.write_corpus(os.path.join(self.directory, "corpus.txt"))
+
+        def make(**kw):
+            return pretraining_dataset(
+                path, vocab_file=VOCAB_FILE, batch_size=8, seed=11, shuffle_buffer_size=200, **kw
+            )
+
+        first, again = next(iter(make())), next(iter(make()))
+        for name in records.FEATURE_ORDER:
+            self.assertAllEqual(first[name], again[name])
+        self.assertEqual(first["input_ids"].shape, [8, 128])
+        self.assertEqual(first["masked_lm_weights"].dtype, tf.float32)
+        long = next(iter(make(max_seq_length=512, max_predictions_per_seq=76)))
+        self.assertEqual(long["input_ids"].shape, [8, 512])
+        self.assertGreater(int(tf.reduce_max(tf.reduce_sum(long["input_mask"], axis=1))), 128)
+
+    def test_input_context_shards_and_sets_the_per_replica_batch(self):
+        paths = []
+        for index in range(2):
+            path, _ = self._write(f"shard-{index}.tfrecord", 6)
+            paths.append(path)
+        seen = []
+        for pipeline_id in range(2):
+            context = tf.distribute.InputContext(
+                num_input_pipelines=2, input_pipeline_id=pipeline_id, num_replicas_in_sync=2
+            )
+            dataset = pretraining_dataset(
+                paths, batch_size=6, max_seq_length=SEQ, max_predictions_per_seq=PRED, repeat=False, seed=1,
+                input_context=context,
+            )  # fmt: skip
+            batches = list(dataset)
+            self.assertEqual([len(b["input_ids"]) for b in batches], [3, 3])  # 6 global → 3 per replica
+            seen.append({row.tobytes() for b in batches for row in b["input_ids"].numpy()})
+        self.assertEmpty(seen[0] & seen[1])
+        self.assertLen(seen[0] | seen[1], 12)
+
+    def test_mixed_formats_are_rejected(self):
+        record_path, _ = self._write("original.tfrecord", 2)
+        text_path = os.path.join(self.directory, "text.txt")
+        Path(text_path).write_text("one sentence.\nanother one.\n")
+        with self.assertRaisesRegex(records.RecordFormatError, "mix formats"):
+            pretraining_dataset(
+                [record_path, text_path],
+                vocab_file=VOCAB_FILE,
+                batch_size=2,
+                max_seq_length=SEQ,
+                max_predictions_per_seq=PRED,
+            )
+
+
+if __name__ == "__main__":
+    tf.test.main()

@@ -1,0 +1,136 @@
+"""The Python API: task models from checkpoints, losses and metrics, the fit optimizer."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf import tasks
+from bert_tf.checkpoints import export_pretrained
+from bert_tf.models import BertEncoder
+from bert_tf.training.optimization import uses_weight_decay
+
+
+def features(batch=2, seq=6, vocab=30, seed=0):
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(5, vocab, size=(batch, seq)).astype("int32")
+    ids[:, 0], ids[:, -1] = 2, 0
+    return {"input_ids": ids, "input_mask": (ids > 0).astype("int32"), "segment_ids": np.zeros_like(ids)}
+
+
+class TaskModelsTest(tf.test.TestCase):
+    def test_factories_load_the_checkpoint_encoder(self):
+        config = tasks.tiny_config(vocab_size=30)
+        source = BertEncoder(config)
+        source(features())
+        directory = os.path.join(self.get_temp_dir(), "ckpt")
+        vocab = os.path.join(self.get_temp_dir(), "vocab.txt")
+        with open(vocab, "w") as handle:
+            handle.write(
+                "\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(25)])
+            )
+        export_pretrained(source, directory, vocab_file=vocab, lower_case=True, formats=("google",))
+        expected = source(features())["pooled_output"]
+        for model in (
+            tasks.classifier(directory, num_classes=3),
+            tasks.token_classifier(directory, num_classes=4),
+            tasks.span_labeler(directory),
+        ):
+            self.assertAllClose(model.encoder(features())["pooled_output"], expected, atol=1e-5)
+        choice = tasks.multiple_choice(directory)
+        stacked = {k: np.stack([v, v], axis=1) for k, v in features().items()}  # [b, 2 choices, seq]
+        self.assertEqual(choice(stacked).shape, (2, 2))
+        with self.assertRaisesRegex(ValueError, "init_checkpoint .* or config"):
+            tasks.classifier()
+
+    def test_token_loss_and_accuracy_ignore_unlabelled_pieces(self):
+        logits = np.log(np.array([[[0.7, 0.3], [0.5, 0.5], [0.2, 0.8]]], dtype="float32"))
+        labels = np.array([[0, -1, 0]])
+        args = tasks.compile_args("token")
+        # Mean cross-entropy over the two labelled pieces: -(log 0.7 + log 0.2) / 2.
+        self.assertAllClose(float(args["loss"](labels, logits)), -(np.log(0.7) + np.log(0.2)) / 2, rtol=1e-5)
+        metric = args["metrics"][0]
+        metric.update_state(labels, logits)
+        self.assertAllClose(float(metric.result()), 0.5)
+
+    def test_span_loss_is_the_mean_of_start_and_end(self):
+        start = np.log(np.array([[0.5, 0.25, 0.25]], dtype="float32"))
+        end = np.log(np.array([[0.1, 0.1, 0.8]], dtype="float32"))
+        loss = tasks.models.task_loss(
+            "span",
+            {"start_logits": np.array([1]), "end_logits": np.array([2])},
+            {"start_logits": start, "end_logits": end},
+        )
+        self.assertAllClose(loss, -(np.log(0.25) + np.log(0.8)) / 2, rtol=1e-5)
+
+    def test_optimizer_schedule_and_weight_decay_exclusions(self):
+        optimizer = tasks.create_optimizer(1e-3, num_train_steps=100, warmup_proportion=0.1)
+        schedule = optimizer._learning_rate  # Keras keeps the schedule object here
+        self.assertAllClose(float(schedule(5)), 5e-4)  # half-way through the 10-step warmup
+        self.assertAllClose(float(schedule(55)), 4.5e-4)  # linear decay, measured from step 0
+        model = tasks.classifier(num_classes=2, config=tasks.tiny_config(vocab_size=30))
+        model(features())
+        optimizer.build(model.trainable_variables)
+        decayed = {v.path: uses_weight_decay(optimizer, v) for v in model.trainable_variables}
+        self.assertFalse(any(d for path, d in decayed.items() if "bias" in path or "norm" in path.lower()))
+        self.assertTrue(any(d for path, d in decayed.items() if path.endswith("kernel")))
+        with self.assertRaisesRegex(ValueError, "warmup_proportion"):
+            tasks.create_optimizer(1e-3, 10, warmup_proportion=1.5)
+
+
+@pytest.mark.slow
+class MirroredFitTest(tf.test.TestCase):
+    def test_two_replica_fit_matches_one_device(self):
+        # Two logical CPUs must be configured before TensorFlow starts: a fresh process.
+        script = textwrap.dedent(
+            """
+            import numpy as np, tensorflow as tf, keras
+            cpu = tf.config.list_physical_devices("CPU")[0]
+            tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+            from bert_tf import tasks
+            from bert_tf.training import optimization
+            rng = np.random.default_rng(0)
+            ids = rng.integers(5, 30, size=(8, 6)).astype("int32")
+            x = {"input_ids": ids, "input_mask": np.ones_like(ids), "segment_ids": np.zeros_like(ids)}
+            y = rng.integers(0, 2, size=(8,))
+            def train(strategy, make_optimizer):
+                keras.utils.set_random_seed(1)
+                with strategy.scope():
+                    # No dropout anywhere: replicas draw different dropout masks.
+                    config = tasks.tiny_config(30, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+                    model = tasks.classifier(num_classes=2, config=config, dropout_rate=0.0)
+                    model.compile(optimizer=make_optimizer(), **tasks.compile_args("classification"))
+                model.fit(tf.data.Dataset.from_tensor_slices((x, y)).batch(8), epochs=3, verbose=0)
+                return [w.numpy() for w in model.trainable_weights]
+
+            def difference(a, b):
+                return max(float(np.abs(u - v).max()) for u, v in zip(a, b))
+
+            mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+            ours = lambda: tasks.create_optimizer(1e-2, 4, 0.0)
+            loops = lambda: optimization.create_optimizer(1e-2, 4, 0)  # gradients summed by the caller
+            one = train(tf.distribute.get_strategy(), ours)
+            print("OURS", difference(one, train(mirrored, ours)))
+            print("LOOPS", difference(one, train(mirrored, loops)))
+            """
+        )
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+        output = subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True
+        )
+        values = dict(
+            line.split() for line in output.stdout.splitlines() if line.startswith(("OURS", "LOOPS"))
+        )
+        self.assertLess(float(values["OURS"]), 1e-5)
+        # Without the cross-replica sum each replica steps on half the batch: a real difference.
+        self.assertGreater(float(values["LOOPS"]), 1e-3)
+
+
+if __name__ == "__main__":
+    tf.test.main()

@@ -1,0 +1,263 @@
+"""The runner end to end on GLUE's MNLI layout, TFDS sources (mocked) and the CLI flags."""
+
+import json
+import os
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_datasets as tfds
+
+from bert_tf.tasks import adapters, squad, tfds_sources
+from bert_tf.tasks.features import TaskDataError
+from bert_tf.tasks.runner import load_finetuned, run
+from bert_tf.tasks.settings import FinetuneSettings
+
+WORDS = ["the", "cat", "sat", "dog", "ran", "a", "mat", "not", "is", "on", "."]
+LABELS = ["contradiction", "entailment", "neutral"]
+
+
+def write_vocab(directory):
+    path = os.path.join(directory, "vocab.txt")
+    with open(path, "w") as handle:
+        handle.write("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]) + "\n")
+    return path
+
+
+def write_config(directory):
+    path = os.path.join(directory, "bert_config.json")
+    with open(path, "w") as handle:
+        json.dump(
+            {
+                "vocab_size": 5 + len(WORDS),
+                "hidden_size": 32,
+                "num_hidden_layers": 1,
+                "num_attention_heads": 2,
+                "intermediate_size": 64,
+                "max_position_embeddings": 32,
+            },
+            handle,
+        )
+    return path
+
+
+def mnli_rows(rng, n, labelled):
+    header = [
+        "index",
+        "promptID",
+        "pairID",
+        "genre",
+        "s1_bp",
+        "s2_bp",
+        "s1_p",
+        "s2_p",
+        "sentence1",
+        "sentence2",
+    ]
+    rows = [header + (["label1", "gold_label"] if labelled else [])]
+    for i in range(n):
+        a, b = (" ".join(rng.choice(WORDS, size=4)) for _ in range(2))
+        row = [str(100 + i), "0", "0", "g", "", "", "", "", a, b]
+        label = LABELS[i % 3]
+        rows.append(row + ([label, label] if labelled else []))
+    return rows
+
+
+class GlueRunTest(tf.test.TestCase):
+    def test_mnli_from_a_glue_directory(self):
+        root = self.get_temp_dir()
+        data_dir = os.path.join(root, "MNLI")
+        os.makedirs(data_dir, exist_ok=True)
+        rng = np.random.default_rng(0)
+        for name, labelled, n in [
+            ("train", True, 12),
+            ("dev_matched", True, 6),
+            ("dev_mismatched", True, 5),
+            ("test_matched", False, 4),
+            ("test_mismatched", False, 3),
+        ]:
+            with open(os.path.join(data_dir, f"{name}.tsv"), "w") as handle:
+                handle.writelines("\t".join(row) + "\n" for row in mnli_rows(rng, n, labelled))
+        output_dir = os.path.join(root, "out")
+        settings = FinetuneSettings(
+            task="mnli",
+            output_dir=output_dir,
+            data_dir=data_dir,
+            vocab_file=write_vocab(root),
+            bert_config=write_config(root),
+            max_seq_length=16,
+            train_batch_size=4,
+            num_train_epochs=1.0,
+            verbose=0,
+        )
+        results = run(settings)
+        self.assertEqual(
+            sorted(results), ["accuracy", "accuracy_mismatched", "eval_loss", "eval_loss_mismatched"]
+        )
+        with open(os.path.join(output_dir, "eval_results.json")) as handle:
+            self.assertAllClose(json.load(handle), results)
+
+        # The dev predictions written agree with the accuracy reported.
+        with open(os.path.join(output_dir, "eval_MNLI-m.tsv")) as handle:
+            predicted = [line.rstrip("\n").split("\t")[1] for line in handle][1:]
+        gold = [LABELS[i % 3] for i in range(6)]
+        self.assertAllClose(
+            results["accuracy"], np.mean([p == g for p, g in zip(predicted, gold, strict=True)])
+        )
+
+        # Test-set submissions: GLUE's file names, index column and label strings.
+        submissions = {}
+        for name, n in (("MNLI-m", 4), ("MNLI-mm", 3)):
+            with open(os.path.join(output_dir, f"{name}.tsv")) as handle:
+                lines = handle.read().splitlines()
+            self.assertEqual(lines[0], "index\tprediction")
+            self.assertEqual([line.split("\t")[0] for line in lines[1:]], [str(100 + i) for i in range(n)])
+            self.assertContainsSubset({line.split("\t")[1] for line in lines[1:]}, LABELS)
+            submissions[name] = [line.split("\t")[1] for line in lines[1:]]
+        with open(os.path.join(output_dir, "data_stats.json")) as handle:
+            self.assertEqual(json.load(handle)["train"]["num_examples"], 12)
+
+        # The saved model rebuilds without this run's flags and predicts the same labels.
+        model, tokenizer, info = load_finetuned(os.path.join(output_dir, "model"))
+        self.assertEqual(info["label_list"], LABELS)
+        self.assertEqual((info["task"], info["kind"], info["max_seq_length"]), ("mnli", "classification", 16))
+        adapter = adapters.make_adapter(settings, tokenizer)
+        adapter.label_list = info["label_list"]
+        [test_data, _] = adapter.load("predict")
+        logits = model.predict(test_data.x, verbose=0)
+        self.assertEqual([LABELS[i] for i in logits.argmax(-1)], submissions["MNLI-m"])
+
+    def test_squad_v2_evaluation_writes_the_official_files(self):
+        root = self.get_temp_dir()
+        data = {
+            "version": "v2.0",
+            "data": [
+                {
+                    "title": "t",
+                    "paragraphs": [
+                        {
+                            "context": "the cat sat on a mat . the dog ran .",
+                            "qas": [
+                                {
+                                    "id": "a",
+                                    "question": "the cat ?",
+                                    "answers": [{"text": "a mat", "answer_start": 15}],
+                                },
+                                {"id": "b", "question": "the dog ?", "answers": [], "is_impossible": True},
+                            ],
+                        }
+                    ],
+                }
+            ],
+        }
+        dev = os.path.join(root, "dev.json")
+        with open(dev, "w") as handle:
+            json.dump(data, handle)
+        output_dir = os.path.join(root, "squad2")
+        # Evaluation only (no training data): a random-init model, official outputs all the same.
+        results = run(
+            FinetuneSettings(
+                task="squad_v2",
+                output_dir=output_dir,
+                eval_file=dev,
+                vocab_file=write_vocab(root),
+                bert_config=write_config(root),
+                max_seq_length=32,
+                doc_stride=8,
+                verbose=0,
+            )
+        )
+        self.assertContainsSubset(
+            {"exact_match", "f1", "HasAns_exact", "NoAns_f1", "best_f1", "best_f1_thresh", "total"},
+            set(results),
+        )
+        self.assertEqual(results["total"], 2)
+        for name in ("predictions.json", "nbest_predictions.json", "null_odds.json"):
+            with open(os.path.join(output_dir, name)) as handle:
+                self.assertEqual(sorted(json.load(handle)), ["a", "b"])
+        self.assertFalse(os.path.exists(os.path.join(output_dir, "model")))  # nothing was trained
+
+    def test_no_data_and_unknown_task(self):
+        root = self.get_temp_dir()
+        base = dict(
+            output_dir=os.path.join(root, "x"), vocab_file=write_vocab(root), bert_config=write_config(root)
+        )
+        with self.assertRaisesRegex(TaskDataError, "no data for task 'rte'"):
+            run(FinetuneSettings(task="rte", **base))
+        with self.assertRaisesRegex(TaskDataError, "unknown task 'mrcp'.*mrpc"):
+            run(FinetuneSettings(task="mrcp", **base))
+
+
+class TfdsSourcesTest(tf.test.TestCase):
+    def test_glue_stsb_from_tfds_is_regression(self):
+        root = self.get_temp_dir()
+        from bert_tf.tokenization import BertTokenizer
+
+        tokenizer = BertTokenizer(write_vocab(root))
+        settings = FinetuneSettings(task="stsb", output_dir=root, tfds_name="glue/stsb", max_seq_length=16)
+        adapter = adapters.make_adapter(settings, tokenizer)
+        with tfds.testing.mock_data(num_examples=6):
+            [train] = adapter.load("train")
+            evals = adapter.load("eval")
+        self.assertEqual(adapter.kind, "regression")
+        self.assertEqual(train.y.dtype, np.float32)
+        self.assertEqual(train.x["input_ids"].shape, (6, 16))
+        self.assertEqual([data.name for data in evals], ["eval"])
+        with self.assertRaisesRegex(TaskDataError, "--task=mrpc reads glue/mrpc, not --tfds_name=glue/sst2"):
+            adapters.make_adapter(
+                FinetuneSettings(task="mrpc", output_dir=root, tfds_name="glue/sst2"), tokenizer
+            )
+
+    def test_squad_and_conll_records(self):
+        with tfds.testing.mock_data(num_examples=4):
+            dataset = tfds_sources.squad_dataset("squad/v2.0", "train")
+            qas = [
+                qa for article in dataset for paragraph in article["paragraphs"] for qa in paragraph["qas"]
+            ]
+            self.assertLen(qas, 4)
+            self.assertContainsSubset({"id", "question", "answers", "is_impossible"}, set(qas[0]))
+            examples, _ = squad.read_examples(dataset, is_training=False)
+            self.assertLen(examples, 4)
+            # Mock questions carry several answers; training needs exactly one, and says so.
+            with self.assertRaisesRegex(TaskDataError, r"training question '.+' has \d+ answers"):
+                squad.read_examples(dataset, is_training=True)
+            with self.assertRaisesRegex(TaskDataError, "conll2003 train record 0: .* tokens but .* ner tags"):
+                tfds_sources.conll_sentences("conll2003", "train")
+        with self.assertRaisesRegex(TaskDataError, "no TFDS dataset named 'sqaud'.*squad"):
+            tfds_sources.squad_dataset("sqaud/v1.1", "train")
+
+
+class FlagsTest(tf.test.TestCase):
+    def test_flags_map_onto_settings(self):
+        from absl import flags
+
+        from bert_tf import finetune
+
+        argv = [
+            "finetune",
+            "--task=squad_v2",
+            "--output_dir=/tmp/o",
+            "--bert_config_file=bert_tiny",
+            "--vocab_file=v.txt",
+            "--nodo_lower_case",
+            "--train_file=t.json",
+            "--learning_rate=3e-5",
+            "--num_train_epochs=2.5",
+            "--null_score_diff_threshold=-1.5",
+            "--strategy=mirrored",
+        ]
+        flags.FLAGS(argv)
+        try:
+            settings = finetune.settings_from_flags()
+        finally:
+            flags.FLAGS.unparse_flags()
+        self.assertEqual(settings.task, "squad_v2")
+        self.assertEqual(
+            (settings.bert_config, settings.vocab_file, settings.lower_case), ("bert_tiny", "v.txt", False)
+        )
+        self.assertEqual((settings.learning_rate, settings.num_train_epochs), (3e-5, 2.5))
+        self.assertEqual((settings.max_seq_length, settings.null_score_diff_threshold), (384, -1.5))
+        self.assertEqual(settings.strategy, "mirrored")
+
+
+if __name__ == "__main__":
+    tf.test.main()
