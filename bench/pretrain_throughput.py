@@ -108,7 +108,7 @@ def main(argv):
     strategy = tf.distribute.get_strategy()
     model = BertPretrainer(config)
     model(pretraining.dummy_features(1, seq, predictions))
-    optimizer = optimization.create_optimizer(1e-4, 10_000, 100)
+    optimizer = optimization.create_optimizer(1e-4, 10_000, 100, presummed_gradients=True)
     work = tempfile.mkdtemp(prefix="bert_tf_bench_")
     records = write_records(
         os.path.join(work, "train.tfrecord"), 4 * batch, seq, predictions, config.vocab_size

@@ -83,7 +83,7 @@ class Trainer:
     >>> from bert_tf.training.optimization import create_optimizer
     >>> strategy = tf.distribute.get_strategy()
     >>> model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
-    >>> optimizer = create_optimizer(0.1, num_train_steps=20, num_warmup_steps=0)
+    >>> optimizer = create_optimizer(0.1, num_train_steps=20, num_warmup_steps=0, presummed_gradients=True)
     >>> def data(context):
     ...     x = tf.random.stateless_normal([64, 3], seed=[1, 2])
     ...     return tf.data.Dataset.from_tensor_slices({"x": x, "y": tf.reduce_sum(x, 1)}).repeat().batch(8)
@@ -151,6 +151,12 @@ class Trainer:
         self.is_chief = distribute.is_chief(strategy)
         self.verbose = verbose and self.is_chief
 
+        inner = getattr(optimizer, "inner_optimizer", optimizer)
+        if replicas > 1 and not getattr(inner, "presummed_gradients", False):
+            raise ValueError(
+                "the loop sums gradients over replicas before the optimizer sees them; build the "
+                "optimizer with bert_tf.training.optimization.create_optimizer(..., presummed_gradients=True)"
+            )
         if not optimizer.built:
             with strategy.scope():
                 optimizer.build(model.trainable_variables)

@@ -8,9 +8,10 @@ Lamb, with two changes the training loop needs:
 
 * weight-decay exclusions match the variable's full path (`.../LayerNorm/gamma`), not
   only its short name, so a rule such as "LayerNorm" works;
-* gradients arrive already summed over replicas (the loop all-reduces them once, so the
-  global-norm clipping sees the gradient of the whole global batch rather than one
-  replica's share); Keras would otherwise all-reduce them a second time.
+* with `presummed_gradients=True` (what the training loop asks for) gradients arrive
+  already summed over replicas (the loop all-reduces them once, so the global-norm
+  clipping sees the gradient of the whole global batch rather than one replica's
+  share) and are not all-reduced a second time; under `model.fit` Keras sums them.
 
 Two deliberate differences from the original `optimization.py`: Keras' Adam applies bias
 correction (the original did not; it only matters in the first few thousand steps) and
@@ -97,10 +98,15 @@ class _BertOptimizerMixin:
             return False
         return super()._use_weight_decay(variable)
 
+    presummed_gradients = False
+
     def _all_reduce_sum_gradients(self, grads_and_vars):
         # The training loop sums gradients over replicas itself, before clipping; see the
         # module docstring. Summing again here would multiply them by the replica count.
-        return list(grads_and_vars)
+        # Under model.fit (presummed_gradients=False) Keras sums them, as usual.
+        if self.presummed_gradients:
+            return list(grads_and_vars)
+        return super()._all_reduce_sum_gradients(grads_and_vars)
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -140,6 +146,7 @@ def create_optimizer(
     global_clipnorm: float | None = 1.0,
     exclude_from_weight_decay: Sequence[str] = DEFAULT_WEIGHT_DECAY_EXCLUSIONS,
     loss_scale: bool | None = None,
+    presummed_gradients: bool = False,
 ) -> keras.optimizers.Optimizer:
     """Builds the BERT optimizer: AdamW or LAMB on a warmup-then-linear-decay schedule.
 
@@ -154,6 +161,9 @@ def create_optimizer(
       exclude_from_weight_decay: substrings of variable paths that are never decayed.
       loss_scale: wrap in a dynamic `LossScaleOptimizer`; None: when the global Keras
         dtype policy is mixed_float16.
+      presummed_gradients: True for `bert_tf.training.loop.Trainer`, which hands over
+        gradients already summed over replicas (and so clips the global batch's gradient);
+        False for `model.fit`, where Keras sums them.
 
     Example:
 
@@ -175,6 +185,7 @@ def create_optimizer(
         global_clipnorm=global_clipnorm,
     )
     result.set_weight_decay_exclusions(tuple(exclude_from_weight_decay))
+    result.presummed_gradients = presummed_gradients
     if loss_scale is None:
         loss_scale = keras.mixed_precision.global_policy().name == "mixed_float16"
     if loss_scale:

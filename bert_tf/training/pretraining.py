@@ -317,6 +317,7 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
                 settings.num_warmup_steps,
                 optimizer=settings.optimizer,
                 weight_decay=settings.weight_decay,
+                presummed_gradients=True,
             )
         trainer = Trainer(
             strategy,

@@ -60,7 +60,9 @@ def train(
     with strategy.scope():
         model = BertPretrainer(config)
         model(pretraining.dummy_features(1, seq_length, predictions))
-        optimizer = optimization.create_optimizer(1e-2, num_train_steps=steps, num_warmup_steps=1)
+        optimizer = optimization.create_optimizer(
+            1e-2, num_train_steps=steps, num_warmup_steps=1, presummed_gradients=True
+        )
     trainer = Trainer(
         strategy,
         model,

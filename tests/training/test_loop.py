@@ -30,7 +30,9 @@ def make_trainer(model_dir, total_steps, save_every=2, steps_per_loop=2, seed=3)
     keras.utils.set_random_seed(seed)
     model = BertPretrainer(CONFIG)
     model(pretraining.dummy_features(1, 16, 4))
-    optimizer = optimization.create_optimizer(5e-3, num_train_steps=total_steps, num_warmup_steps=2)
+    optimizer = optimization.create_optimizer(
+        5e-3, num_train_steps=total_steps, num_warmup_steps=2, presummed_gradients=True
+    )
 
     def loss_with_length(features, outputs, totals):
         metrics = pretraining.pretraining_loss_share(features, outputs, totals)
