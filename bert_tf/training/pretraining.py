@@ -400,6 +400,8 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
             and vocab_file
             and not (settings.train_files or settings.corpus)
         ):
+            from bert_tf.training.fill_mask import fill_mask_demo
+
             fill_mask = fill_mask_demo(model, vocab_file, settings.do_lower_case, train_files[0])
         return PretrainingResult(model_dir, export_dir, result, eval_metrics, fill_mask)
     finally:
@@ -427,48 +429,3 @@ def export_encoder(model, vocab_file: str | None, lower_case: bool, export_dir: 
     from bert_tf.checkpoints import export_pretrained
 
     return export_pretrained(model, export_dir, vocab_file=vocab_file, lower_case=lower_case)
-
-
-def fill_mask_demo(model, vocab_file: str, lower_case: bool, corpus_file: str, top_k: int = 5):
-    """Masks a word of a corpus sentence and prints the model's top guesses for it."""
-    from bert_tf.tokenization import BertTokenizer
-
-    tokenizer = BertTokenizer(vocab_file, lower_case=lower_case)
-    sentence, tokens, position = _pick_sentence(tokenizer, corpus_file)
-    ids = [tokenizer.cls_id, *tokens, tokenizer.sep_id]
-    answer = ids[position]
-    ids[position] = tokenizer.mask_id
-    features = {
-        "input_ids": tf.constant([ids], tf.int32),
-        "input_mask": tf.ones([1, len(ids)], tf.int32),
-        "segment_ids": tf.zeros([1, len(ids)], tf.int32),
-        "masked_lm_positions": tf.constant([[position]], tf.int32),
-    }
-    logits = tf.cast(model(features, training=False)["mlm_logits"][0, 0], tf.float32)
-    probabilities = tf.nn.softmax(logits).numpy()
-    best = probabilities.argsort()[::-1][:top_k]
-    vocab = tokenizer.vocab
-    masked_text = " ".join(vocab[i] for i in ids[1:-1]).replace(" ##", "")
-    guesses = [(vocab[i], float(probabilities[i])) for i in best]
-    print(f"\nfill the mask: {masked_text}")
-    print(f"  answer: {vocab[answer]}")
-    print("  model:  " + ", ".join(f"{token} ({p:.2f})" for token, p in guesses))
-    return guesses
-
-
-def _pick_sentence(tokenizer, corpus_file: str):
-    """A corpus sentence of 8-30 pieces with a whole word (a single piece) to mask."""
-    vocab = tokenizer.vocab
-    with open(corpus_file, encoding="utf-8") as lines:
-        for line in lines:
-            sentence = line.strip()
-            if not sentence:
-                continue
-            tokens = [int(t) for t in tokenizer.tokenize([sentence])[0].numpy()]
-            if not 8 <= len(tokens) <= 30:
-                continue
-            for index in range(len(tokens) // 2, len(tokens) - 1):
-                piece, following = vocab[tokens[index]], vocab[tokens[index + 1]]
-                if piece.isalpha() and len(piece) > 3 and not following.startswith("##"):
-                    return sentence, tokens, index + 1  # +1 for [CLS]
-    raise inputs.InputError(f"no sentence of 8-30 pieces in {corpus_file} to fill a [MASK] in")
