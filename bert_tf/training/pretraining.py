@@ -7,7 +7,9 @@ With the defaults it runs the demo: a vocab learnt from the embedded corpus (cac
 Example:
 
 >>> from bert_tf.training.pretraining import PretrainingConfig, run_pretraining
->>> settings = PretrainingConfig(model_dir="/tmp/bert_demo", num_train_steps=20)
+>>> settings = PretrainingConfig(model_dir="/tmp/bert_demo", num_train_steps=20, num_warmup_steps=2)
+>>> settings.phase1_steps
+20
 >>> result = run_pretraining(settings)  # doctest: +SKIP
 """
 
