@@ -26,7 +26,6 @@ token (NER): text -> entities: entity_text, entity_label string [batch, max_enti
 
 from __future__ import annotations
 
-import json
 import os
 
 import numpy as np
@@ -298,31 +297,12 @@ def _tag_tables(label_list: list[str]) -> tuple[dict[str, tf.Tensor], tf.Tensor]
     }, tf.constant(begins)
 
 
-def load_finetuned_for_serving(model_dir: str):
-    """(Keras task model, BertTokenizer, task info) from a `bert_tf.finetune` model directory.
-
-    Like `bert_tf.tasks.runner.load_finetuned` but without the training state: model.keras
-    also stores the optimizer, loss and metrics, which serving never needs (compile=False).
-    """
-    import keras
-
-    import bert_tf.models  # noqa: F401  (registers the serializable model classes)
-    from bert_tf.tasks.runner import MODEL_FILE, TASK_FILE
-    from bert_tf.tokenization import BertTokenizer
-
-    with open(os.path.join(model_dir, TASK_FILE), encoding="utf-8") as file:
-        info = json.load(file)
-    model = keras.saving.load_model(os.path.join(model_dir, MODEL_FILE), compile=False)
-    tokenizer = BertTokenizer(os.path.join(model_dir, "vocab.txt"), lower_case=info["lower_case"])
-    return model, tokenizer, info
-
-
 def export_task(
     init_checkpoint: str, export_dir: str, seq_length: int | None = None, overwrite: bool = False
 ) -> str:
     """Exports the fine-tuned model directory `init_checkpoint` (see module docstring)."""
     from bert_tf.serving.exporter import export_module
-    from bert_tf.tasks.runner import MODEL_FILE, TASK_FILE
+    from bert_tf.tasks.runner import MODEL_FILE, TASK_FILE, load_finetuned
 
     for name in (MODEL_FILE, TASK_FILE):
         if not os.path.isfile(os.path.join(init_checkpoint, name)):
@@ -330,7 +310,7 @@ def export_task(
                 f"--kind=task needs a fine-tuned model directory (the model/ folder that "
                 f"bert_tf.finetune writes); {init_checkpoint} has no {name}"
             )
-    model, tokenizer, info = load_finetuned_for_serving(init_checkpoint)
+    model, tokenizer, info = load_finetuned(init_checkpoint, compile=False)
     seq_length = seq_length or int(info["max_seq_length"])
     config = model.encoder.config
     check_seq_length(seq_length, config)

@@ -203,10 +203,8 @@ def create_optimizer(
     on LayerNorm or bias variables, epsilon 1e-6, global-norm clipping 1.0) with linear
     warmup over `warmup_proportion` of the steps, then linear decay to 0.
 
-    Built by `bert_tf.training.optimization.create_optimizer`. That optimizer expects the
-    pretraining loop to have summed the gradients over replicas already; under
-    `model.fit` each replica hands over its own gradients, so here the optimizer sums
-    them across replicas itself, as any Keras optimizer does.
+    Built by `bert_tf.training.optimization.create_optimizer` with its default
+    `presummed_gradients=False`: under `model.fit` Keras sums each replica's gradients.
     """
     from bert_tf.training import optimization
 
@@ -218,9 +216,4 @@ def create_optimizer(
         num_warmup_steps=int(num_train_steps * warmup_proportion),
         weight_decay=weight_decay,
     )
-    inner = getattr(optimizer, "inner_optimizer", optimizer)
-    # Keras' own optimizer class (the first in the MRO outside bert_tf) does the
-    # cross-replica sum that model.fit relies on.
-    keras_class = next(c for c in type(inner).__mro__ if not c.__module__.startswith("bert_tf"))
-    inner._all_reduce_sum_gradients = keras_class._all_reduce_sum_gradients.__get__(inner)
     return optimizer

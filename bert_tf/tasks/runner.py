@@ -224,9 +224,16 @@ def save_finetuned(directory: str, model, tokenizer, settings: FinetuneSettings,
     return directory
 
 
-def load_finetuned(directory: str):
-    """(Keras model, BertTokenizer, task info dict) from a `save_finetuned` directory."""
-    import bert_tf.models  # noqa: F401 - registers the serializable classes
+def load_finetuned(directory: str, compile: bool = True):
+    """(Keras model, BertTokenizer, task info dict) from a `save_finetuned` directory.
+
+    `compile=False` skips the saved optimizer, loss and metrics (serving needs none).
+    """
+    # Imported for their side effect: they register the serializable model, optimizer,
+    # schedule and metric classes that model.keras names.
+    import bert_tf.models  # noqa: F401
+    import bert_tf.tasks.models  # noqa: F401
+    import bert_tf.training.optimization  # noqa: F401
     from bert_tf.tokenization import BertTokenizer
 
     path = os.path.join(directory, MODEL_FILE)
@@ -236,6 +243,6 @@ def load_finetuned(directory: str):
         )
     with open(os.path.join(directory, TASK_FILE), encoding="utf-8") as handle:
         info = json.load(handle)
-    model = keras.saving.load_model(path)
+    model = keras.saving.load_model(path, compile=compile)
     tokenizer = BertTokenizer(os.path.join(directory, "vocab.txt"), lower_case=info["lower_case"])
     return model, tokenizer, info

@@ -85,9 +85,25 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
 
 
 class _BertOptimizerMixin:
-    """Path-based weight-decay exclusions; gradients arrive already all-reduced."""
+    """Path-based weight-decay exclusions; optionally, gradients arrive already all-reduced.
+
+    Both settings are constructor arguments and part of `get_config`, so an optimizer saved
+    in a `.keras` file (a fine-tuned model's) reloads with the same behaviour.
+    """
+
+    def __init__(
+        self,
+        *args,
+        weight_decay_exclusions: Sequence[str] = DEFAULT_WEIGHT_DECAY_EXCLUSIONS,
+        presummed_gradients: bool = False,
+        **kwargs,
+    ):
+        super().__init__(*args, **kwargs)
+        self.presummed_gradients = bool(presummed_gradients)
+        self.set_weight_decay_exclusions(tuple(weight_decay_exclusions))
 
     def set_weight_decay_exclusions(self, patterns: Sequence[str]) -> None:
+        self.weight_decay_exclusions = tuple(patterns)
         self._weight_decay_exclusion = (
             re.compile("|".join(re.escape(p) for p in patterns), re.IGNORECASE) if patterns else None
         )
@@ -98,8 +114,6 @@ class _BertOptimizerMixin:
             return False
         return super()._use_weight_decay(variable)
 
-    presummed_gradients = False
-
     def _all_reduce_sum_gradients(self, grads_and_vars):
         # The training loop sums gradients over replicas itself, before clipping; see the
         # module docstring. Summing again here would multiply them by the replica count.
@@ -107,6 +121,14 @@ class _BertOptimizerMixin:
         if self.presummed_gradients:
             return list(grads_and_vars)
         return super()._all_reduce_sum_gradients(grads_and_vars)
+
+    def get_config(self) -> dict:
+        config = super().get_config()
+        config.update(
+            weight_decay_exclusions=list(self.weight_decay_exclusions),
+            presummed_gradients=self.presummed_gradients,
+        )
+        return config
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -183,9 +205,9 @@ def create_optimizer(
         beta_2=beta_2,
         epsilon=epsilon,
         global_clipnorm=global_clipnorm,
+        weight_decay_exclusions=tuple(exclude_from_weight_decay),
+        presummed_gradients=presummed_gradients,
     )
-    result.set_weight_decay_exclusions(tuple(exclude_from_weight_decay))
-    result.presummed_gradients = presummed_gradients
     if loss_scale is None:
         loss_scale = keras.mixed_precision.global_policy().name == "mixed_float16"
     if loss_scale:

@@ -120,6 +120,11 @@ class GlueRunTest(tf.test.TestCase):
         model, tokenizer, info = load_finetuned(os.path.join(output_dir, "model"))
         self.assertEqual(info["label_list"], LABELS)
         self.assertEqual((info["task"], info["kind"], info["max_seq_length"]), ("mnli", "classification", 16))
+        # The optimizer comes back with its decay exclusions and Keras' replica summing.
+        optimizer = getattr(model.optimizer, "inner_optimizer", model.optimizer)
+        self.assertEqual(type(optimizer).__name__, "AdamW")
+        self.assertContainsSubset(["LayerNorm", "bias"], optimizer.weight_decay_exclusions)
+        self.assertFalse(optimizer.presummed_gradients)
         adapter = adapters.make_adapter(settings, tokenizer)
         adapter.label_list = info["label_list"]
         [test_data, _] = adapter.load("predict")
