@@ -23,9 +23,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-# Activations the original modeling.py accepts by name. "gelu" there is the tanh
-# approximation; "gelu_new" / "gelu_pytorch_tanh" are Hugging Face's names for it.
-SUPPORTED_ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "tanh", "linear")
+# Activations by name. "gelu" is the original modeling.py's: the tanh approximation.
+# "gelu_exact" is the erf form, which Hugging Face calls "gelu" (and its released BERT
+# configs use); from_hf_dict translates transformers' names into these.
+SUPPORTED_ACTIVATIONS = ("gelu", "gelu_exact", "relu", "tanh", "linear")
+# transformers' hidden_act name -> ours.
+_HF_ACTIVATIONS = {"gelu": "gelu_exact", "gelu_new": "gelu", "gelu_pytorch_tanh": "gelu"}
 
 _CONFIG_SOURCE_DIR = Path(__file__).resolve().parent.parent / "configs"
 
@@ -111,7 +114,18 @@ class BertConfig:
         if values.get("position_embedding_type", "absolute") != "absolute":
             raise ConfigError(f"{source}: only absolute position embeddings are supported")
         known = {field.name for field in dataclasses.fields(cls)}
-        return cls.from_dict({k: v for k, v in values.items() if k in known}, source)
+        values = {k: v for k, v in values.items() if k in known}
+        if "hidden_act" in values:
+            values["hidden_act"] = _HF_ACTIVATIONS.get(values["hidden_act"], values["hidden_act"])
+        return cls.from_dict(values, source)
+
+    def to_hf_dict(self) -> dict[str, Any]:
+        """The BERT fields of a Hugging Face `config.json`, activation named as transformers names it."""
+        values = self.to_dict()
+        values["hidden_act"] = {
+            ours: hf for hf, ours in _HF_ACTIVATIONS.items() if hf != "gelu_pytorch_tanh"
+        }.get(values["hidden_act"], values["hidden_act"])
+        return values
 
     @classmethod
     def from_json_file(cls, path: str | os.PathLike) -> BertConfig:

@@ -99,7 +99,16 @@ class BertConfigTest(tf.test.TestCase):
             "position_embedding_type": "absolute",
             "transformers_version": "4.6.0.dev0",
         }
-        self.assertEqual(BertConfig.from_hf_dict(hf), load_config("bert_base"))
+        # transformers' "gelu" is the erf form (our "gelu_exact"); its "gelu_new" is the
+        # original BERT's tanh form (our "gelu").
+        self.assertEqual(
+            BertConfig.from_hf_dict(hf), load_config("bert_base").replace(hidden_act="gelu_exact")
+        )
+        self.assertEqual(BertConfig.from_hf_dict({**hf, "hidden_act": "gelu_new"}), load_config("bert_base"))
+        for ours, theirs in (("gelu", "gelu_new"), ("gelu_exact", "gelu"), ("relu", "relu")):
+            config = load_config("bert_base").replace(hidden_act=ours)
+            self.assertEqual(config.to_hf_dict()["hidden_act"], theirs)
+            self.assertEqual(BertConfig.from_hf_dict({**hf, **config.to_hf_dict()}), config)
         with self.assertRaisesRegex(ConfigError, "model_type is 'roberta'"):
             BertConfig.from_hf_dict({**hf, "model_type": "roberta"})
 

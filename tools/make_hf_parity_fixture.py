@@ -4,6 +4,7 @@ inputs and outputs, so the parity tests run without torch.
 Run once, with torch and transformers installed (not needed by bert_tf or its tests):
 
     /work/venv-torch/bin/python tools/make_hf_parity_fixture.py [--output tests/fixtures/hf_tiny]
+    /work/venv-torch/bin/python tools/make_hf_parity_fixture.py --output tests/fixtures/hf_tiny_erf --hidden_act gelu
 
 Writes config.json + model.safetensors (save_pretrained, safetensors), vocab.txt,
 inputs.npz (input_ids, input_mask, segment_ids, masked_lm_positions: padding in the batch
@@ -22,6 +23,12 @@ import transformers
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output", default=os.path.join("tests", "fixtures", "hf_tiny"))
+    parser.add_argument(
+        "--hidden_act",
+        default="gelu_new",
+        help="gelu_new: the original BERT's tanh GELU (tests/fixtures/hf_tiny); gelu: transformers' "
+        "erf GELU, what released Hugging Face BERT configs say (tests/fixtures/hf_tiny_erf)",
+    )
     args = parser.parse_args()
     torch.manual_seed(1234)
     rng = np.random.default_rng(1234)
@@ -32,7 +39,7 @@ def main() -> None:
         num_hidden_layers=2,
         num_attention_heads=4,
         intermediate_size=128,
-        hidden_act="gelu_new",  # the original BERT's tanh GELU (transformers' "gelu" is erf)
+        hidden_act=args.hidden_act,
         max_position_embeddings=32,
         type_vocab_size=2,
         layer_norm_eps=1e-12,

@@ -40,11 +40,10 @@ def config_dict(config: BertConfig, architecture: str) -> dict[str, Any]:
     """A transformers `config.json` for this model.
 
     The original "gelu" is the tanh approximation, which transformers calls "gelu_new"
-    (its "gelu" is the erf form), so the exported model computes the same function.
+    (its "gelu" is the erf form, our "gelu_exact"), so the exported model computes the same
+    function.
     """
-    values = config.to_dict()
-    if values["hidden_act"] == "gelu":
-        values["hidden_act"] = "gelu_new"
+    values = config.to_hf_dict()
     values.update(
         architectures=[architecture],
         model_type="bert",

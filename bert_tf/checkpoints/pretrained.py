@@ -12,7 +12,6 @@ import glob
 import json
 import os
 import shutil
-import warnings
 
 import keras
 import numpy as np
@@ -164,12 +163,6 @@ def _read_config(source: _Source) -> BertConfig:
     if os.path.isfile(hf_config):
         with open(hf_config, encoding="utf-8") as file:
             values = json.load(file)
-        if values.get("hidden_act") == "gelu":
-            warnings.warn(
-                f"{hf_config} says hidden_act='gelu', which transformers computes with erf; this "
-                "model uses the tanh approximation of the original BERT (outputs differ by ~1e-3)",
-                stacklevel=3,
-            )
         return BertConfig.from_hf_dict(values, source=hf_config)
     if os.path.isfile(google_config):
         return BertConfig.from_json_file(google_config)

@@ -13,10 +13,14 @@ def gelu(x):
     return ops.gelu(x, approximate=True)
 
 
+def gelu_exact(x):
+    """GELU with erf: what Hugging Face configs call `gelu` (`gelu_exact` in ours)."""
+    return ops.gelu(x, approximate=False)
+
+
 _ACTIVATIONS: dict[str, Callable] = {
     "gelu": gelu,
-    "gelu_new": gelu,
-    "gelu_pytorch_tanh": gelu,
+    "gelu_exact": gelu_exact,
     "relu": ops.relu,
     "tanh": ops.tanh,
     "linear": lambda x: x,

@@ -21,6 +21,8 @@ from bert_tf.checkpoints import export_pretrained
 from bert_tf.models import from_pretrained
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "hf_tiny")
+# The same model with transformers' erf GELU ("gelu"), as released HF BERT configs say.
+ERF_FIXTURE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "hf_tiny_erf")
 REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 FLOAT32_TOLERANCE = 1e-4
 # bfloat16 keeps 8 significant bits (relative error ~4e-3 per operation). On this fixture
@@ -28,9 +30,9 @@ FLOAT32_TOLERANCE = 1e-4
 BFLOAT16_TOLERANCE = 0.1
 
 
-def fixture_arrays():
-    inputs = dict(np.load(os.path.join(FIXTURE, "inputs.npz")))
-    expected = dict(np.load(os.path.join(FIXTURE, "outputs.npz")))
+def fixture_arrays(fixture=FIXTURE):
+    inputs = dict(np.load(os.path.join(fixture, "inputs.npz")))
+    expected = dict(np.load(os.path.join(fixture, "outputs.npz")))
     return inputs, expected
 
 
@@ -61,6 +63,14 @@ class HuggingFaceParityTest(tf.test.TestCase):
         for name, difference in differences.items():
             self.assertLessEqual(difference, FLOAT32_TOLERANCE, f"{name}: {differences}")
         self.assertEqual(settings.vocab_file, os.path.join(FIXTURE, "vocab.txt"))
+
+    def test_erf_gelu_config_matches_transformers(self):
+        model, _ = from_pretrained(ERF_FIXTURE)
+        self.assertEqual(model.encoder.config.hidden_act, "gelu_exact")
+        inputs, expected = fixture_arrays(ERF_FIXTURE)
+        differences = max_differences(model, inputs, expected)
+        for name, difference in differences.items():
+            self.assertLessEqual(difference, FLOAT32_TOLERANCE, f"{name}: {differences}")
 
     def test_mixed_bfloat16_outputs_are_close(self):
         keras.config.set_dtype_policy("mixed_bfloat16")
