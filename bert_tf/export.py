@@ -19,23 +19,36 @@ from absl import app, flags
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_enum("kind", None, ["preprocessor", "encoder", "mlm", "task"], "What to export.")
-flags.DEFINE_string(
-    "init_checkpoint",
-    None,
-    "A Google checkpoint directory or prefix, a Hugging Face BERT directory, a bert_tf "
-    "checkpoint, or (for --kind=task) a fine-tuned model directory written by bert_tf.finetune.",
-)
-flags.DEFINE_string("export_dir", None, "Directory to write the SavedModel to.")
-flags.DEFINE_integer(
-    "seq_length",
-    None,
-    "Packed sequence length, at most the model's max_position_embeddings. Default: 128, or "
-    "for --kind=task the max_seq_length the model was fine-tuned with.",
-)
-flags.DEFINE_integer("top_k", 5, "--kind=mlm: predictions returned per [MASK].")
-flags.DEFINE_bool("overwrite", False, "Replace an existing non-empty --export_dir.")
-flags.mark_flags_as_required(["kind", "init_checkpoint", "export_dir"])
+
+def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+    """Defines this command's flags on `flag_values`.
+
+    Called only when the module runs as a program, so the CLIs (several define
+    --init_checkpoint, --vocab_file, ...) can be imported side by side.
+    """
+    flags.DEFINE_enum(
+        "kind", None, ["preprocessor", "encoder", "mlm", "task"], "What to export.", flag_values=flag_values
+    )
+    flags.DEFINE_string(
+        "init_checkpoint",
+        None,
+        "A Google checkpoint directory or prefix, a Hugging Face BERT directory, a bert_tf "
+        "checkpoint, or (for --kind=task) a fine-tuned model directory written by bert_tf.finetune.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string("export_dir", None, "Directory to write the SavedModel to.", flag_values=flag_values)
+    flags.DEFINE_integer(
+        "seq_length",
+        None,
+        "Packed sequence length, at most the model's max_position_embeddings. Default: 128, or "
+        "for --kind=task the max_seq_length the model was fine-tuned with.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer("top_k", 5, "--kind=mlm: predictions returned per [MASK].", flag_values=flag_values)
+    flags.DEFINE_bool(
+        "overwrite", False, "Replace an existing non-empty --export_dir.", flag_values=flag_values
+    )
+    flags.mark_flags_as_required(["kind", "init_checkpoint", "export_dir"], flag_values=flag_values)
 
 
 def main(argv: list[str]) -> None:
@@ -60,4 +73,5 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
+    define_flags()
     app.run(main)

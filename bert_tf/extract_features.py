@@ -18,18 +18,44 @@ from absl import app, flags
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_string("input_file", None, "Text file: one text (or 'a ||| b' pair) per line.")
-flags.DEFINE_string("output_file", None, "JSON Lines file to write.")
-flags.DEFINE_string(
-    "init_checkpoint",
-    None,
-    "A Google checkpoint directory or prefix, a Hugging Face BERT directory, or ours.",
-)
-flags.DEFINE_list("layers", ["-1", "-2", "-3", "-4"], "Transformer block indices; -1 is the last.")
-flags.DEFINE_enum("pooling", "cls", ["cls", "mean"], "Sentence vector: [CLS] vector or mean over tokens.")
-flags.DEFINE_integer("max_seq_length", 128, "Packed length; longer texts are trimmed from the end.")
-flags.DEFINE_integer("batch_size", 32, "Texts per encoder call.")
-flags.mark_flags_as_required(["input_file", "output_file", "init_checkpoint"])
+
+def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+    """Defines this command's flags on `flag_values`.
+
+    Called only when the module runs as a program, so the CLIs (several define
+    --init_checkpoint, --vocab_file, ...) can be imported side by side.
+    """
+    flags.DEFINE_string(
+        "input_file", None, "Text file: one text (or 'a ||| b' pair) per line.", flag_values=flag_values
+    )
+    flags.DEFINE_string("output_file", None, "JSON Lines file to write.", flag_values=flag_values)
+    flags.DEFINE_string(
+        "init_checkpoint",
+        None,
+        "A Google checkpoint directory or prefix, a Hugging Face BERT directory, or ours.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_list(
+        "layers",
+        ["-1", "-2", "-3", "-4"],
+        "Transformer block indices; -1 is the last.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_enum(
+        "pooling",
+        "cls",
+        ["cls", "mean"],
+        "Sentence vector: [CLS] vector or mean over tokens.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "max_seq_length",
+        128,
+        "Packed length; longer texts are trimmed from the end.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer("batch_size", 32, "Texts per encoder call.", flag_values=flag_values)
+    flags.mark_flags_as_required(["input_file", "output_file", "init_checkpoint"], flag_values=flag_values)
 
 
 def main(argv: list[str]) -> None:
@@ -62,4 +88,5 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
+    define_flags()
     app.run(main)

@@ -16,15 +16,28 @@ from absl import app, flags
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_string(
-    "init_checkpoint",
-    None,
-    "A checkpoint with the pretraining heads (Google, Hugging Face BertForPreTraining/"
-    "BertForMaskedLM, or ours).",
-)
-flags.DEFINE_integer("top_k", 5, "Predictions per [MASK].")
-flags.DEFINE_integer("max_seq_length", 128, "Packed length; text beyond it (and its masks) is dropped.")
-flags.mark_flags_as_required(["init_checkpoint"])
+
+def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+    """Defines this command's flags on `flag_values`.
+
+    Called only when the module runs as a program, so the CLIs (several define
+    --init_checkpoint, --vocab_file, ...) can be imported side by side.
+    """
+    flags.DEFINE_string(
+        "init_checkpoint",
+        None,
+        "A checkpoint with the pretraining heads (Google, Hugging Face BertForPreTraining/"
+        "BertForMaskedLM, or ours).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer("top_k", 5, "Predictions per [MASK].", flag_values=flag_values)
+    flags.DEFINE_integer(
+        "max_seq_length",
+        128,
+        "Packed length; text beyond it (and its masks) is dropped.",
+        flag_values=flag_values,
+    )
+    flags.mark_flags_as_required(["init_checkpoint"], flag_values=flag_values)
 
 
 def main(argv: list[str]) -> None:
@@ -61,4 +74,5 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
+    define_flags()
     app.run(main)

@@ -23,59 +23,163 @@ from absl import app, flags
 
 from bert_tf.tasks.adapters import TASKS
 from bert_tf.tasks.settings import FinetuneSettings
+from bert_tf.training import distribute
 
 _DEFAULTS = FinetuneSettings(task="classification", output_dir="")
 
-flags.DEFINE_enum("task", None, list(TASKS), "The task to fine-tune on.")
-flags.DEFINE_string("output_dir", None, "Where eval_results.json, predictions and model/ are written.")
-flags.DEFINE_string(
-    "init_checkpoint", None, "Pretrained model: Google checkpoint dir, Hugging Face dir or ours."
-)
-flags.DEFINE_string(
-    "bert_config_file",
-    None,
-    "Model config (bert_config.json path or a name such as bert_tiny): random "
-    "initialisation without --init_checkpoint.",
-)
-flags.DEFINE_string("vocab_file", None, "WordPiece vocab (default: the checkpoint's).")
-flags.DEFINE_bool("do_lower_case", None, "Lower-case input (default: what the checkpoint says).")
-flags.DEFINE_string("train_file", None, "Training data (TSV/CSV/JSONL, SQuAD JSON, CoNLL or SWAG CSV).")
-flags.DEFINE_string("eval_file", None, "Evaluation data with labels; scored into eval_results.json.")
-flags.DEFINE_string(
-    "predict_file", None, "Data to predict (labels not needed); written in the official format."
-)
-flags.DEFINE_string("data_dir", None, "GLUE task directory as distributed (train.tsv, dev*.tsv, test*.tsv).")
-flags.DEFINE_string("tfds_name", None, "TFDS dataset, e.g. glue/mrpc, squad/v1.1, conll2003.")
-flags.DEFINE_string("tfds_data_dir", None, "TFDS data directory (a prepared one works offline).")
-flags.DEFINE_string("text_column", _DEFAULTS.text_column, "classification/regression: column of the text.")
-flags.DEFINE_string("text_b_column", None, "classification/regression: column of the second text of a pair.")
-flags.DEFINE_string("label_column", _DEFAULTS.label_column, "classification/regression: column of the label.")
-flags.DEFINE_integer("max_seq_length", None, "Word pieces per sequence (default 384 for SQuAD, else 128).")
-flags.DEFINE_integer("doc_stride", _DEFAULTS.doc_stride, "SQuAD: stride between context windows.")
-flags.DEFINE_integer("max_query_length", _DEFAULTS.max_query_length, "SQuAD: question pieces kept.")
-flags.DEFINE_integer("n_best_size", _DEFAULTS.n_best_size, "SQuAD: candidates kept per question.")
-flags.DEFINE_integer("max_answer_length", _DEFAULTS.max_answer_length, "SQuAD: longest answer in pieces.")
-flags.DEFINE_float(
-    "null_score_diff_threshold", _DEFAULTS.null_score_diff_threshold, "SQuAD 2.0: answer '' above this."
-)
-flags.DEFINE_integer("train_batch_size", _DEFAULTS.train_batch_size, "Global training batch size.")
-flags.DEFINE_integer("eval_batch_size", _DEFAULTS.eval_batch_size, "Batch size of evaluation and prediction.")
-flags.DEFINE_float("learning_rate", _DEFAULTS.learning_rate, "Peak learning rate of AdamW.")
-flags.DEFINE_float("num_train_epochs", _DEFAULTS.num_train_epochs, "Epochs of training (may be fractional).")
-flags.DEFINE_float("warmup_proportion", _DEFAULTS.warmup_proportion, "Fraction of steps of linear warmup.")
-flags.DEFINE_integer("seed", _DEFAULTS.seed, "Random seed (initialisation, dropout, shuffling).")
-flags.DEFINE_string("tpu", None, "TPU name or address for TPUClusterResolver ('local' on a TPU VM).")
-flags.DEFINE_enum(
-    "strategy",
-    "default",
-    ["default", "one_device", "mirrored", "multi_worker", "tpu"],
-    "Distribution strategy.",
-)
-flags.DEFINE_integer("num_gpus", 0, "GPUs for --strategy=one_device/mirrored.")
-flags.DEFINE_bool("save_model", True, "Save the fine-tuned model to OUTPUT_DIR/model.")
-flags.DEFINE_bool("eval_train", False, "Also score the training data (train_* metrics in eval_results.json).")
 
-flags.mark_flags_as_required(["task", "output_dir"])
+def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+    """Defines this command's flags on `flag_values`.
+
+    Called only when the module runs as a program, so the CLIs (several define
+    --init_checkpoint, --vocab_file, ...) can be imported side by side.
+    """
+    flags.DEFINE_enum("task", None, list(TASKS), "The task to fine-tune on.", flag_values=flag_values)
+    flags.DEFINE_string(
+        "output_dir",
+        None,
+        "Where eval_results.json, predictions and model/ are written.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "init_checkpoint",
+        None,
+        "Pretrained model: Google checkpoint dir, Hugging Face dir or ours.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "bert_config_file",
+        None,
+        "Model config (bert_config.json path or a name such as bert_tiny): random "
+        "initialisation without --init_checkpoint.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "vocab_file", None, "WordPiece vocab (default: the checkpoint's).", flag_values=flag_values
+    )
+    flags.DEFINE_bool(
+        "do_lower_case",
+        None,
+        "Lower-case input (default: what the checkpoint says).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "train_file",
+        None,
+        "Training data (TSV/CSV/JSONL, SQuAD JSON, CoNLL or SWAG CSV).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "eval_file",
+        None,
+        "Evaluation data with labels; scored into eval_results.json.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "predict_file",
+        None,
+        "Data to predict (labels not needed); written in the official format.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "data_dir",
+        None,
+        "GLUE task directory as distributed (train.tsv, dev*.tsv, test*.tsv).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "tfds_name", None, "TFDS dataset, e.g. glue/mrpc, squad/v1.1, conll2003.", flag_values=flag_values
+    )
+    flags.DEFINE_string(
+        "tfds_data_dir", None, "TFDS data directory (a prepared one works offline).", flag_values=flag_values
+    )
+    flags.DEFINE_string(
+        "text_column",
+        _DEFAULTS.text_column,
+        "classification/regression: column of the text.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "text_b_column",
+        None,
+        "classification/regression: column of the second text of a pair.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "label_column",
+        _DEFAULTS.label_column,
+        "classification/regression: column of the label.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "max_seq_length",
+        None,
+        "Word pieces per sequence (default 384 for SQuAD, else 128).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "doc_stride", _DEFAULTS.doc_stride, "SQuAD: stride between context windows.", flag_values=flag_values
+    )
+    flags.DEFINE_integer(
+        "max_query_length",
+        _DEFAULTS.max_query_length,
+        "SQuAD: question pieces kept.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "n_best_size", _DEFAULTS.n_best_size, "SQuAD: candidates kept per question.", flag_values=flag_values
+    )
+    flags.DEFINE_integer(
+        "max_answer_length",
+        _DEFAULTS.max_answer_length,
+        "SQuAD: longest answer in pieces.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_float(
+        "null_score_diff_threshold",
+        _DEFAULTS.null_score_diff_threshold,
+        "SQuAD 2.0: answer '' above this.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "train_batch_size", _DEFAULTS.train_batch_size, "Global training batch size.", flag_values=flag_values
+    )
+    flags.DEFINE_integer(
+        "eval_batch_size",
+        _DEFAULTS.eval_batch_size,
+        "Batch size of evaluation and prediction.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_float(
+        "learning_rate", _DEFAULTS.learning_rate, "Peak learning rate of AdamW.", flag_values=flag_values
+    )
+    flags.DEFINE_float(
+        "num_train_epochs",
+        _DEFAULTS.num_train_epochs,
+        "Epochs of training (may be fractional).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_float(
+        "warmup_proportion",
+        _DEFAULTS.warmup_proportion,
+        "Fraction of steps of linear warmup.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "seed", _DEFAULTS.seed, "Random seed (initialisation, dropout, shuffling).", flag_values=flag_values
+    )
+    distribute.define_strategy_flags(flag_values)
+    flags.adopt_module_key_flags(distribute, flag_values=flag_values)  # listed by --helpshort
+    flags.DEFINE_bool(
+        "save_model", True, "Save the fine-tuned model to OUTPUT_DIR/model.", flag_values=flag_values
+    )
+    flags.DEFINE_bool(
+        "eval_train",
+        False,
+        "Also score the training data (train_* metrics in eval_results.json).",
+        flag_values=flag_values,
+    )
+    flags.mark_flags_as_required(["task", "output_dir"], flag_values=flag_values)
 
 
 def settings_from_flags(values=flags.FLAGS) -> FinetuneSettings:
@@ -98,4 +202,5 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
+    define_flags()
     app.run(main)

@@ -20,25 +20,69 @@ from absl import app, flags, logging
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_string("input_file", None, "Input raw text file(s): comma-separated globs.")
-flags.DEFINE_string("output_file", None, "Output TFRecord file(s): comma-separated, written round-robin.")
-flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
-flags.DEFINE_bool("do_lower_case", True, "Lower-case the input (True for uncased models).")
-flags.DEFINE_bool("do_whole_word_mask", False, "Mask whole words (a piece and its ## continuations).")
-flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.")
-flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum number of masked-LM predictions per sequence.")
-flags.DEFINE_integer("random_seed", 12345, "Random seed: the same flags and seed give byte-identical files.")
-flags.DEFINE_integer(
-    "dupe_factor", 10, "Number of passes over the input (each with different pairs and masks)."
-)
-flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
-flags.DEFINE_float("short_seq_prob", 0.1, "Probability of a target length shorter than the maximum.")
-flags.DEFINE_bool(
-    "dynamic_masking",
-    False,
-    "Write unmasked records; pipelines.pretraining_dataset masks them afresh each epoch.",
-)
-flags.DEFINE_integer("shuffle_buffer_size", 50_000, "Records shuffled together (bounds memory).")
+
+def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+    """Defines this command's flags on `flag_values`.
+
+    Called only when the module runs as a program, so the CLIs (several define
+    --init_checkpoint, --vocab_file, ...) can be imported side by side.
+    """
+    flags.DEFINE_string(
+        "input_file", None, "Input raw text file(s): comma-separated globs.", flag_values=flag_values
+    )
+    flags.DEFINE_string(
+        "output_file",
+        None,
+        "Output TFRecord file(s): comma-separated, written round-robin.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "vocab_file", None, "The vocabulary file that the BERT model was trained on.", flag_values=flag_values
+    )
+    flags.DEFINE_bool(
+        "do_lower_case", True, "Lower-case the input (True for uncased models).", flag_values=flag_values
+    )
+    flags.DEFINE_bool(
+        "do_whole_word_mask",
+        False,
+        "Mask whole words (a piece and its ## continuations).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.", flag_values=flag_values)
+    flags.DEFINE_integer(
+        "max_predictions_per_seq",
+        20,
+        "Maximum number of masked-LM predictions per sequence.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "random_seed",
+        12345,
+        "Random seed: the same flags and seed give byte-identical files.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "dupe_factor",
+        10,
+        "Number of passes over the input (each with different pairs and masks).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.", flag_values=flag_values)
+    flags.DEFINE_float(
+        "short_seq_prob",
+        0.1,
+        "Probability of a target length shorter than the maximum.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_bool(
+        "dynamic_masking",
+        False,
+        "Write unmasked records; pipelines.pretraining_dataset masks them afresh each epoch.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "shuffle_buffer_size", 50_000, "Records shuffled together (bounds memory).", flag_values=flag_values
+    )
 
 
 def main(argv: list[str]) -> None:
@@ -69,6 +113,7 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
+    define_flags()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     flags.mark_flags_as_required(["input_file", "output_file", "vocab_file"])
     app.run(main)

@@ -20,6 +20,26 @@ import tensorflow as tf
 STRATEGIES = ("default", "one_device", "mirrored", "multi_worker", "tpu")
 
 
+def define_strategy_flags(flag_values) -> None:
+    """--tpu, --strategy and --num_gpus, shared by `bert_tf.pretrain` and `bert_tf.finetune`."""
+    from absl import flags
+
+    flags.DEFINE_string(
+        "tpu",
+        None,
+        "TPU name or address for TPUClusterResolver ('local' on a TPU VM).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_enum(
+        "strategy",
+        "default",
+        list(STRATEGIES),
+        "Distribution strategy; multi_worker reads the cluster from TF_CONFIG.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer("num_gpus", 0, "GPUs for --strategy=one_device/mirrored.", flag_values=flag_values)
+
+
 class StrategyError(ValueError):
     """A strategy request that cannot be satisfied; the message says what to change."""
 

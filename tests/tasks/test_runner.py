@@ -250,11 +250,10 @@ class FlagsTest(tf.test.TestCase):
             "--null_score_diff_threshold=-1.5",
             "--strategy=mirrored",
         ]
-        flags.FLAGS(argv)
-        try:
-            settings = finetune.settings_from_flags()
-        finally:
-            flags.FLAGS.unparse_flags()
+        flag_values = flags.FlagValues()
+        finetune.define_flags(flag_values)
+        flag_values(argv)
+        settings = finetune.settings_from_flags(flag_values)
         self.assertEqual(settings.task, "squad_v2")
         self.assertEqual(
             (settings.bert_config, settings.vocab_file, settings.lower_case), ("bert_tiny", "v.txt", False)

@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from absl import flags
-from absl.testing import flagsaver
 
 from bert_tf import pretrain
 from bert_tf.config import load_config
@@ -76,8 +75,10 @@ def checkpoint_weights(model_dir: str) -> dict:
 class FlagsTest(tf.test.TestCase):
     def setUp(self):
         super().setUp()
-        if not flags.FLAGS.is_parsed():
-            flags.FLAGS(["pretrain"])
+        # Each test gets its own flags: the CLIs define theirs only when run as programs.
+        self.flag_values = flags.FlagValues()
+        pretrain.define_flags(self.flag_values)
+        self.flag_values(["pretrain"])
 
     def test_every_config_field_has_a_flag_with_the_same_default(self):
         defaults = pretraining.PretrainingConfig()
@@ -85,8 +86,8 @@ class FlagsTest(tf.test.TestCase):
         for field in pretraining.PretrainingConfig.__dataclass_fields__:
             if field in skip:
                 continue
-            self.assertIn(field, flags.FLAGS, field)
-            self.assertEqual(flags.FLAGS[field].default, getattr(defaults, field), field)
+            self.assertIn(field, self.flag_values, field)
+            self.assertEqual(self.flag_values[field].default, getattr(defaults, field), field)
 
     def test_tpu_flag_gives_the_loop_a_tpu_strategy(self):
         work = Path(tempfile.mkdtemp())
@@ -98,14 +99,17 @@ class FlagsTest(tf.test.TestCase):
             return "trained"
 
         resolver = mock.sentinel.resolver
+        self.flag_values(
+            [
+                "pretrain",
+                "--tpu=my-tpu",
+                f"--corpus={corpus}",
+                f"--vocab_file={VOCAB}",
+                "--config=bert_base",
+                f"--model_dir={work / 'model'}",
+            ]
+        )
         with (
-            flagsaver.flagsaver(
-                tpu="my-tpu",
-                corpus=corpus,
-                vocab_file=str(VOCAB),
-                config="bert_base",
-                model_dir=str(work / "model"),
-            ),
             mock.patch.object(
                 tf.distribute.cluster_resolver, "TPUClusterResolver", return_value=resolver
             ) as make,
@@ -115,7 +119,7 @@ class FlagsTest(tf.test.TestCase):
             mock.patch.object(pretraining, "_train", side_effect=fake_train),
         ):
             tpu_strategy.return_value.num_replicas_in_sync = 8
-            settings = pretrain.settings_from_flags()
+            settings = pretrain.settings_from_flags(self.flag_values)
             self.assertEqual((settings.tpu, settings.config), ("my-tpu", "bert_base"))
             pretraining.run_pretraining(settings)
         make.assert_called_once_with(tpu="my-tpu")
