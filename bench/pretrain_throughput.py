@@ -17,10 +17,14 @@ the model-FLOPs utilisation of both against the matmul peak measured in the same
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 import time
 
-from absl import app, flags
+if not __package__:  # run as `python bench/pretrain_throughput.py`: import from the checkout
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+from absl import app, flags  # noqa: E402
 
 flags.DEFINE_string("config", "bert_base", "Model config.")
 flags.DEFINE_integer("batch_size", 8, "Global batch size.")

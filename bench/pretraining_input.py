@@ -24,11 +24,6 @@ from pathlib import Path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
-# Run as `python bench/<name>.py`, Python puts bench/ first on sys.path, where
-# bench/tokenize.py would shadow the standard library's tokenize module.
-_BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _BENCH_DIR]
-
 from absl import app, flags  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

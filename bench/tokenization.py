@@ -11,7 +11,7 @@ for --rounds rounds; the best round of each is reported. One core per side:
 With --fast_bert it also times tensorflow-text's FastBertTokenizer (lower_case_nfd_strip_accents)
 and counts the lines where its ids differ from BertTokenizer's, which is why it is not used.
 
-  python -m bench.tokenize [--repeat=42] [--batch_size=1024] [--rounds=3] [--fast_bert]
+  python bench/tokenization.py [--repeat=42] [--batch_size=1024] [--rounds=3] [--fast_bert]
 """
 
 from __future__ import annotations
@@ -20,8 +20,7 @@ import os
 import sys
 
 if not __package__:
-    # Run as `python bench/tokenize.py`: put the checkout, not bench/ (whose tokenize.py
-    # would shadow the standard library's), first on the path.
+    # Run as `python bench/tokenization.py`: the checkout, not bench/, first on the path.
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 import argparse  # noqa: E402
