@@ -19,7 +19,11 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import time
+
+if not __package__:  # run as `python bench/train_step.py`: import from the checkout
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
