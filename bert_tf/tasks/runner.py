@@ -200,7 +200,9 @@ def save_finetuned(directory: str, model, tokenizer, settings: FinetuneSettings,
 
     The directory holds `model.keras` (the whole Keras task model: architecture and
     weights), `bert_config.json` (the encoder's config), `vocab.txt` and `task.json`
-    (task name, kind, label list, lower_case, max_seq_length and the SQuAD lengths).
+    (task name, kind, label list, lower_case, max_seq_length, the second text's column for
+    own-data pair tasks, and the SQuAD lengths and null-answer threshold), everything the
+    raw-text export (`bert_tf.serving.task`) needs.
     `load_finetuned(directory)` reads it back.
     """
     os.makedirs(directory, exist_ok=True)
@@ -214,11 +216,14 @@ def save_finetuned(directory: str, model, tokenizer, settings: FinetuneSettings,
         "lower_case": bool(tokenizer.lower_case),
         "max_seq_length": settings.max_seq_length,
     }
+    if adapter.kind in ("classification", "regression") and settings.text_b_column:
+        info["text_b_column"] = settings.text_b_column
     if adapter.kind == "span":
         info.update(
             doc_stride=settings.doc_stride,
             max_query_length=settings.max_query_length,
             version_2_with_negative=bool(getattr(adapter, "version_2", False)),
+            null_score_diff_threshold=settings.null_score_diff_threshold,
         )
     _write_json(os.path.join(directory, TASK_FILE), info)
     return directory

@@ -311,6 +311,11 @@ class LearningTest(tf.test.TestCase):
         # The saved model rebuilds from its directory alone and gives the same answers.
         model, tokenizer, info = load_finetuned(os.path.join(self.dir, "squad", "model"))
         self.assertEqual((info["task"], info["kind"], info["max_seq_length"]), ("squad", "span", 48))
+        # The export reads the null-answer threshold from here (SQuAD 2.0 serving).
+        self.assertEqual(
+            info["null_score_diff_threshold"],
+            FinetuneSettings(task="squad", output_dir="").null_score_diff_threshold,
+        )
         examples, _ = squad.read_examples(test_data["data"], is_training=False)
         found, _ = squad.convert_examples(
             tokenizer, examples, False, info["max_seq_length"], info["doc_stride"]
