@@ -1,11 +1,11 @@
-"""What the task models share: holding a serialized encoder and building a dense head."""
+"""What the task models share: a functional model over a serialized encoder, a dense head."""
 
 from __future__ import annotations
 
 import keras
 
 from bert_tf.layers.activations import truncated_normal
-from bert_tf.models.encoder import ENCODER_INPUTS, BertEncoder
+from bert_tf.models.encoder import ENCODER_INPUTS, BertEncoder, keep_inputs
 
 
 def encoder_inputs(encoder: BertEncoder, extra_dims: int = 0) -> dict:
@@ -23,16 +23,30 @@ def task_dense(encoder: BertEncoder, units: int, name: str) -> keras.layers.Dens
     )
 
 
-def task_config(model: keras.Model, **fields) -> dict:
-    return {
-        "encoder": keras.saving.serialize_keras_object(model.encoder),
-        "name": model.name,
-        "trainable": model.trainable,
-        **fields,
-    }
+class TaskModel(keras.Model):
+    """Base of the task models: a functional Keras model over a shared `BertEncoder`.
 
+    Subclasses build their graph in `__init__`, set `self.encoder`, and name their other
+    constructor arguments in `config_fields`; `get_config` serializes the encoder with
+    them. Features the graph does not take (labels riding along in the input dict) are
+    dropped before the call.
+    """
 
-def task_from_config(cls, config: dict):
-    config = dict(config)
-    config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
-    return cls(**config)
+    config_fields: tuple[str, ...] = ()
+
+    def call(self, inputs, training=None, mask=None):
+        return super().call(keep_inputs(inputs, ENCODER_INPUTS), training=training, mask=mask)
+
+    def get_config(self) -> dict:
+        return {
+            "encoder": keras.saving.serialize_keras_object(self.encoder),
+            "name": self.name,
+            "trainable": self.trainable,
+            **{field: getattr(self, field) for field in self.config_fields},
+        }
+
+    @classmethod
+    def from_config(cls, config: dict):
+        config = dict(config)
+        config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
+        return cls(**config)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from bert_tf.models._task import encoder_inputs, task_config, task_dense, task_from_config
-from bert_tf.models.encoder import ENCODER_INPUTS, BertEncoder, keep_inputs
+from bert_tf.models._task import TaskModel, encoder_inputs, task_dense
+from bert_tf.models.encoder import BertEncoder
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class BertClassifier(keras.Model):
+class BertClassifier(TaskModel):
     """dropout(pooled_output) -> dense: float32 logits [batch, num_classes].
 
     `num_classes=1` makes a regression model (e.g. STS-B): the single output is the score.
@@ -26,6 +26,8 @@ class BertClassifier(keras.Model):
     >>> model({"input_ids": ids, "input_mask": ids > 0, "segment_ids": 0 * ids}).shape
     TensorShape([1, 3])
     """
+
+    config_fields = ("num_classes", "dropout_rate")
 
     def __init__(
         self,
@@ -46,13 +48,3 @@ class BertClassifier(keras.Model):
         self.encoder = encoder
         self.num_classes = num_classes
         self.dropout_rate = dropout_rate
-
-    def call(self, inputs, training=None, mask=None):
-        return super().call(keep_inputs(inputs, ENCODER_INPUTS), training=training, mask=mask)
-
-    def get_config(self):
-        return task_config(self, num_classes=self.num_classes, dropout_rate=self.dropout_rate)
-
-    @classmethod
-    def from_config(cls, config):
-        return task_from_config(cls, config)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from bert_tf.models._task import encoder_inputs, task_config, task_dense, task_from_config
-from bert_tf.models.encoder import ENCODER_INPUTS, BertEncoder, keep_inputs
+from bert_tf.models._task import TaskModel, encoder_inputs, task_dense
+from bert_tf.models.encoder import BertEncoder
 
 
 class _MergeChoices(keras.layers.Layer):
@@ -30,7 +30,7 @@ class _SplitChoices(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class BertMultipleChoice(keras.Model):
+class BertMultipleChoice(TaskModel):
     """Inputs [batch, choices, seq]; every choice is encoded on its own, scored from its
     pooled output by dropout -> dense(1); float32 logits [batch, choices].
 
@@ -44,6 +44,8 @@ class BertMultipleChoice(keras.Model):
     >>> model({"input_ids": ids, "input_mask": ids > 0, "segment_ids": 0 * ids}).shape
     TensorShape([1, 3])
     """
+
+    config_fields = ("dropout_rate",)
 
     def __init__(
         self, encoder: BertEncoder, dropout_rate: float = 0.1, name: str = "bert_multiple_choice", **kwargs
@@ -59,13 +61,3 @@ class BertMultipleChoice(keras.Model):
         super().__init__(inputs=inputs, outputs=logits, name=name, **kwargs)
         self.encoder = encoder
         self.dropout_rate = dropout_rate
-
-    def call(self, inputs, training=None, mask=None):
-        return super().call(keep_inputs(inputs, ENCODER_INPUTS), training=training, mask=mask)
-
-    def get_config(self):
-        return task_config(self, dropout_rate=self.dropout_rate)
-
-    @classmethod
-    def from_config(cls, config):
-        return task_from_config(cls, config)

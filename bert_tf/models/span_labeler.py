@@ -5,12 +5,12 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from bert_tf.models._task import encoder_inputs, task_config, task_dense, task_from_config
-from bert_tf.models.encoder import ENCODER_INPUTS, BertEncoder, keep_inputs
+from bert_tf.models._task import TaskModel, encoder_inputs, task_dense
+from bert_tf.models.encoder import BertEncoder
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class BertSpanLabeler(keras.Model):
+class BertSpanLabeler(TaskModel):
     """A 2-unit dense on every token: {start_logits, end_logits}, float32 [batch, seq].
 
     As in the original run_squad.py, no dropout is applied before this head.
@@ -35,13 +35,3 @@ class BertSpanLabeler(keras.Model):
         outputs = {"start_logits": logits[:, :, 0], "end_logits": logits[:, :, 1]}
         super().__init__(inputs=inputs, outputs=outputs, name=name, **kwargs)
         self.encoder = encoder
-
-    def call(self, inputs, training=None, mask=None):
-        return super().call(keep_inputs(inputs, ENCODER_INPUTS), training=training, mask=mask)
-
-    def get_config(self):
-        return task_config(self)
-
-    @classmethod
-    def from_config(cls, config):
-        return task_from_config(cls, config)

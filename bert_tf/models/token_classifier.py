@@ -5,12 +5,12 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from bert_tf.models._task import encoder_inputs, task_config, task_dense, task_from_config
-from bert_tf.models.encoder import ENCODER_INPUTS, BertEncoder, keep_inputs
+from bert_tf.models._task import TaskModel, encoder_inputs, task_dense
+from bert_tf.models.encoder import BertEncoder
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class BertTokenClassifier(keras.Model):
+class BertTokenClassifier(TaskModel):
     """dropout(sequence_output) -> dense: float32 logits [batch, seq, num_classes].
 
     Example:
@@ -24,6 +24,8 @@ class BertTokenClassifier(keras.Model):
     >>> model({"input_ids": ids, "input_mask": ids > 0, "segment_ids": 0 * ids}).shape
     TensorShape([1, 5, 5])
     """
+
+    config_fields = ("num_classes", "dropout_rate")
 
     def __init__(
         self,
@@ -44,13 +46,3 @@ class BertTokenClassifier(keras.Model):
         self.encoder = encoder
         self.num_classes = num_classes
         self.dropout_rate = dropout_rate
-
-    def call(self, inputs, training=None, mask=None):
-        return super().call(keep_inputs(inputs, ENCODER_INPUTS), training=training, mask=mask)
-
-    def get_config(self):
-        return task_config(self, num_classes=self.num_classes, dropout_rate=self.dropout_rate)
-
-    @classmethod
-    def from_config(cls, config):
-        return task_from_config(cls, config)
