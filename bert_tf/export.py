@@ -13,6 +13,12 @@ complete; an existing non-empty --export_dir is refused unless --overwrite.
 
 from __future__ import annotations
 
+import os
+
+# TensorFlow's C++ INFO and WARNING lines (CUDA probing, oneDNN notes) mean nothing to a
+# user of this command; set TF_CPP_MIN_LOG_LEVEL=0 to see them.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
 import sys
 
 from absl import app, flags

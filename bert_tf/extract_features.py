@@ -11,6 +11,12 @@ the original's key "linex_index" is spelt "line_index" here).
 
 from __future__ import annotations
 
+import os
+
+# TensorFlow's C++ INFO and WARNING lines (CUDA probing, oneDNN notes) mean nothing to a
+# user of this command; set TF_CPP_MIN_LOG_LEVEL=0 to see them.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
 import json
 import sys
 

@@ -14,6 +14,12 @@ on a TPU from the original TFRecords:
 
 from __future__ import annotations
 
+import os
+
+# TensorFlow's C++ INFO and WARNING lines (CUDA probing, oneDNN notes) mean nothing to a
+# user of this command; set TF_CPP_MIN_LOG_LEVEL=0 to see them.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
 import dataclasses
 import sys
 

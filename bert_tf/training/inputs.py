@@ -11,6 +11,7 @@ import os
 import tensorflow as tf
 
 from bert_tf.config import BertConfig
+from pipelines import records
 
 
 class InputError(ValueError):
@@ -33,13 +34,8 @@ def expand_files(patterns: str | list[str], flag: str) -> list[str]:
 
 
 def is_tfrecord(path: str) -> bool:
-    """Whether `path` starts with a readable TFRecord (as opposed to raw text)."""
-    try:
-        for _ in tf.data.TFRecordDataset(path).take(1):
-            return True
-        return True  # an empty TFRecord file
-    except (tf.errors.DataLossError, tf.errors.InvalidArgumentError):
-        return False
+    """Whether `path` starts with a readable TFRecord of Examples (as opposed to raw text)."""
+    return records.peek_format(path) is not None
 
 
 def record_lengths(path: str) -> dict[str, int]:
