@@ -182,6 +182,22 @@ def _uncased_exceptions() -> _UncasedExceptions:
     return _UncasedExceptions(tuple(sorted(disagree)), tuple(keys), tuple(starts), tuple(values))
 
 
+def apply_to_batch(batch_fn, texts):
+    """`batch_fn` ([batch] strings -> ragged [batch, ...]) on a batch, or on one string.
+
+    A scalar string gives the single row; any other rank than 0 or 1 is a user error.
+    """
+    texts = tf.convert_to_tensor(texts, dtype=tf.string)
+    if texts.shape.rank == 0:
+        return batch_fn(texts[tf.newaxis])[0]
+    if texts.shape.rank != 1:
+        raise ValueError(
+            f"tokenize takes a batch of strings of shape [batch] (or one string); got shape "
+            f"{texts.shape}. Reshape it to [-1] first"
+        )
+    return batch_fn(texts)
+
+
 class BasicTokenizer(tf.Module):
     """Splits text into the words of the original BasicTokenizer (before WordPiece).
 
@@ -217,15 +233,7 @@ class BasicTokenizer(tf.Module):
 
     def tokenize(self, texts) -> tf.RaggedTensor | tf.Tensor:
         """Words: tf.string ragged [batch, (words)] for a batch, [words] for one string."""
-        texts = tf.convert_to_tensor(texts, dtype=tf.string)
-        if texts.shape.rank == 0:
-            return self._split_words(texts[tf.newaxis])[0]
-        if texts.shape.rank != 1:
-            raise ValueError(
-                f"tokenize takes a batch of strings of shape [batch] (or one string); got shape "
-                f"{texts.shape}. Reshape it to [-1] first"
-            )
-        return self._split_words(texts)
+        return apply_to_batch(self._split_words, texts)
 
     def _split_words(self, texts: tf.Tensor) -> tf.RaggedTensor:  # [batch] -> [batch, (words)]
         classes = self._classes

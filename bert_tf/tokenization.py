@@ -33,7 +33,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 from absl import logging
 
-from bert_tf.basic_tokenizer import BasicTokenizer
+from bert_tf.basic_tokenizer import BasicTokenizer, apply_to_batch
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 # The original WordpieceTokenizer maps a word longer than this many characters to [UNK].
@@ -248,15 +248,7 @@ class BertTokenizer(tf.Module):
 
         Every word has at least one piece ([UNK] when it cannot be covered).
         """
-        texts = tf.convert_to_tensor(texts, dtype=tf.string)
-        if texts.shape.rank == 0:
-            return self._tokenize_batch(texts[tf.newaxis])[0]
-        if texts.shape.rank != 1:
-            raise ValueError(
-                f"tokenize takes a batch of strings of shape [batch] (or one string); got shape "
-                f"{texts.shape}. Reshape it to [-1] first"
-            )
-        return self._tokenize_batch(texts)
+        return apply_to_batch(self._tokenize_batch, texts)
 
     def split_words(self, texts) -> tf.RaggedTensor | tf.Tensor:
         """The words of the original BasicTokenizer: tf.string ragged [batch, (words)]."""

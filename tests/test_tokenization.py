@@ -584,6 +584,19 @@ class BadInputTest(BertTokenizerTestBase):
         self.assertEqual(ids.to_list(), [[], [], [], []])
         self.assertEqual(self.uncased.tokenize([]).shape.as_list(), [0, None])
 
+    def test_one_string_or_a_batch(self):
+        # Every entry point takes [batch] strings or one string (its single row), and names
+        # the fix for any other shape.
+        for method in (self.uncased.tokenize, self.uncased.tokenize_with_words, self.uncased.split_words):
+            with self.subTest(method=method.__name__):
+
+                def as_list(value):
+                    return value.to_list() if isinstance(value, tf.RaggedTensor) else value.numpy().tolist()
+
+                self.assertEqual(as_list(method("hello world")), as_list(method(["hello world"])[0]))
+                with self.assertRaisesRegex(ValueError, r"got shape \(1, 1\). Reshape it to \[-1\]"):
+                    method([["hello world"]])
+
     def test_ten_megabyte_line(self):
         sentences = corpus_sentences()
         line, parts = "", []
