@@ -26,6 +26,10 @@ Example:
 from __future__ import annotations
 
 import functools
+import hashlib
+import inspect
+import json
+import os
 import typing
 import unicodedata
 
@@ -67,8 +71,7 @@ def _categories() -> list[str]:
     return [unicodedata.category(char) for char in map(chr, range(0x110000))]
 
 
-@functools.cache
-def _character_classes() -> dict[str, str]:
+def _compute_character_classes() -> dict[str, str]:
     """Regexes for the character classes of the original, built from Python's `unicodedata`."""
     code_points = np.arange(0x110000)
     category = np.array(_categories())
@@ -133,8 +136,7 @@ class _UncasedExceptions(typing.NamedTuple):
     values: tuple[int, ...]
 
 
-@functools.cache
-def _uncased_exceptions() -> _UncasedExceptions:
+def _compute_uncased_exceptions(nonspacing_mark: str) -> _UncasedExceptions:
     """Where ICU's uncased normalization disagrees with Python's, and Python's own table.
 
     ICU in TensorFlow and tensorflow-text is not Python's Unicode version: with Python 3.11
@@ -143,6 +145,7 @@ def _uncased_exceptions() -> _UncasedExceptions:
     (U+16121 ...). Every code point is run through both, each on its own: they are joined by
     spaces, and a space is a starter (combining class 0) that is neither cased nor
     case-ignorable, so it stops both canonical reordering and the final-sigma context.
+    `nonspacing_mark` is the "nonspacing_mark" regex of `_compute_character_classes`.
     """
     categories = _categories()
     # NUL (ICU stops at it) is deleted before this step; the space is the separator.
@@ -152,7 +155,7 @@ def _uncased_exceptions() -> _UncasedExceptions:
     marks = dict.fromkeys(cp for cp, category in enumerate(categories) if category == "Mn")
     python = unicodedata.normalize("NFD", joined.lower()).translate(marks).split(" ")
     icu = tf_text.normalize_utf8(tf.strings.lower(joined, encoding="utf-8"), "NFD")
-    icu = tf.strings.regex_replace(icu, _character_classes()["nonspacing_mark"], "")
+    icu = tf.strings.regex_replace(icu, nonspacing_mark, "")
     icu = icu.numpy().decode("utf-8").split(" ")
     disagree = {cp for cp, ours, theirs in zip(code_points, python, icu, strict=True) if ours != theirs}
     # Canonical reordering: a mark ICU gives a combining class that Python does not (a mark
@@ -180,6 +183,65 @@ def _uncased_exceptions() -> _UncasedExceptions:
             values.extend(map(ord, normalized))
             starts.append(len(values))
     return _UncasedExceptions(tuple(sorted(disagree)), tuple(keys), tuple(starts), tuple(values))
+
+
+def _tables_key() -> str:
+    """What the tables depend on: Python's and both ICUs' Unicode data, and the code above."""
+    code = "".join(
+        inspect.getsource(function)
+        for function in (
+            _char_class,
+            _categories,
+            _compute_character_classes,
+            _final_sigma_classes,
+            _compute_uncased_exceptions,
+        )
+    )
+    parts = [unicodedata.unidata_version, tf.__version__, tf_text.__version__, code, CJK_RANGES]
+    return hashlib.sha256(repr(parts).encode("utf-8")).hexdigest()[:16]
+
+
+@functools.cache
+def _tables() -> tuple[dict[str, str], _UncasedExceptions]:
+    """The character classes and uncased exceptions, from the cache when it has them.
+
+    Computing them walks all 1.1M code points through Python and ICU (about a second and a
+    half); they depend only on the versions in `_tables_key`, so the first tokenizer built
+    on a machine stores them in the bert_tf cache (see `bert_tf.cache`) and later ones read
+    them back. An unreadable or unwritable cache only costs the recomputation.
+    """
+    from bert_tf.cache import cache_dir
+
+    try:
+        path = cache_dir() / f"unicode_tables-{_tables_key()}.json"
+    except OSError:
+        path = None
+    if path is not None and path.exists():
+        try:
+            cached = json.loads(path.read_text(encoding="utf-8"))
+            return cached["classes"], _UncasedExceptions(*(tuple(v) for v in cached["uncased"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            pass  # a damaged file: recompute and replace it
+    classes = _compute_character_classes()
+    uncased = _compute_uncased_exceptions(classes["nonspacing_mark"])
+    if path is not None:
+        temporary = path.with_name(f"{path.name}.tmp-{os.getpid()}")
+        try:
+            temporary.write_text(json.dumps({"classes": classes, "uncased": list(uncased)}), encoding="utf-8")
+            os.replace(temporary, path)  # atomic: a reader never sees half a file
+        except OSError:
+            temporary.unlink(missing_ok=True)
+    return classes, uncased
+
+
+def _character_classes() -> dict[str, str]:
+    """Regexes for the character classes of the original (see `_compute_character_classes`)."""
+    return _tables()[0]
+
+
+def _uncased_exceptions() -> _UncasedExceptions:
+    """ICU's disagreements and Python's uncased table (see `_compute_uncased_exceptions`)."""
+    return _tables()[1]
 
 
 def apply_to_batch(batch_fn, texts):

@@ -276,7 +276,8 @@ class BertTokenizer(tf.Module):
 
     # --- the graph ---------------------------------------------------------------------
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    # Plain graph code (explicit tf.cond): no AutoGraph conversion, which costs a second per trace.
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
     def _tokenize_batch(self, texts: tf.Tensor) -> tf.RaggedTensor:
         words = self._basic_tokenizer.tokenize(texts)  # [batch, (words)]
         # The original maps a word of more than MAX_CHARS_PER_WORD characters to [UNK]; the

@@ -12,11 +12,13 @@ from __future__ import annotations
 import functools
 import os
 import random
+import shutil
 import tempfile
 import time
 import unicodedata
 from collections import Counter
 from pathlib import Path
+from unittest import mock
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -24,7 +26,7 @@ import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from tokenizers import BertWordPieceTokenizer  # noqa: E402
 
-from bert_tf import tokenization  # noqa: E402
+from bert_tf import basic_tokenizer, tokenization  # noqa: E402
 from bert_tf.tokenization import BertTokenizer, VocabError, load_vocab  # noqa: E402
 from pipelines import corpus  # noqa: E402
 
@@ -613,3 +615,47 @@ class BadInputTest(BertTokenizerTestBase):
         self.assertEqual(ids[0], [i for row in per_sentence for i in row] * copies)
         self.assertEqual(ids[1], [self.uncased.unk_id])
         self.assertLess(elapsed, 30.0)
+
+
+class UnicodeTablesCacheTest(tf.test.TestCase):
+    """The character tables are computed once per machine and read back from the cache."""
+
+    def setUp(self):
+        super().setUp()
+        self.cache = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, self.cache, ignore_errors=True)
+        self.enterContext(mock.patch.dict(os.environ, BERT_TF_CACHE=self.cache))
+        basic_tokenizer._tables.cache_clear()
+        self.addCleanup(basic_tokenizer._tables.cache_clear)
+
+    def _cache_files(self):
+        return sorted(Path(self.cache).glob("unicode_tables-*"))
+
+    def test_cached_tables_equal_fresh_ones(self):
+        classes, uncased = basic_tokenizer._tables()
+        (path,) = self._cache_files()
+        self.assertEndsWith(path.name, ".json")  # no temporary file left behind
+        basic_tokenizer._tables.cache_clear()
+        self.assertEqual(basic_tokenizer._tables(), (classes, uncased))  # read back
+        fresh_classes = basic_tokenizer._compute_character_classes()
+        self.assertEqual(classes, fresh_classes)
+        self.assertEqual(
+            uncased, basic_tokenizer._compute_uncased_exceptions(fresh_classes["nonspacing_mark"])
+        )
+        self.assertNotEmpty(uncased.icu_disagrees)
+
+    def test_damaged_cache_is_recomputed_and_replaced(self):
+        expected = basic_tokenizer._tables()
+        (path,) = self._cache_files()
+        path.write_text('{"classes": {"remove": "[', encoding="utf-8")
+        basic_tokenizer._tables.cache_clear()
+        self.assertEqual(basic_tokenizer._tables(), expected)
+        basic_tokenizer._tables.cache_clear()
+        self.assertEqual(basic_tokenizer._tables(), expected)  # the replaced file reads back
+
+    def test_unwritable_cache_still_tokenizes(self):
+        blocked = os.path.join(self.cache, "not_a_directory")
+        Path(blocked).write_text("a file where the cache directory should be")
+        with mock.patch.dict(os.environ, BERT_TF_CACHE=blocked):
+            tokenizer = BertTokenizer(UNCASED_VOCAB, lower_case=True)
+            self.assertEqual(tokenizer.tokenize(["Héllo WORLD"]).to_list(), [[7592, 2088]])

@@ -24,6 +24,7 @@ from pathlib import Path
 import keras
 import tensorflow as tf
 
+from bert_tf.cache import cache_dir as default_cache_dir
 from bert_tf.config import load_config
 from bert_tf.training import distribute, inputs, optimization
 from bert_tf.training.loop import Phase, Trainer, TrainResult
@@ -118,9 +119,7 @@ class PretrainingResult:
 
 
 def cache_dir(settings: PretrainingConfig) -> Path:
-    path = Path(settings.cache_dir or os.environ.get("BERT_TF_CACHE") or Path.home() / ".cache" / "bert_tf")
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return default_cache_dir(settings.cache_dir)
 
 
 # --- the pieces ------------------------------------------------------------------
