@@ -107,14 +107,15 @@ def build_pairs(
     sentences = documents.values  # [sentences, (pieces)]
     sentence_lengths = sentences.row_lengths()
     keep = sentence_lengths > 0
-    kept_per_document = tf.math.unsorted_segment_sum(
-        tf.cast(keep, tf.int64), documents.value_rowids(), documents.nrows()
+    kept_before = tf.concat([[0], tf.cumsum(tf.cast(keep, tf.int64))], axis=0)  # kept sentences before i
+    kept_per_document = tf.gather(kept_before, documents.row_splits[1:]) - tf.gather(
+        kept_before, documents.row_splits[:-1]
     )
     empty_sentences = tf.reduce_sum(tf.cast(~keep, tf.int64))
     empty_documents = tf.reduce_sum(tf.cast(kept_per_document == 0, tf.int64))
     sentence_counts = tf.boolean_mask(kept_per_document, kept_per_document > 0)  # [docs]
     sentence_lengths = tf.boolean_mask(sentence_lengths, keep)  # [sentences]
-    flat_tokens = tf.ragged.boolean_mask(sentences, keep).flat_values  # [tokens]
+    flat_tokens = sentences.flat_values  # [tokens]: the dropped sentences hold none
 
     num_documents = tf.size(sentence_counts, out_type=tf.int64)
     # offsets[i] = tokens before sentence i; strictly increasing.
@@ -206,8 +207,8 @@ def build_pairs(
         jump_round,
         (tf.constant(1, tf.int64), visited, jump),
     )
-    chunk_start = visited[:-1]
-    record = {name: tf.boolean_mask(value, chunk_start) for name, value in record.items()}
+    chunk_start = tf.where(visited[:-1])[:, 0]
+    record = {name: tf.gather(value, chunk_start) for name, value in record.items()}
 
     a_token_start = tf.gather(offsets, record["a_start"])
     b_token_start = tf.gather(offsets, record["b_start"])

@@ -261,6 +261,9 @@ class ReferenceAgreementTest(BertTokenizerTestBase):
         got = self.uncased.tokenize(texts).to_list()
         for text, ids in zip(texts, got, strict=True):
             self.assertEqual(ids, self.reference[True](text), text)
+        # Alone, each text decides for itself whether its batch needs transcoding.
+        for text in texts[:300]:
+            self.assertEqual(self.uncased.tokenize([text]).to_list(), [self.reference[True](text)], text)
 
     def test_sampled_code_points_match_reference(self):
         # Every 13th code point alone and inside a word (the slow test covers all of them).
