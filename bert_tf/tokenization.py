@@ -183,7 +183,8 @@ class BertTokenizer(tf.Module):
         super().__init__(name=name)
         self._vocab_file = os.fspath(vocab_file)
         self._lower_case = bool(lower_case)
-        self._vocab = load_vocab(self._vocab_file)
+        # A tuple: tf.Module would wrap a list and track its 30,000 entries one by one.
+        self._vocab = tuple(load_vocab(self._vocab_file))
         ids = {token: index for index, token in enumerate(self._vocab)}
         self._special_ids = {token: ids[token] for token in SPECIAL_TOKENS}
         self._basic_tokenizer = BasicTokenizer(lower_case=self._lower_case)

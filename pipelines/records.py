@@ -27,6 +27,9 @@ Example:
 
 from __future__ import annotations
 
+import functools
+
+import numpy as np
 import tensorflow as tf
 
 SEQUENCE_FEATURES = ("input_ids", "input_mask", "segment_ids")
@@ -50,20 +53,56 @@ def feature_spec(max_seq_length: int, max_predictions_per_seq: int = 20, *, mask
     return spec
 
 
-def _encode(message_type: str, field: str, values: tf.Tensor, sizes: tf.Tensor) -> tf.Tensor:
-    return tf.io.encode_proto(
-        sizes=tf.reshape(tf.cast(sizes, tf.int32), [-1, 1]),
-        values=[values],
-        field_names=[field],
-        message_type=message_type,
+def _python_varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        low, value = value & 0x7F, value >> 7
+        out.append(low | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+_VARINT_TABLE_BITS = 14
+
+
+@functools.cache
+def _varint_tables() -> tuple[np.ndarray, np.ndarray]:
+    """Varints of 0 .. 2^14 - 1, and the same values as two bytes that both continue."""
+    size = 1 << _VARINT_TABLE_BITS
+    whole = [_python_varint(value) for value in range(size)]
+    continued = [bytes([(value & 0x7F) | 0x80, (value >> 7) | 0x80]) for value in range(size)]
+    return np.array(whole, dtype=object), np.array(continued, dtype=object)
+
+
+def _varint(values: tf.Tensor, tables: list[tf.Tensor]) -> tf.Tensor:
+    """Protobuf varints of lengths (int64, 0 <= value < 2^28) as tf.string, elementwise."""
+    whole, continued = tables
+    mask = (1 << _VARINT_TABLE_BITS) - 1
+    small = tf.gather(whole, tf.minimum(values, mask))
+    large = tf.strings.join(
+        [
+            tf.gather(continued, tf.bitwise.bitwise_and(values, mask)),
+            tf.gather(whole, tf.minimum(tf.bitwise.right_shift(values, _VARINT_TABLE_BITS), mask)),
+        ]
     )
+    return tf.where(values <= mask, small, large)
+
+
+def _length_prefixed(field_tag: bytes, message: tf.Tensor, tables: list[tf.Tensor]) -> tuple[list, tf.Tensor]:
+    """The pieces of `field_tag varint(len(message)) message`, and their total length."""
+    length = tf.cast(tf.strings.length(message), tf.int64)
+    size = _varint(length, tables)
+    total = len(field_tag) + tf.cast(tf.strings.length(size), tf.int64) + length
+    return [field_tag, size, message], total
 
 
 def encode_examples(features: dict[str, tf.Tensor]) -> tf.Tensor:
     """Serializes a batch of dense features ([batch, length] each) into tf.train.Examples.
 
     Integer features become Int64List, `masked_lm_weights` a FloatList; features are
-    written in the original order. Returns tf.string [batch].
+    written in the original order. Returns tf.string [batch]: the bytes protobuf itself
+    writes (the value lists come from `tf.io.encode_proto`, the few wrapping messages
+    around them are joined here, which halves the time).
     """
     names = [name for name in FEATURE_ORDER if name in features]
     unknown = set(features) - set(names)
@@ -71,38 +110,29 @@ def encode_examples(features: dict[str, tf.Tensor]) -> tf.Tensor:
         raise ValueError(
             f"cannot encode unknown features {sorted(unknown)}; expected some of {FEATURE_ORDER}"
         )
-    batch_size = tf.shape(features[names[0]])[0]
-    feature_messages = []
+    tables = [tf.constant(table, tf.string) for table in _varint_tables()]
+    entries = []
     for name in names:
         values = features[name]
-        length = tf.shape(values)[1]
+        sizes = tf.fill([tf.shape(values)[0], 1], tf.shape(values)[1])
         if name in FLOAT_FEATURES:
-            values_list = _encode(
-                "tensorflow.FloatList", "value", tf.cast(values, tf.float32), tf.fill([batch_size], length)
-            )
-            feature = _encode("tensorflow.Feature", "float_list", values_list[:, None], tf.ones([batch_size]))
+            message_type, values, feature_tag = "tensorflow.FloatList", tf.cast(values, tf.float32), b"\x12"
         else:
-            values_list = _encode(
-                "tensorflow.Int64List", "value", tf.cast(values, tf.int64), tf.fill([batch_size], length)
-            )
-            feature = _encode("tensorflow.Feature", "int64_list", values_list[:, None], tf.ones([batch_size]))
-        feature_messages.append(feature)
-    num_features = len(names)
-    features_flat = tf.reshape(tf.stack(feature_messages, axis=1), [-1, 1])  # [batch × features, 1]
-    keys = tf.reshape(tf.tile(tf.constant(names)[tf.newaxis, :], [batch_size, 1]), [-1, 1])
-    entries = tf.io.encode_proto(
-        sizes=tf.ones([tf.shape(keys)[0], 2], tf.int32),
-        values=[keys, features_flat],
-        field_names=["key", "value"],
-        message_type="tensorflow.Features.FeatureEntry",
-    )
-    feature_map = _encode(
-        "tensorflow.Features",
-        "feature",
-        tf.reshape(entries, [-1, num_features]),
-        tf.fill([batch_size], num_features),
-    )
-    return _encode("tensorflow.Example", "features", feature_map[:, None], tf.ones([batch_size]))
+            message_type, values, feature_tag = "tensorflow.Int64List", tf.cast(values, tf.int64), b"\x1a"
+        value_list = tf.io.encode_proto(sizes, [values], ["value"], message_type)
+        # Feature {oneof kind: float_list = 2 | int64_list = 3}
+        feature, feature_length = _length_prefixed(feature_tag, value_list, tables)
+        # Features.FeatureEntry {string key = 1; Feature value = 2}, as field 1 of Features.
+        key = name.encode("utf-8")
+        key_part = b"\x0a" + _python_varint(len(key)) + key + b"\x12"
+        feature_length_bytes = _varint(feature_length, tables)
+        entry_length = (
+            len(key_part) + tf.cast(tf.strings.length(feature_length_bytes), tf.int64) + feature_length
+        )
+        entries += [b"\x0a", _varint(entry_length, tables), key_part, feature_length_bytes, *feature]
+    # Example {Features features = 1}
+    example, _ = _length_prefixed(b"\x0a", tf.strings.join(entries), tables)
+    return tf.strings.join(example)
 
 
 def peek_format(path: str) -> dict[str, int] | None:
