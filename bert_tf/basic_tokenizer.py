@@ -74,8 +74,8 @@ def _categories() -> list[str]:
     return [unicodedata.category(char) for char in map(chr, range(0x110000))]
 
 
-def _compute_character_classes() -> dict[str, str]:
-    """Regexes for the character classes of the original, built from Python's `unicodedata`."""
+def _character_masks() -> dict[str, np.ndarray]:
+    """The original's character classes as boolean masks over all code points."""
     code_points = np.arange(0x110000)
     category = np.array(_categories())
     tab_newline_return = np.isin(code_points, [0x09, 0x0A, 0x0D])
@@ -91,21 +91,55 @@ def _compute_character_classes() -> dict[str, str]:
     return {
         # Deleted without a split: NUL, U+FFFD and categories Cc/Cf (ZERO WIDTH SPACE,
         # SOFT HYPHEN, ESC, \v, \f, U+0085 ...) except \t \n \r.
-        "remove": _char_class(
-            ~tab_newline_return
-            & (np.isin(code_points, [0, 0xFFFD]) | (category == "Cc") | (category == "Cf"))
-        ),
-        "space": _char_class(space),
+        "remove": ~tab_newline_return
+        & (np.isin(code_points, [0, 0xFFFD]) | (category == "Cc") | (category == "Cf")),
+        "space": space,
         # The same without U+0020 itself: what has to be replaced by " " (replacing every
         # ordinary space by itself took a fifth of the tokenizer's time).
-        "space_not_blank": _char_class(space & (code_points != 0x20)),
-        "cjk": _char_class(cjk),
+        "space_not_blank": space & (code_points != 0x20),
+        "cjk": cjk,
         # All non-alphanumeric printable ASCII counts as punctuation ("$", "^", "`" are
         # symbols in Unicode); beyond ASCII only the P* categories do, so "€", "♡" stay in words.
-        "punctuation": _char_class(ascii_punctuation | np.char.startswith(category, "P")),
-        "nonspacing_mark": _char_class(category == "Mn"),
+        "punctuation": ascii_punctuation | np.char.startswith(category, "P"),
+        "nonspacing_mark": category == "Mn",
+    }
+
+
+def _compute_character_classes() -> dict[str, str]:
+    """Regexes for the character classes of the original, built from Python's `unicodedata`."""
+    masks = _character_masks()
+    return {
+        **{name: _char_class(mask) for name, mask in masks.items()},
+        "split_differs": _char_class(_split_differences(masks)),
         **_final_sigma_classes(_categories()),
     }
+
+
+def _split_differences(masks: dict[str, np.ndarray]) -> np.ndarray:
+    """Code points that tensorflow-text's own BERT split treats differently from the original.
+
+    `FastWordpieceTokenizer` without `no_pretokenization` splits words on whitespace and
+    punctuation itself, in one pass with WordPiece, using ICU's tables (a newer Unicode
+    than Python 3.11's: 36 code points unassigned in Python are punctuation to it). Each
+    code point that can remain after cleaning is probed between two letters, "a?a", with
+    the vocab [UNK], a, ##a: a split gives a [UNK] a, a word char one [UNK] (or a ##a ##a).
+    """
+    split = masks["punctuation"] | masks["cjk"]
+    probed = ~(masks["remove"] | masks["space"])
+    probed[0xD800:0xE000] = False  # surrogates cannot be encoded
+    code_points = np.flatnonzero(probed)
+    tokenizer = tf_text.FastWordpieceTokenizer(
+        vocab=["[UNK]", "a", "##a"], token_out_type=tf.int64, no_pretokenization=False
+    )
+    ids = tokenizer.tokenize(["a" + chr(cp) + "a" for cp in code_points.tolist()])
+    lengths = ids.row_lengths().numpy()
+    first = ids.to_tensor(default_value=-1, shape=[None, 3]).numpy()
+    tf_text_splits = (lengths == 3) & np.all(first == [1, 0, 1], axis=1)
+    in_a_word = ((lengths == 1) & (first[:, 0] == 0)) | ((lengths == 3) & np.all(first == [1, 2, 2], axis=1))
+    # Anything else (a whitespace to tensorflow-text, ...) differs too.
+    differs = np.zeros(0x110000, bool)
+    differs[code_points] = ~((tf_text_splits & split[code_points]) | (in_a_word & ~split[code_points]))
+    return differs
 
 
 def _final_sigma_classes(categories: list[str]) -> dict[str, str]:
@@ -197,7 +231,9 @@ def _tables_key() -> str:
         for function in (
             _char_class,
             _categories,
+            _character_masks,
             _compute_character_classes,
+            _split_differences,
             _final_sigma_classes,
             _compute_uncased_exceptions,
         )
@@ -298,11 +334,29 @@ class BasicTokenizer(tf.Module):
     def lower_case(self) -> bool:
         return self._lower_case
 
+    def character_class(self, name: str) -> str:
+        """One of the RE2 character classes the rules use ("punctuation", "split_differs", ...)."""
+        return self._classes[name]
+
     def tokenize(self, texts) -> tf.RaggedTensor | tf.Tensor:
         """Words: tf.string ragged [batch, (words)] for a batch, [words] for one string."""
         return apply_to_batch(self._split_words, texts)
 
     def _split_words(self, texts: tf.Tensor) -> tf.RaggedTensor:  # [batch] -> [batch, (words)]
+        return self.split_normalized(self.normalize(texts))
+
+    def split_normalized(self, texts: tf.Tensor) -> tf.RaggedTensor:
+        """The words of `normalize`d texts: split off punctuation, split on " "."""
+        texts = tf.strings.regex_replace(texts, "(" + self._classes["punctuation"] + ")", r" \1 ")
+        # Only " " is left as whitespace here, so an ASCII whitespace split is str.split().
+        return tf.strings.split(texts)
+
+    def normalize(self, texts: tf.Tensor) -> tf.Tensor:
+        """[batch] -> [batch]: the text the original splits into words, with " " its only whitespace.
+
+        Invalid bytes and control characters dropped, whitespace made " ", CJK ideographs
+        spaced, and for uncased models lower-cased with accents stripped.
+        """
         classes = self._classes
         # Undecodable bytes are dropped, like bytes.decode("utf-8", "ignore"); the check is
         # ten times cheaper than the transcoding, which valid text (nearly all) skips.
@@ -317,9 +371,7 @@ class BasicTokenizer(tf.Module):
         texts = tf.strings.regex_replace(texts, "(" + classes["cjk"] + ")", r" \1 ")
         if self._lower_case:
             texts = self._uncased(texts)
-        texts = tf.strings.regex_replace(texts, "(" + classes["punctuation"] + ")", r" \1 ")
-        # Only " " is left as whitespace here, so an ASCII whitespace split is str.split().
-        return tf.strings.split(texts)
+        return texts
 
     def _uncased(self, texts: tf.Tensor) -> tf.Tensor:
         """Lower-case, NFD, drop Mn: ICU for most rows, Python's own tables where ICU differs."""

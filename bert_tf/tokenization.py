@@ -15,6 +15,13 @@ differently from the original: `case_fold_utf8` is NFKC case folding ("…" beco
 Measured on the embedded corpus, `FastBertTokenizer` disagrees with the original on 24 of
 the first 3000 sentences.
 
+`tokenize` normalizes with the original's rules and then lets `FastWordpieceTokenizer`
+split on whitespace and punctuation itself, in its WordPiece pass (three times faster than
+splitting with regexes first). Its split uses ICU's character tables, so the few code
+points where they differ from Python's (found by probing every code point once, cached
+with the other tables) and runs of over 200 characters without a space (the original's
+[UNK] rule for long words) send their rows the word-by-word way of `tokenize_with_words`.
+
 Example:
 
 >>> import tensorflow as tf
@@ -198,6 +205,24 @@ class BertTokenizer(tf.Module):
             unknown_token="[UNK]",
             no_pretokenization=True,
         )
+        # The same WordPiece splitting words itself (whitespace and punctuation) in the same
+        # pass: three times faster than splitting with regexes first. `tokenize` gives it
+        # every row it splits exactly as the original does (see _tokenize_flat).
+        self._end_to_end = tf_text.FastWordpieceTokenizer(
+            vocab=_wordpiece_vocab(self._vocab, self._vocab_file),
+            suffix_indicator="##",
+            max_bytes_per_word=4 * MAX_CHARS_PER_WORD,  # never reached: see _split_by_words_regex
+            token_out_type=tf.int64,
+            unknown_token="[UNK]",
+            no_pretokenization=False,
+        )
+        differs = self._basic_tokenizer.character_class("split_differs")
+        # Rows the end-to-end split could get wrong: a run of more than MAX_CHARS_PER_WORD
+        # characters without a space (the only way to hold a word the original maps to
+        # [UNK] for its length), or a character tensorflow-text splits differently.
+        self._split_by_words_regex = (
+            f"(?s).*(?:[^ ]{{{MAX_CHARS_PER_WORD + 1}}}{'|' + differs if differs != '[]' else ''}).*"
+        )
         self._vocab_tensor = tf.constant(self._vocab)
 
     # --- properties ------------------------------------------------------------------
@@ -242,7 +267,7 @@ class BertTokenizer(tf.Module):
 
     def tokenize(self, texts) -> tf.RaggedTensor | tf.Tensor:
         """Ids of the WordPiece tokens: int64, ragged [batch, (pieces)] ([pieces] for a scalar)."""
-        return self.tokenize_with_words(texts).merge_dims(-2, -1)
+        return apply_to_batch(self._tokenize_flat, texts)
 
     def tokenize_with_words(self, texts) -> tf.RaggedTensor:
         """Ids grouped by word (a BasicTokenizer token): ragged [batch, (words), (pieces)].
@@ -280,9 +305,30 @@ class BertTokenizer(tf.Module):
     # Plain graph code (explicit tf.cond): no AutoGraph conversion, which costs a second per trace.
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
     def _tokenize_batch(self, texts: tf.Tensor) -> tf.RaggedTensor:
-        words = self._basic_tokenizer.tokenize(texts)  # [batch, (words)]
+        return self._wordpiece_words(self._basic_tokenizer.tokenize(texts))  # [batch, (words), (pieces)]
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
+    def _tokenize_flat(self, texts: tf.Tensor) -> tf.RaggedTensor:
+        normalized = self._basic_tokenizer.normalize(texts)
+        by_words = tf.strings.regex_full_match(normalized, self._split_by_words_regex)
+
+        def split_first(rows: tf.Tensor) -> tf.RaggedTensor:
+            return self._wordpiece_words(self._basic_tokenizer.split_normalized(rows)).merge_dims(1, 2)
+
+        def mixed() -> tf.RaggedTensor:
+            partitions = tf.cast(by_words, tf.int32)
+            row_index = tf.dynamic_partition(tf.range(tf.size(normalized)), partitions, 2)
+            end_to_end_rows, word_rows = tf.dynamic_partition(normalized, partitions, 2)
+            pieces = tf.concat([self._end_to_end.tokenize(end_to_end_rows), split_first(word_rows)], axis=0)
+            return tf.gather(pieces, tf.math.invert_permutation(tf.concat(row_index, axis=0)))
+
+        # Such rows are rare: the common case is one end-to-end call.
+        return tf.cond(tf.reduce_any(by_words), mixed, lambda: self._end_to_end.tokenize(normalized))
+
+    def _wordpiece_words(self, words: tf.RaggedTensor) -> tf.RaggedTensor:
+        """[batch, (words)] strings -> [batch, (words), (pieces)] ids."""
         # The original maps a word of more than MAX_CHARS_PER_WORD characters to [UNK]; the
         # literal "[UNK]" is a vocab entry and can never be a real word (brackets are split off).
         too_long = tf.strings.length(words.flat_values, unit="UTF8_CHAR") > MAX_CHARS_PER_WORD
         words = words.with_flat_values(tf.where(too_long, "[UNK]", words.flat_values))
-        return self._wordpiece.tokenize(words)  # [batch, (words), (pieces)]
+        return self._wordpiece.tokenize(words)

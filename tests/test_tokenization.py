@@ -389,6 +389,32 @@ class EdgeCaseTest(BertTokenizerTestBase):
             self.cased.tokenize(["e\u0301" * 100, "e\u0301" * 101]).to_list()[1], [self.cased.unk_id]
         )
 
+    def test_rows_split_word_by_word_keep_their_place_in_the_batch(self):
+        # Most rows go through tensorflow-text's end-to-end split; these may not (a run of
+        # 201+ characters without a space, a character it splits differently) and are split
+        # word by word, then put back in place.
+        rows = [
+            "plain text, here.",
+            "x " + "a" * 201 + " y",
+            "ж" * 150,  # 300 bytes but 150 characters: a word, not [UNK]
+            "a\u1b4eb c",  # U+1B4E: unassigned in Python 3.11, punctuation to newer ICU
+            "another plain one!",
+            "a" * 150 + "." + "b" * 150,  # a long run of two short words
+        ]
+        for tokenizer in (self.uncased, self.cased):
+            normalized = tokenizer._basic_tokenizer.normalize(tf.constant(rows))
+            routed = tf.strings.regex_full_match(normalized, tokenizer._split_by_words_regex).numpy().tolist()
+            self.assertEqual(routed, [False, True, False, True, False, True])
+            got = tokenizer.tokenize(rows).to_list()
+            for row, ids in zip(rows, got, strict=True):
+                self.assertEqual(ids, self.reference[tokenizer.lower_case](row), row[:20])
+            self.assertEqual(got, tokenizer.tokenize_with_words(rows).merge_dims(1, 2).to_list())
+        # The embedded corpus never needs the word-by-word split.
+        normalized = self.uncased._basic_tokenizer.normalize(tf.constant(corpus_sentences()))
+        self.assertFalse(
+            tf.reduce_any(tf.strings.regex_full_match(normalized, self.uncased._split_by_words_regex))
+        )
+
     def test_special_ids_come_from_the_vocab(self):
         self.assertEqual(
             (
