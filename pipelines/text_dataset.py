@@ -119,4 +119,19 @@ def pair_blocks(
             "single_sentence_documents": pairs["single_sentence_documents"],
         }
 
-    return documents.map(make_pairs, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    return documents.map(make_pairs, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).with_options(
+        single_threaded_ops()
+    )
+
+
+def single_threaded_ops() -> tf.data.Options:
+    """tf.data options for the text pipelines: each op on one thread, blocks in parallel.
+
+    The work is already parallel across blocks (parallel maps); letting each string op
+    also shard its batch over the same cores only adds hand-offs, which cost most when
+    the cores are busy: on 2 cores shared with another process the offline generator
+    took 10.4 s instead of 6.0 s with the default.
+    """
+    options = tf.data.Options()
+    options.threading.max_intra_op_parallelism = 1
+    return options
