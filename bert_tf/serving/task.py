@@ -22,6 +22,10 @@ token (NER): text -> entities: entity_text, entity_label string [batch, max_enti
   int32 [batch]; padding is "" / -1 / 0. Words are split like the original basic
   tokenizer (whitespace, punctuation, CJK), tagged at their first word piece, and B-/I-
   (or S-/E-) tags grouped into entities.
+
+Character offsets come from the words of `BasicTokenizer.split_with_offsets`, the
+original's rules: a span may hold characters the original deletes (control and format
+characters) inside, never at its ends.
 """
 
 from __future__ import annotations
@@ -54,14 +58,6 @@ def is_pair_task(info: dict) -> bool:
         return glue.get_task(info["task"].lower()).text_b is not None
     except TaskDataError:  # not a GLUE task: own data, single text unless task.json says otherwise
         return False
-
-
-def _words_with_offsets(text: tf.Tensor):
-    """Splits like the original BasicTokenizer (whitespace, punctuation, CJK), keeping byte offsets."""
-    from tensorflow_text.python.ops.bert_tokenizer import BasicTokenizer
-
-    # lower_case=False: only split here; the BertTokenizer normalises each word itself.
-    return BasicTokenizer(lower_case=False).tokenize_with_offsets(text)  # each [batch, (words)]
 
 
 def _char_offset(text: tf.Tensor, byte_offset: tf.Tensor) -> tf.Tensor:
@@ -123,7 +119,8 @@ class TaskServing(tf.Module):
 
     def _word_pieces(self, text: tf.Tensor):
         """-> (pieces [batch, (words), (pieces)] int64, word begin / end byte offsets [batch, (words)])."""
-        words, begin, end = _words_with_offsets(text)
+        # The original BasicTokenizer's words, split only: the tokenizer normalizes each word itself.
+        words, begin, end = self.tokenizer.split_words_with_offsets(text)  # each [batch, (words)]
         pieces = tf.cast(self.tokenizer.tokenize(words.flat_values), tf.int64)  # [all words, (pieces)]
         if pieces.ragged_rank > 1:
             pieces = pieces.merge_dims(1, -1)

@@ -222,6 +222,26 @@ class TaskExportTest(tf.test.TestCase):
                 self.assertEqual(text[got["start"] : got["end"]], got["text"])
         self.assertGreater(total, 0)  # the random head does tag some words
 
+    def test_words_and_pieces_follow_the_original_tokenizer(self):
+        # Control, format and odd space characters, where tensorflow-text's BasicTokenizer
+        # (used before) splits differently from the original: the export's pieces must be
+        # the fine-tuning tokenizer's.
+        texts = ["a\u200bb c", "x\x1by", "soft\u00adhyphen", "nul\x00l", "rep\ufffdlace", "v\x0bt",
+                 "n\x85l", "x\u2028y", "a\u3000b", "\u00a0Zoë", "東京タワー!", "", "Naïve, CAFÉ\t(1895)"]  # fmt: skip
+        info = {"task": "ner", "kind": "token", "label_list": NER_LABELS}
+        serving = TaskServing(self.models["ner"], self.tokenizer, info, SEQ_LENGTH)
+        pieces, begin, end = serving._word_pieces(tf.constant(texts))
+        self.assertEqual(pieces.merge_dims(1, 2).to_list(), self.tokenizer.tokenize(texts).to_list())
+        for text, starts, ends, word_pieces in zip(
+            texts, begin.to_list(), end.to_list(), pieces.to_list(), strict=True
+        ):
+            spans = [text.encode()[b:e] for b, e in zip(starts, ends, strict=True)]
+            self.assertEqual(
+                [piece for span in spans for piece in self.tokenizer.tokenize([span]).to_list()[0]],
+                [piece for word in word_pieces for piece in word],
+                ascii(text),
+            )
+
     def test_squad_answer_matches_the_original_post_processing(self):
         dataset = [
             {
