@@ -2,7 +2,8 @@
 
 Built from a model directory written by `bert_tf.finetune` (`model.keras`,
 `bert_config.json`, `vocab.txt`, `task.json`). Every export has `serving_default`;
-inputs are tf.string [batch], outputs have the batch as first dimension:
+inputs are tf.string [batch] (multiple choice: also [batch, num_choices]), outputs have
+the batch as first dimension:
 
 classification (GLUE tasks, own CSV/TSV/JSONL data):
   inputs `text` (single-sentence tasks) or `text_a`, `text_b` (pair tasks such as MRPC);
@@ -27,6 +28,12 @@ token (NER): text -> entities: entity_text, entity_label string [batch, max_enti
   int32 [batch]; padding is "" / -1 / 0. Words are split like the original basic
   tokenizer (whitespace, punctuation, CJK), tagged at their first word piece, and B-/I-
   (or S-/E-) tags grouped into entities.
+multiple_choice (SWAG): context [batch], endings [batch, num_choices] -> probabilities
+  float32 [batch, num_choices] (softmax over the choices), choice int32 [batch] (the
+  most probable). As fine-tuning (`bert_tf.tasks.swag`): each choice is packed
+  `[CLS] context [SEP] ending [SEP]` and trimmed like the original (the longer side from
+  its end); an ending is the whole candidate continuation, for a SWAG row
+  sent2 + " " + ending<i>, as `read_swag` builds it. Any number of choices works.
 
 Character offsets come from the words of `BasicTokenizer.split_with_offsets`, the
 original's rules: a span may hold characters the original deletes (control and format
@@ -45,8 +52,7 @@ from bert_tf.serving.packing import pack_segments
 from bert_tf.serving.saving import ExportError, check_seq_length
 from bert_tf.serving.spans import SpanSettings
 
-SUPPORTED_KINDS = ("classification", "regression", "span", "token")
-_TEXT = tf.TensorSpec([None], tf.string)
+SUPPORTED_KINDS = ("classification", "regression", "span", "token", "multiple_choice")
 
 
 def _spec(name: str) -> tf.TensorSpec:
@@ -76,7 +82,8 @@ class TaskServing(tf.Module):
     """Raw strings -> predictions for a fine-tuned task model.
 
     Args:
-      model: the Keras task model (BertClassifier, BertSpanLabeler, BertTokenClassifier).
+      model: the Keras task model (BertClassifier, BertSpanLabeler, BertTokenClassifier,
+        BertMultipleChoice).
       tokenizer: its `BertTokenizer`.
       info: the fine-tuned directory's task.json (task, kind, label_list, ...).
       seq_length: packed length.
@@ -239,6 +246,28 @@ class TaskServing(tf.Module):
             "answer_end": tf.where(has_answer, _char_offset(context, last_byte), -1),
         }
 
+    # --- multiple choice (SWAG) ------------------------------------------------------
+
+    def _choose(self, context: tf.Tensor, endings: tf.Tensor) -> dict[str, tf.Tensor]:
+        shape = tf.shape(endings)  # [batch, choices]
+        check = tf.debugging.assert_equal(
+            tf.shape(context)[0],
+            shape[0],
+            message="multiple choice: context [batch] and endings [batch, num_choices] need the same batch",
+        )
+        with tf.control_dependencies([check]):
+            contexts = tf.repeat(context, shape[1])  # [batch * choices]: each context once per ending
+        packed = self._pack([contexts, tf.reshape(endings, [-1])])  # [batch * choices, seq]
+        inputs = {
+            name: tf.reshape(ids, [shape[0], shape[1], self._seq_length]) for name, ids in packed.items()
+        }
+        logits = tf.cast(self.model(inputs, training=False), tf.float32)  # [batch, choices]
+        probabilities = tf.nn.softmax(logits, axis=-1)
+        return {
+            "probabilities": probabilities,
+            "choice": tf.argmax(probabilities, axis=-1, output_type=tf.int32),
+        }
+
     # --- signatures ----------------------------------------------------------------
 
     def trace(self) -> dict[str, tf.types.experimental.ConcreteFunction]:
@@ -253,6 +282,10 @@ class TaskServing(tf.Module):
         if self._kind == "span":
             answer = tf.function(self._answer).get_concrete_function(_spec("question"), _spec("context"))
             return {"serving_default": answer}
+        if self._kind == "multiple_choice":
+            endings = tf.TensorSpec([None, None], tf.string, name="endings")
+            choose = tf.function(self._choose).get_concrete_function(_spec("context"), endings)
+            return {"serving_default": choose}
         entities = tf.function(self._entities).get_concrete_function(_spec("text"))
         return {"serving_default": entities}
 

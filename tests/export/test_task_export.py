@@ -18,12 +18,18 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.config import load_config
-from bert_tf.models import BertClassifier, BertEncoder, BertSpanLabeler, BertTokenClassifier
+from bert_tf.models import (
+    BertClassifier,
+    BertEncoder,
+    BertMultipleChoice,
+    BertSpanLabeler,
+    BertTokenClassifier,
+)
 from bert_tf.serving.exporter import export_saved_model
 from bert_tf.serving.saving import ExportError
 from bert_tf.serving.spans import doc_windows, is_max_context
 from bert_tf.serving.task import TaskServing
-from bert_tf.tasks import ner, squad
+from bert_tf.tasks import ner, squad, swag
 from bert_tf.tasks.adapters import make_adapter
 from bert_tf.tasks.runner import FinetuneSettings, run, save_finetuned
 from bert_tf.tasks.squad_postprocess import postprocess
@@ -63,6 +69,21 @@ CONTEXTS = [
     *(" ".join(_rng.choice(_SQUAD_WORDS) for _ in range(n)) for n in (30, 45, 60, 25, 50, 40)),  # 3+ windows
 ]
 
+# SWAG rows: the context (sent1) and the whole candidate continuations (sent2 + ending_i);
+# never empty (read_swag refuses empty ones).
+CHOICE_CONTEXTS = [
+    "She opens the door.",
+    "A man sits at the piano in an old hall by the river and looks at the keys for a while.",
+    "Zoë pours the tea.",
+    "Rain.",
+]
+CHOICE_ENDINGS = [
+    ["She walks in.", "She flies away.", "She eats the door.", "She sleeps."],
+    ["He plays a song.", "He jumps " + "very " * 12 + "high.", "He", "He swims in the sea."],  # trimmed
+    ["Café au lait — 東京.", "She drinks it.", "It boils.", "\u200bNothing happens."],
+    ["It is wet.", "It is dry.", "It stops.", "Snow falls."],
+]
+
 
 def tiny_config():
     return load_config("bert_tiny").replace(hidden_size=32, intermediate_size=64, max_position_embeddings=64)
@@ -85,6 +106,20 @@ def python_entities(text, tags):
     for entity in entities:
         entity["text"] = text[entity["start"] : entity["end"]]
     return entities
+
+
+def spread_out(model, head: str) -> None:
+    """Kernels of unit-variance outputs, so that windows, positions and choices really compete.
+
+    With the initial 0.02 kernels the [CLS] vector hardly depends on the text (every choice
+    gets probability 0.250 +- 0.001) and the span logits are about 0.1.
+    """
+    rng = np.random.default_rng(5)
+    for weight in model.encoder.weights:
+        if weight.path.endswith("kernel"):
+            weight.assign(rng.normal(size=weight.shape) / np.sqrt(weight.shape[0]))
+    kernel = model.get_layer(head).kernel
+    kernel.assign(rng.normal(size=kernel.shape))
 
 
 def squad_reference(model, tokenizer, questions, contexts, doc_stride, **postprocess_args):
@@ -173,6 +208,7 @@ class TaskExportTest(tf.test.TestCase):
             ("reg", "regression", lambda encoder: BertClassifier(encoder, num_classes=1)),
             ("ner", "ner", lambda encoder: BertTokenClassifier(encoder, num_classes=len(NER_LABELS))),
             ("squad", "squad", BertSpanLabeler),
+            ("swag", "swag", BertMultipleChoice),
         ]:
             settings = FinetuneSettings(
                 task=task, output_dir=cls.root, max_seq_length=SEQ_LENGTH, max_query_length=MAX_QUERY_LENGTH
@@ -181,21 +217,20 @@ class TaskExportTest(tf.test.TestCase):
             if task == "ner":
                 adapter.label_list = NER_LABELS
             model = build(BertEncoder(tiny_config()))
-            ids = np.ones((1, SEQ_LENGTH), np.int32)
+            ids = np.ones((1, 2, SEQ_LENGTH) if task == "swag" else (1, SEQ_LENGTH), np.int32)
             model({"input_ids": ids, "input_mask": ids, "segment_ids": 0 * ids})
-            if task == "squad":
-                # Logits of a few units (the initial head gives ~0.1), so that the windows and
-                # positions really compete.
-                dense = model.get_layer("span_dense")
-                dense.kernel.assign(np.random.default_rng(5).normal(size=dense.kernel.shape))
+            if task in ("squad", "swag"):
+                spread_out(model, "span_dense" if task == "squad" else "scorer")
             cls.model_dirs[name] = save_finetuned(
                 os.path.join(cls.root, name, "model"), model, cls.tokenizer, settings, adapter
             )
+            if task == "squad":
+                span_model = model
         # The same span model as a SQuAD 2.0 model with its own doc_stride and
         # max_answer_length, and a null threshold that half of the questions fall below.
         cls.squad_v2_settings = dict(doc_stride=5, max_answer_length=4, version_2_with_negative=True)
         odds = squad_reference(
-            model,
+            span_model,
             cls.tokenizer,
             QUESTIONS,
             CONTEXTS,
@@ -215,7 +250,7 @@ class TaskExportTest(tf.test.TestCase):
         )
         cls.model_dirs["squad_v2"] = save_finetuned(
             os.path.join(cls.root, "squad_v2", "model"),
-            model,
+            span_model,
             cls.tokenizer,
             settings,
             make_adapter(settings, cls.tokenizer),
@@ -259,6 +294,12 @@ class TaskExportTest(tf.test.TestCase):
                 }
                 for name in ("squad", "squad_v2")
             ),
+            {
+                "name": "swag",
+                "export_dir": cls.exports["swag"],
+                "endpoint": "signature:serving_default",
+                "kwargs": {"context": strings(CHOICE_CONTEXTS), "endings": strings(CHOICE_ENDINGS)},
+            },
         ]
         cls.loaded = run_in_fresh_process(calls, cls.root)
         cls.models = {
@@ -427,6 +468,48 @@ class TaskExportTest(tf.test.TestCase):
             export_saved_model("task", self.model_dirs["squad"], target, seq_length=9)
         self.assertFalse(os.path.exists(target))
 
+    def test_multiple_choice_matches_model_predict_on_the_fine_tuning_features(self):
+        examples = [
+            swag.ChoiceExample(str(i), context, endings, None)
+            for i, (context, endings) in enumerate(zip(CHOICE_CONTEXTS, CHOICE_ENDINGS, strict=True))
+        ]
+        features, _, stats = swag.convert_examples(self.tokenizer, examples, SEQ_LENGTH)
+        self.assertGreater(stats.num_truncated, 0)  # trimming is part of what is compared
+        probabilities = tf.nn.softmax(self.models["swag"].predict(features, verbose=0)).numpy()
+        self.assertEqual(self.loaded["swag/probabilities"].shape, (len(CHOICE_CONTEXTS), 4))
+        self.assertLessEqual(np.abs(self.loaded["swag/probabilities"] - probabilities).max(), 1e-5)
+        self.assertAllEqual(self.loaded["swag/choice"], probabilities.argmax(axis=-1))
+        self.assertGreater(len(set(self.loaded["swag/choice"].tolist())), 1)  # not one constant answer
+        self.assertGreater(probabilities.max() - probabilities.min(), 0.1)  # the choices do differ
+
+    def test_multiple_choice_signature_and_batch_check(self):
+        from tensorflow.core.protobuf import saved_model_pb2
+
+        saved = saved_model_pb2.SavedModel()
+        with open(os.path.join(self.exports["swag"], "saved_model.pb"), "rb") as file:
+            saved.ParseFromString(file.read())
+        signature = saved.meta_graphs[0].signature_def["serving_default"]
+
+        def described(tensors):
+            return {
+                name: (tf.dtypes.as_dtype(info.dtype).name, [dim.size for dim in info.tensor_shape.dim])
+                for name, info in tensors.items()
+            }
+
+        self.assertEqual(
+            described(signature.inputs), {"context": ("string", [-1]), "endings": ("string", [-1, -1])}
+        )
+        self.assertEqual(
+            described(signature.outputs), {"probabilities": ("float32", [-1, -1]), "choice": ("int32", [-1])}
+        )
+        serving = TaskServing(
+            self.models["swag"], self.tokenizer, {"task": "swag", "kind": "multiple_choice"}, 8
+        )
+        with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "need the same batch"):
+            serving._choose(tf.constant(["a", "b"]), tf.constant([["x", "y"]]))
+        three = serving._choose(tf.constant(["a"]), tf.constant([["x", "y", "z"]]))  # any number of choices
+        self.assertEqual(three["probabilities"].shape, (1, 3))
+
     def test_signatures_by_task(self):
         import json
 
@@ -439,15 +522,28 @@ class TaskExportTest(tf.test.TestCase):
     @pytest.mark.slow
     def test_saved_model_cli_lists_the_task_signatures(self):
         cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
-        shown = subprocess.run(
-            [cli, "show", "--dir", self.exports["cls"], "--all"], capture_output=True, text=True, timeout=300
-        ).stdout
+
+        def show(name):
+            return subprocess.run(
+                [cli, "show", "--dir", self.exports[name], "--all"],
+                capture_output=True,
+                text=True,
+                timeout=300,
+            ).stdout
+
+        shown = show("cls")
         for key in ("serving_default", "serving_single", "serving_pair"):
             self.assertIn(f"signature_def['{key}']", shown)
         self.assertIn(
             "outputs['probabilities'] tensor_info:\n        dtype: DT_FLOAT\n        shape: (-1, 2)", shown
         )
         self.assertIn("outputs['label'] tensor_info:\n        dtype: DT_STRING\n        shape: (-1)", shown)
+        shown = show("swag")
+        self.assertIn("signature_def['serving_default']", shown)
+        self.assertIn(
+            "inputs['endings'] tensor_info:\n        dtype: DT_STRING\n        shape: (-1, -1)", shown
+        )
+        self.assertIn("outputs['choice'] tensor_info:\n        dtype: DT_INT32\n        shape: (-1)", shown)
 
     def test_a_pretrained_checkpoint_is_not_a_task_model(self):
         with self.assertRaisesRegex(ExportError, "fine-tuned model directory.*no model.keras"):
