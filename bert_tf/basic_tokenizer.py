@@ -288,11 +288,13 @@ def _uncased_exceptions() -> _UncasedExceptions:
 def apply_to_batch(batch_fn, texts):
     """`batch_fn` ([batch] strings -> ragged [batch, ...]) on a batch, or on one string.
 
-    A scalar string gives the single row; any other rank than 0 or 1 is a user error.
+    A scalar string gives the single row (of each result, when `batch_fn` returns a tuple);
+    any other rank than 0 or 1 is a user error.
     """
     texts = tf.convert_to_tensor(texts, dtype=tf.string)
     if texts.shape.rank == 0:
-        return batch_fn(texts[tf.newaxis])[0]
+        result = batch_fn(texts[tf.newaxis])
+        return tuple(part[0] for part in result) if isinstance(result, tuple) else result[0]
     if texts.shape.rank != 1:
         raise ValueError(
             f"tokenize takes a batch of strings of shape [batch] (or one string); got shape "
@@ -308,12 +310,16 @@ class BasicTokenizer(tf.Module):
       lower_case: True for uncased models (lower-case, NFD, drop Mn), False for cased.
 
     `tokenize(texts)` takes strings of shape [batch] (or one string) and returns the words,
-    tf.string ragged [batch, (words)] (or [words]).
+    tf.string ragged [batch, (words)] (or [words]). `split_with_offsets(texts)` splits
+    without normalizing and also returns where each word is in the input.
 
     Example:
 
     >>> BasicTokenizer(lower_case=False).tokenize("Café\u200b au lait…").numpy().tolist()
     [b'Caf\\xc3\\xa9', b'au', b'lait', b'\\xe2\\x80\\xa6']
+    >>> words, begin, end = BasicTokenizer(lower_case=False).split_with_offsets("Café\u200b au lait…")
+    >>> words.numpy().tolist(), begin.numpy().tolist(), end.numpy().tolist()
+    ([b'Caf\\xc3\\xa9', b'au', b'lait', b'\\xe2\\x80\\xa6'], [0, 9, 12, 16], [5, 11, 16, 19])
     """
 
     def __init__(self, lower_case: bool = True, name: str | None = None):
@@ -341,6 +347,62 @@ class BasicTokenizer(tf.Module):
     def tokenize(self, texts) -> tf.RaggedTensor | tf.Tensor:
         """Words: tf.string ragged [batch, (words)] for a batch, [words] for one string."""
         return apply_to_batch(self._split_words, texts)
+
+    def split_with_offsets(self, texts) -> tuple[tf.RaggedTensor, tf.RaggedTensor, tf.RaggedTensor]:
+        """The words as split, not normalized, and where they are: (words, begin, end).
+
+        `words` are those of `tokenize` with `lower_case=False` (cleaned and split, never
+        lower-cased or stripped of accents, whatever this tokenizer's `lower_case`): tf.string
+        ragged [batch, (words)]. `begin`, `end` are int64 byte offsets into the input string
+        as given, [batch, (words)] ([words] each for one string): `begin` is where the word's
+        first character starts and `end` where its last one ends, so `text[begin:end]`
+        never starts or ends with a character the original deletes. It can hold such
+        characters inside (control and format characters, U+0000, U+FFFD, undecodable bytes:
+        "a\u200bb" is the one word "ab" spanning 5 bytes); the word is that span with
+        them deleted.
+        """
+        return apply_to_batch(self._split_with_offsets, texts)
+
+    def _split_with_offsets(self, texts: tf.Tensor):  # [batch] -> 3 x [batch, (words)]
+        classes = self._classes
+        # One string per character, with its byte offset in the input. Undecodable bytes are
+        # skipped, as unicode_transcode does in _split_words, and the offsets stay the input's.
+        chars, starts = tf.strings.unicode_split_with_offsets(texts, "UTF-8", errors="ignore")
+        flat, flat_starts = chars.flat_values, starts.flat_values
+
+        def matches(name: str) -> tf.Tensor:
+            return tf.strings.regex_full_match(flat, classes[name])
+
+        # The rules of _split_words, one character at a time: deleted characters vanish
+        # (no split), whitespace splits, CJK ideographs and punctuation are words alone.
+        deleted = matches("remove")
+        space = ~deleted & matches("space")
+        alone = ~deleted & ~space & (matches("cjk") | matches("punctuation"))
+        # From here on only the characters that are not deleted, of all rows in one list.
+        remaining = ~deleted
+        row_of = tf.boolean_mask(chars.value_rowids(), remaining)
+        flat, flat_starts = tf.boolean_mask(flat, remaining), tf.boolean_mask(flat_starts, remaining)
+        space, alone = tf.boolean_mask(space, remaining), tf.boolean_mask(alone, remaining)
+        # A word begins at a character that is not a space and is a word alone, follows a
+        # space or a word alone, or is the first of its row.
+        after_break = tf.concat([[True], (space | alone)[:-1]], axis=0)
+        new_row = tf.concat([[True], tf.not_equal(row_of[1:], row_of[:-1])], axis=0)
+        begins_word = ~space & (alone | after_break | new_row)
+        word_id = tf.cumsum(tf.cast(begins_word, tf.int64)) - 1
+        num_words = tf.reduce_sum(tf.cast(begins_word, tf.int64))
+        in_word = ~space
+        word_of_char = tf.boolean_mask(word_id, in_word)
+        words = tf.strings.unsorted_segment_join(tf.boolean_mask(flat, in_word), word_of_char, num_words)
+        char_end = flat_starts + tf.cast(tf.strings.length(flat), tf.int64)
+        begin = tf.boolean_mask(flat_starts, begins_word)
+        end = tf.math.unsorted_segment_max(tf.boolean_mask(char_end, in_word), word_of_char, num_words)
+        rows = tf.boolean_mask(row_of, begins_word)
+        batch = tf.shape(texts, out_type=tf.int64)[0]
+
+        def per_text(values: tf.Tensor) -> tf.RaggedTensor:
+            return tf.RaggedTensor.from_value_rowids(values, rows, nrows=batch)
+
+        return per_text(words), per_text(begin), per_text(end)
 
     def _split_words(self, texts: tf.Tensor) -> tf.RaggedTensor:  # [batch] -> [batch, (words)]
         return self.split_normalized(self.normalize(texts))

@@ -280,6 +280,11 @@ class BertTokenizer(tf.Module):
         """The words of the original BasicTokenizer: tf.string ragged [batch, (words)]."""
         return self._basic_tokenizer.tokenize(texts)
 
+    def split_words_with_offsets(self, texts):
+        """(words, begin, end): the words split but not normalized, with their byte offsets
+        in the input (see `BasicTokenizer.split_with_offsets`); each ragged [batch, (words)]."""
+        return self._basic_tokenizer.split_with_offsets(texts)
+
     def detokenize(self, ids) -> tf.Tensor:
         """Text from ids: pieces joined by spaces, "##" continuations glued to the previous piece.
 

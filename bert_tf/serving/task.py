@@ -2,7 +2,8 @@
 
 Built from a model directory written by `bert_tf.finetune` (`model.keras`,
 `bert_config.json`, `vocab.txt`, `task.json`). Every export has `serving_default`;
-inputs are tf.string [batch], outputs have the batch as first dimension:
+inputs are tf.string [batch] (multiple choice: also [batch, num_choices]), outputs have
+the batch as first dimension:
 
 classification (GLUE tasks, own CSV/TSV/JSONL data):
   inputs `text` (single-sentence tasks) or `text_a`, `text_b` (pair tasks such as MRPC);
@@ -13,30 +14,45 @@ regression (STS-B, own data): same inputs -> score float32 [batch].
 span (SQuAD): question, context -> answer string [batch] (a substring of the context;
   "" when the model finds no answer, SQuAD 2.0), score float32 [batch] (start + end
   logit of the best span), answer_start, answer_end int32 [batch] (character offsets in
-  the context, end exclusive; -1 when no answer). The best span has start <= end, lies in
-  the context, and is at most max_answer_length (30) pieces long, as in the original. One
-  window: context beyond seq_length is not read.
+  the context, end exclusive; -1 when no answer). The context is read in windows, every
+  doc_stride pieces, and the best span over all windows is chosen as the fine-tuning
+  post-processing (the original run_squad) does: see `bert_tf.serving.spans`. doc_stride,
+  max_query_length, max_answer_length and the SQuAD 2.0 null_score_diff_threshold are
+  task.json's (128, 64, 30, 0.0 where an older task.json lacks them). The answer is whole
+  words of the context as it is written (case, accents, whitespace): where the best span
+  starts or ends inside a word (at a "##" piece), the original post-processing returns
+  part of the word and this returns all of it. An empty context has no answer (score 0).
 token (NER): text -> entities: entity_text, entity_label string [batch, max_entities],
   entity_start, entity_end int32 [batch, max_entities] (character offsets, end
   exclusive), entity_score float32 (mean tag probability of its words), num_entities
   int32 [batch]; padding is "" / -1 / 0. Words are split like the original basic
   tokenizer (whitespace, punctuation, CJK), tagged at their first word piece, and B-/I-
   (or S-/E-) tags grouped into entities.
+multiple_choice (SWAG): context [batch], endings [batch, num_choices] -> probabilities
+  float32 [batch, num_choices] (softmax over the choices), choice int32 [batch] (the
+  most probable). As fine-tuning (`bert_tf.tasks.swag`): each choice is packed
+  `[CLS] context [SEP] ending [SEP]` and trimmed like the original (the longer side from
+  its end); an ending is the whole candidate continuation, for a SWAG row
+  sent2 + " " + ending<i>, as `read_swag` builds it. Any number of choices works.
+
+Character offsets come from the words of `BasicTokenizer.split_with_offsets`, the
+original's rules: a span may hold characters the original deletes (control and format
+characters) inside, never at its ends.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
-import numpy as np
 import tensorflow as tf
 
+from bert_tf.serving import spans
 from bert_tf.serving.packing import pack_segments
 from bert_tf.serving.saving import ExportError, check_seq_length
+from bert_tf.serving.spans import SpanSettings
 
-MAX_ANSWER_LENGTH = 30
-SUPPORTED_KINDS = ("classification", "regression", "span", "token")
-_TEXT = tf.TensorSpec([None], tf.string)
+SUPPORTED_KINDS = ("classification", "regression", "span", "token", "multiple_choice")
 
 
 def _spec(name: str) -> tf.TensorSpec:
@@ -56,14 +72,6 @@ def is_pair_task(info: dict) -> bool:
         return False
 
 
-def _words_with_offsets(text: tf.Tensor):
-    """Splits like the original BasicTokenizer (whitespace, punctuation, CJK), keeping byte offsets."""
-    from tensorflow_text.python.ops.bert_tokenizer import BasicTokenizer
-
-    # lower_case=False: only split here; the BertTokenizer normalises each word itself.
-    return BasicTokenizer(lower_case=False).tokenize_with_offsets(text)  # each [batch, (words)]
-
-
 def _char_offset(text: tf.Tensor, byte_offset: tf.Tensor) -> tf.Tensor:
     """Character (code point) offset of `byte_offset` in `text` (elementwise)."""
     prefix = tf.strings.substr(text, tf.zeros_like(byte_offset), byte_offset)
@@ -74,7 +82,8 @@ class TaskServing(tf.Module):
     """Raw strings -> predictions for a fine-tuned task model.
 
     Args:
-      model: the Keras task model (BertClassifier, BertSpanLabeler, BertTokenClassifier).
+      model: the Keras task model (BertClassifier, BertSpanLabeler, BertTokenClassifier,
+        BertMultipleChoice).
       tokenizer: its `BertTokenizer`.
       info: the fine-tuned directory's task.json (task, kind, label_list, ...).
       seq_length: packed length.
@@ -98,6 +107,9 @@ class TaskServing(tf.Module):
         labels = info.get("label_list") or []
         self._labels = tf.constant(labels if labels else [""], tf.string)
         self._num_labels = len(labels)
+        if kind == "span":
+            self._span = SpanSettings.from_task_info(info)
+            self._span.check(seq_length)
 
     def _pack(self, texts: list[tf.Tensor]) -> dict[str, tf.Tensor]:
         pieces = [self.tokenizer.tokenize(text) for text in texts]
@@ -121,14 +133,20 @@ class TaskServing(tf.Module):
 
     # --- word pieces with the words they came from -------------------------------
 
-    def _word_pieces(self, text: tf.Tensor):
-        """-> (pieces [batch, (words), (pieces)] int64, word begin / end byte offsets [batch, (words)])."""
-        words, begin, end = _words_with_offsets(text)
+    def _word_pieces(self, text: tf.Tensor, unknown_for_empty_words: bool = True):
+        """-> (pieces [batch, (words), (pieces)] int64, word begin / end byte offsets [batch, (words)]).
+
+        A word the tokenizer drops entirely (only accents of an uncased model) gets the one
+        piece [UNK] if `unknown_for_empty_words` (NER: every word keeps a first piece, as in
+        the fine-tuning NER features), else none (SQuAD, as its fine-tuning features).
+        """
+        # The original BasicTokenizer's words, split only: the tokenizer normalizes each word itself.
+        words, begin, end = self.tokenizer.split_words_with_offsets(text)  # each [batch, (words)]
         pieces = tf.cast(self.tokenizer.tokenize(words.flat_values), tf.int64)  # [all words, (pieces)]
         if pieces.ragged_rank > 1:
             pieces = pieces.merge_dims(1, -1)
-        # A word the tokenizer drops entirely (e.g. only a control character) becomes [UNK]
-        # so that every word keeps a first piece, as in the fine-tuning NER features.
+        if not unknown_for_empty_words:
+            return words.with_flat_values(pieces), begin, end
         empty = tf.cast(tf.equal(pieces.row_lengths(), 0), tf.int64)
         unk = tf.RaggedTensor.from_row_lengths(
             tf.fill([tf.reduce_sum(empty)], tf.constant(self.tokenizer.unk_id, tf.int64)), empty
@@ -199,56 +217,55 @@ class TaskServing(tf.Module):
     # --- SQuAD -----------------------------------------------------------------
 
     def _answer(self, question: tf.Tensor, context: tf.Tensor) -> dict[str, tf.Tensor]:
-        max_query_length = int(self._info.get("max_query_length", 64))
         query = tf.cast(self.tokenizer.tokenize(question), tf.int64)
         if query.ragged_rank > 1:
             query = query.merge_dims(1, -1)
-        query = query[:, :max_query_length]
-        pieces, begin, end = self._word_pieces(context)
+        query = query[:, : self._span.max_query_length]  # [b, (q)]
+        pieces, begin, end = self._word_pieces(context, unknown_for_empty_words=False)
         context_pieces = pieces.merge_dims(1, 2)  # [b, (p)]
-        word_of_piece = _word_index_of_pieces(pieces)  # [b, (p)]
-        # The context gets what the question leaves: seq_length - len(query) - 3, as in run_squad.
-        budget = self._seq_length - 3 - query.row_lengths()
-        keep = tf.ragged.range(context_pieces.row_lengths()) < budget[:, None]
-        context_pieces = tf.ragged.boolean_mask(context_pieces, keep)
-        word_of_piece = tf.ragged.boolean_mask(word_of_piece, keep)
-        packed = pack_segments([query, context_pieces], self._seq_length, *self._special)
-        outputs = self.model(packed, training=False)
-        start_logits = tf.cast(outputs["start_logits"], tf.float32)  # [b, seq]
-        end_logits = tf.cast(outputs["end_logits"], tf.float32)
-        offset = query.row_lengths() + 2  # first context piece: [CLS] query [SEP]
-        num_context = context_pieces.row_lengths()
-        positions = tf.range(self._seq_length, dtype=tf.int64)[None, :]
-        in_context = (positions >= offset[:, None]) & (positions < (offset + num_context)[:, None])
-        scores = start_logits[:, :, None] + end_logits[:, None, :]  # [b, start, end]
-        distance = positions[:, None, :] - positions[:, :, None]  # end - start
-        valid = (
-            in_context[:, :, None] & in_context[:, None, :] & (distance >= 0) & (distance < MAX_ANSWER_LENGTH)
+        # Each window gets what the question leaves: seq_length - len(query) - 3, as in run_squad.
+        windows = spans.doc_windows(
+            context_pieces.row_lengths(), self._seq_length - 3 - query.row_lengths(), self._span.doc_stride
         )
-        flat = tf.reshape(tf.where(valid, scores, -np.inf), [tf.shape(scores)[0], -1])
-        best = tf.argmax(flat, axis=-1)
-        best_score = tf.reduce_max(flat, axis=-1)
-        start = best // self._seq_length - offset
-        stop = best % self._seq_length - offset
-        has_span = tf.math.is_finite(best_score)
-        if self._info.get("version_2_with_negative"):
-            null_score = start_logits[:, 0] + end_logits[:, 0]
-            threshold = float(self._info.get("null_score_diff_threshold", 0.0))
-            has_span &= (null_score - best_score) <= threshold
-        word_rows = word_of_piece.to_tensor(default_value=0)
-        safe = lambda index: tf.clip_by_value(index, 0, tf.maximum(num_context - 1, 0))  # noqa: E731
-        first_word = tf.gather(word_rows, safe(start)[:, None], batch_dims=1)[:, 0]
-        last_word = tf.gather(word_rows, safe(stop)[:, None], batch_dims=1)[:, 0]
-        begin_rows = begin.to_tensor(default_value=0)
-        end_rows = end.to_tensor(default_value=0)
-        first_byte = tf.cast(tf.gather(begin_rows, first_word[:, None], batch_dims=1)[:, 0], tf.int32)
-        last_byte = tf.cast(tf.gather(end_rows, last_word[:, None], batch_dims=1)[:, 0], tf.int32)
+        window_query, window_context = spans.window_pieces(query, context_pieces, windows)
+        packed = pack_segments([window_query, window_context], self._seq_length, *self._special)
+        outputs = self.model(packed, training=False)  # all windows of all examples in one batch
+        best = spans.best_spans(
+            outputs["start_logits"], outputs["end_logits"], windows, window_query.row_lengths(), self._span
+        )
+        # Pieces -> their words -> the words' bytes in the context.
+        word_of_piece = _word_index_of_pieces(pieces)  # [b, (p)]
+        first_byte = tf.cast(_take(begin, _take(word_of_piece, best.first_piece)), tf.int32)
+        last_byte = tf.cast(_take(end, _take(word_of_piece, best.last_piece)), tf.int32)
         answer = tf.strings.substr(context, first_byte, last_byte - first_byte)
+        has_answer = best.has_answer
         return {
-            "answer": tf.where(has_span, answer, ""),
-            "score": tf.where(tf.math.is_finite(best_score), best_score, 0.0),
-            "answer_start": tf.where(has_span, _char_offset(context, first_byte), -1),
-            "answer_end": tf.where(has_span, _char_offset(context, last_byte), -1),
+            "answer": tf.where(has_answer, answer, ""),
+            "score": tf.cast(tf.where(tf.math.is_finite(best.score), best.score, 0.0), tf.float32),
+            "answer_start": tf.where(has_answer, _char_offset(context, first_byte), -1),
+            "answer_end": tf.where(has_answer, _char_offset(context, last_byte), -1),
+        }
+
+    # --- multiple choice (SWAG) ------------------------------------------------------
+
+    def _choose(self, context: tf.Tensor, endings: tf.Tensor) -> dict[str, tf.Tensor]:
+        shape = tf.shape(endings)  # [batch, choices]
+        check = tf.debugging.assert_equal(
+            tf.shape(context)[0],
+            shape[0],
+            message="multiple choice: context [batch] and endings [batch, num_choices] need the same batch",
+        )
+        with tf.control_dependencies([check]):
+            contexts = tf.repeat(context, shape[1])  # [batch * choices]: each context once per ending
+        packed = self._pack([contexts, tf.reshape(endings, [-1])])  # [batch * choices, seq]
+        inputs = {
+            name: tf.reshape(ids, [shape[0], shape[1], self._seq_length]) for name, ids in packed.items()
+        }
+        logits = tf.cast(self.model(inputs, training=False), tf.float32)  # [batch, choices]
+        probabilities = tf.nn.softmax(logits, axis=-1)
+        return {
+            "probabilities": probabilities,
+            "choice": tf.argmax(probabilities, axis=-1, output_type=tf.int32),
         }
 
     # --- signatures ----------------------------------------------------------------
@@ -265,8 +282,20 @@ class TaskServing(tf.Module):
         if self._kind == "span":
             answer = tf.function(self._answer).get_concrete_function(_spec("question"), _spec("context"))
             return {"serving_default": answer}
+        if self._kind == "multiple_choice":
+            endings = tf.TensorSpec([None, None], tf.string, name="endings")
+            choose = tf.function(self._choose).get_concrete_function(_spec("context"), endings)
+            return {"serving_default": choose}
         entities = tf.function(self._entities).get_concrete_function(_spec("text"))
         return {"serving_default": entities}
+
+
+def _take(rows: tf.RaggedTensor, index: tf.Tensor) -> tf.Tensor:
+    """rows[i, index[i]] for every row i of ragged [b, (n)]; 0 where index[i] is not in the row."""
+    inside = (index >= 0) & (index < rows.row_lengths())
+    padded = tf.concat([rows.flat_values, tf.zeros([1], rows.dtype)], axis=0)
+    flat_index = tf.where(inside, rows.row_starts() + index, tf.size(rows.flat_values, out_type=tf.int64))
+    return tf.gather(padded, flat_index)
 
 
 def _word_index_of_pieces(pieces: tf.RaggedTensor) -> tf.RaggedTensor:
@@ -332,6 +361,7 @@ def export_task(
         "task_kind": info["kind"],
         "label_list": info.get("label_list"),
         "pair_input": is_pair_task(info) if info["kind"] in ("classification", "regression") else None,
+        **(dataclasses.asdict(SpanSettings.from_task_info(info)) if info["kind"] == "span" else {}),
         "init_checkpoint": os.path.abspath(init_checkpoint),
     }
     return export_module(

@@ -201,9 +201,9 @@ def save_finetuned(directory: str, model, tokenizer, settings: FinetuneSettings,
     The directory holds `model.keras` (the whole Keras task model: architecture and
     weights), `bert_config.json` (the encoder's config), `vocab.txt` and `task.json`
     (task name, kind, label list, lower_case, max_seq_length, the second text's column for
-    own-data pair tasks, and the SQuAD lengths and null-answer threshold), everything the
-    raw-text export (`bert_tf.serving.task`) needs.
-    `load_finetuned(directory)` reads it back.
+    own-data pair tasks, and for SQuAD doc_stride, max_query_length, max_answer_length and
+    the null-answer threshold), everything the raw-text export (`bert_tf.serving.task`)
+    needs. `load_finetuned(directory)` reads it back.
     """
     os.makedirs(directory, exist_ok=True)
     model.save(os.path.join(directory, MODEL_FILE))
@@ -222,6 +222,7 @@ def save_finetuned(directory: str, model, tokenizer, settings: FinetuneSettings,
         info.update(
             doc_stride=settings.doc_stride,
             max_query_length=settings.max_query_length,
+            max_answer_length=settings.max_answer_length,
             version_2_with_negative=bool(getattr(adapter, "version_2", False)),
             null_score_diff_threshold=settings.null_score_diff_threshold,
         )

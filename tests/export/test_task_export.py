@@ -6,6 +6,7 @@ and entity grouping are checked against an independent implementation.
 """
 
 import os
+import random
 import re
 import shutil
 import subprocess
@@ -17,11 +18,18 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.config import load_config
-from bert_tf.models import BertClassifier, BertEncoder, BertSpanLabeler, BertTokenClassifier
+from bert_tf.models import (
+    BertClassifier,
+    BertEncoder,
+    BertMultipleChoice,
+    BertSpanLabeler,
+    BertTokenClassifier,
+)
 from bert_tf.serving.exporter import export_saved_model
 from bert_tf.serving.saving import ExportError
+from bert_tf.serving.spans import doc_windows, is_max_context
 from bert_tf.serving.task import TaskServing
-from bert_tf.tasks import ner, squad
+from bert_tf.tasks import ner, squad, swag
 from bert_tf.tasks.adapters import make_adapter
 from bert_tf.tasks.runner import FinetuneSettings, run, save_finetuned
 from bert_tf.tasks.squad_postprocess import postprocess
@@ -40,8 +48,41 @@ NER_TEXTS = [
     "one two three " * 8,
 ]
 NER_LABELS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
-QUESTIONS = ["who went there", "where is it"]
-CONTEXTS = ["john went to the old house by the river", "the city is in the north of the country near the sea"]
+MAX_QUERY_LENGTH = 6
+# Each word of these contexts (as the basic tokenizer splits them: "(1895)" is three) is one
+# word piece, so a span's pieces are whole words, and the export's answer (whole words of the
+# original text) is what the original post-processing makes of the pieces.
+_SQUAD_WORDS = ["the", "old", "house", "by", "river.", "John", "went", "to", "(1895)", "city,", "is", "in",
+                "north", "Café", "naïve", "Zoë", "東京", "Paris", "sea"]  # fmt: skip
+_rng = random.Random(7)
+QUESTIONS = ["who went there", "where is it"] + [
+    "which old house is by the river near the sea",  # longer than MAX_QUERY_LENGTH: cut
+    "Zoë?",
+    "in Paris",
+    "where did John go",
+    "when",
+    "what is north of the city",
+]
+CONTEXTS = [
+    "john went to the old house by the river",
+    "the city is in the north of the country near the sea",
+    *(" ".join(_rng.choice(_SQUAD_WORDS) for _ in range(n)) for n in (30, 45, 60, 25, 50, 40)),  # 3+ windows
+]
+
+# SWAG rows: the context (sent1) and the whole candidate continuations (sent2 + ending_i);
+# never empty (read_swag refuses empty ones).
+CHOICE_CONTEXTS = [
+    "She opens the door.",
+    "A man sits at the piano in an old hall by the river and looks at the keys for a while.",
+    "Zoë pours the tea.",
+    "Rain.",
+]
+CHOICE_ENDINGS = [
+    ["She walks in.", "She flies away.", "She eats the door.", "She sleeps."],
+    ["He plays a song.", "He jumps " + "very " * 12 + "high.", "He", "He swims in the sea."],  # trimmed
+    ["Café au lait — 東京.", "She drinks it.", "It boils.", "\u200bNothing happens."],
+    ["It is wet.", "It is dry.", "It stops.", "Snow falls."],
+]
 
 
 def tiny_config():
@@ -65,6 +106,69 @@ def python_entities(text, tags):
     for entity in entities:
         entity["text"] = text[entity["start"] : entity["end"]]
     return entities
+
+
+def spread_out(model, head: str) -> None:
+    """Kernels of unit-variance outputs, so that windows, positions and choices really compete.
+
+    With the initial 0.02 kernels the [CLS] vector hardly depends on the text (every choice
+    gets probability 0.250 +- 0.001) and the span logits are about 0.1.
+    """
+    rng = np.random.default_rng(5)
+    for weight in model.encoder.weights:
+        if weight.path.endswith("kernel"):
+            weight.assign(rng.normal(size=weight.shape) / np.sqrt(weight.shape[0]))
+    kernel = model.get_layer(head).kernel
+    kernel.assign(rng.normal(size=kernel.shape))
+
+
+def squad_reference(model, tokenizer, questions, contexts, doc_stride, **postprocess_args):
+    """Answers, scores and character offsets by bert_tf.tasks: its windows, model.predict, its post-processing.
+
+    n_best_size = SEQ_LENGTH makes every position a candidate, so the original's best span
+    is the best of all valid spans, which the export searches. Also returns the number of
+    windows and the SQuAD 2.0 null odds of each example.
+    """
+    dataset = [
+        {"paragraphs": [{"context": context, "qas": [{"id": str(i), "question": question, "answers": []}]}]}
+        for i, (question, context) in enumerate(zip(questions, contexts, strict=True))
+    ]
+    version_2 = postprocess_args.get("version_2_with_negative", False)
+    examples, _ = squad.read_examples(dataset, False, version_2_with_negative=version_2)
+    features, _ = squad.convert_examples(tokenizer, examples, False, SEQ_LENGTH, doc_stride, MAX_QUERY_LENGTH)
+    arrays = squad.feature_arrays(features)
+    outputs = model.predict({k: arrays[k] for k in ("input_ids", "input_mask", "segment_ids")}, verbose=0)
+    starts, ends = outputs["start_logits"], outputs["end_logits"]
+    predictions, nbest, null_odds = postprocess(
+        examples, features, starts, ends, n_best_size=SEQ_LENGTH, **postprocess_args
+    )
+    max_answer_length = postprocess_args.get("max_answer_length", 30)
+    result = {name: [] for name in ("answer", "score", "answer_start", "answer_end", "windows", "null_odds")}
+    for i, context in enumerate(contexts):
+        answer = predictions[str(i)]
+        best = next(entry for entry in nbest[str(i)] if entry["text"])  # the best span (not the null answer)
+        # Where the best span is: the one (window, start, end) with its two logits.
+        [(feature, start, end)] = [
+            (feature, start, end)
+            for index, feature in enumerate(features)
+            if feature.example_index == i
+            for start in feature.token_to_orig_map
+            for end in feature.token_to_orig_map
+            if feature.token_is_max_context[start]
+            and 0 <= end - start < max_answer_length
+            and starts[index][start] == np.float32(best["start_logit"])
+            and ends[index][end] == np.float32(best["end_logit"])
+        ]
+        words = list(re.finditer(r"\S+", context))  # the doc tokens, with their character offsets
+        first, last = words[feature.token_to_orig_map[start]], words[feature.token_to_orig_map[end]]
+        answer_start = first.start() + context[first.start() : last.end()].find(answer) if answer else -1
+        result["answer"].append(answer)
+        result["score"].append(best["start_logit"] + best["end_logit"])
+        result["answer_start"].append(answer_start)
+        result["answer_end"].append(answer_start + len(answer) if answer else -1)
+        result["windows"].append(sum(feature.example_index == i for feature in features))
+        result["null_odds"].append(null_odds.get(str(i)))
+    return result
 
 
 class TaskExportTest(tf.test.TestCase):
@@ -104,19 +208,53 @@ class TaskExportTest(tf.test.TestCase):
             ("reg", "regression", lambda encoder: BertClassifier(encoder, num_classes=1)),
             ("ner", "ner", lambda encoder: BertTokenClassifier(encoder, num_classes=len(NER_LABELS))),
             ("squad", "squad", BertSpanLabeler),
+            ("swag", "swag", BertMultipleChoice),
         ]:
             settings = FinetuneSettings(
-                task=task, output_dir=cls.root, max_seq_length=SEQ_LENGTH, max_query_length=6
+                task=task, output_dir=cls.root, max_seq_length=SEQ_LENGTH, max_query_length=MAX_QUERY_LENGTH
             )
             adapter = make_adapter(settings, cls.tokenizer)
             if task == "ner":
                 adapter.label_list = NER_LABELS
             model = build(BertEncoder(tiny_config()))
-            ids = np.ones((1, SEQ_LENGTH), np.int32)
+            ids = np.ones((1, 2, SEQ_LENGTH) if task == "swag" else (1, SEQ_LENGTH), np.int32)
             model({"input_ids": ids, "input_mask": ids, "segment_ids": 0 * ids})
+            if task in ("squad", "swag"):
+                spread_out(model, "span_dense" if task == "squad" else "scorer")
             cls.model_dirs[name] = save_finetuned(
                 os.path.join(cls.root, name, "model"), model, cls.tokenizer, settings, adapter
             )
+            if task == "squad":
+                span_model = model
+        # The same span model as a SQuAD 2.0 model with its own doc_stride and
+        # max_answer_length, and a null threshold that half of the questions fall below.
+        cls.squad_v2_settings = dict(doc_stride=5, max_answer_length=4, version_2_with_negative=True)
+        odds = squad_reference(
+            span_model,
+            cls.tokenizer,
+            QUESTIONS,
+            CONTEXTS,
+            doc_stride=5,
+            max_answer_length=4,
+            version_2_with_negative=True,
+        )["null_odds"]
+        cls.squad_v2_settings["null_score_diff_threshold"] = float(np.median(odds))
+        settings = FinetuneSettings(
+            task="squad_v2",
+            output_dir=cls.root,
+            max_seq_length=SEQ_LENGTH,
+            max_query_length=MAX_QUERY_LENGTH,
+            doc_stride=5,
+            max_answer_length=4,
+            null_score_diff_threshold=cls.squad_v2_settings["null_score_diff_threshold"],
+        )
+        cls.model_dirs["squad_v2"] = save_finetuned(
+            os.path.join(cls.root, "squad_v2", "model"),
+            span_model,
+            cls.tokenizer,
+            settings,
+            make_adapter(settings, cls.tokenizer),
+        )
 
         cls.exports = {
             name: export_saved_model("task", directory, os.path.join(cls.root, f"export_{name}"))
@@ -147,11 +285,20 @@ class TaskExportTest(tf.test.TestCase):
                 "endpoint": "signature:serving_default",
                 "kwargs": {"text": strings(NER_TEXTS)},
             },
+            *(
+                {
+                    "name": name,
+                    "export_dir": cls.exports[name],
+                    "endpoint": "signature:serving_default",
+                    "kwargs": {"question": strings(QUESTIONS), "context": strings(CONTEXTS)},
+                }
+                for name in ("squad", "squad_v2")
+            ),
             {
-                "name": "squad",
-                "export_dir": cls.exports["squad"],
+                "name": "swag",
+                "export_dir": cls.exports["swag"],
                 "endpoint": "signature:serving_default",
-                "kwargs": {"question": strings(QUESTIONS), "context": strings(CONTEXTS)},
+                "kwargs": {"context": strings(CHOICE_CONTEXTS), "endings": strings(CHOICE_ENDINGS)},
             },
         ]
         cls.loaded = run_in_fresh_process(calls, cls.root)
@@ -222,51 +369,67 @@ class TaskExportTest(tf.test.TestCase):
                 self.assertEqual(text[got["start"] : got["end"]], got["text"])
         self.assertGreater(total, 0)  # the random head does tag some words
 
-    def test_squad_answer_matches_the_original_post_processing(self):
-        dataset = [
-            {
-                "paragraphs": [
-                    {"context": context, "qas": [{"id": str(i), "question": question, "answers": []}]}
-                ]
-            }
-            for i, (question, context) in enumerate(zip(QUESTIONS, CONTEXTS, strict=True))
-        ]
-        examples, _ = squad.read_examples(dataset, False)
-        features, _ = squad.convert_examples(self.tokenizer, examples, False, SEQ_LENGTH, 128, 6)
-        arrays = squad.feature_arrays(features)
-        x = {name: arrays[name] for name in ("input_ids", "input_mask", "segment_ids")}
-        outputs = self.models["squad"].predict(x, verbose=0)
-        # With SEQ_LENGTH == n_best_size, the original's top-20 candidates are all positions.
-        predictions, nbest, _ = postprocess(
-            examples, features, outputs["start_logits"], outputs["end_logits"], n_best_size=SEQ_LENGTH
-        )
-        self.assertEqual(len(features), len(QUESTIONS))  # one window each: the export reads one
-        for row, context in enumerate(CONTEXTS):
-            answer = self.loaded["squad/answer"][row].decode()
-            self.assertEqual(answer, predictions[str(row)])
-            best = nbest[str(row)][0]
-            self.assertAllClose(
-                self.loaded["squad/score"][row], best["start_logit"] + best["end_logit"], atol=1e-4
+    def test_words_and_pieces_follow_the_original_tokenizer(self):
+        # Control, format and odd space characters, where tensorflow-text's BasicTokenizer
+        # (used before) splits differently from the original: the export's pieces must be
+        # the fine-tuning tokenizer's.
+        texts = ["a\u200bb c", "x\x1by", "soft\u00adhyphen", "nul\x00l", "rep\ufffdlace", "v\x0bt",
+                 "n\x85l", "x\u2028y", "a\u3000b", "\u00a0Zoë", "東京タワー!", "", "Naïve, CAFÉ\t(1895)"]  # fmt: skip
+        info = {"task": "ner", "kind": "token", "label_list": NER_LABELS}
+        serving = TaskServing(self.models["ner"], self.tokenizer, info, SEQ_LENGTH)
+        pieces, begin, end = serving._word_pieces(tf.constant(texts))
+        self.assertEqual(pieces.merge_dims(1, 2).to_list(), self.tokenizer.tokenize(texts).to_list())
+        for text, starts, ends, word_pieces in zip(
+            texts, begin.to_list(), end.to_list(), pieces.to_list(), strict=True
+        ):
+            spans = [text.encode()[b:e] for b, e in zip(starts, ends, strict=True)]
+            self.assertEqual(
+                [piece for span in spans for piece in self.tokenizer.tokenize([span]).to_list()[0]],
+                [piece for word in word_pieces for piece in word],
+                ascii(text),
             )
-            start, end = self.loaded["squad/answer_start"][row], self.loaded["squad/answer_end"][row]
-            self.assertEqual(context[start:end], answer)
+
+    def assert_answers_equal(self, got, want):
+        self.assertEqual([answer.decode() for answer in got["answer"]], want["answer"])
+        for name in ("answer_start", "answer_end"):
+            self.assertEqual(np.asarray(got[name]).tolist(), want[name], name)
+        self.assertLessEqual(np.abs(np.asarray(got["score"]) - np.asarray(want["score"])).max(), 1e-5)
+
+    def test_squad_reads_every_window_like_the_fine_tuning_code(self):
+        for name, settings in [
+            ("squad", {"doc_stride": 128}),  # FinetuneSettings' default, saved in task.json
+            ("squad_v2", self.squad_v2_settings),
+        ]:
+            want = squad_reference(self.models["squad"], self.tokenizer, QUESTIONS, CONTEXTS, **settings)
+            self.assertGreaterEqual(min(want["windows"][2:]), 3)  # the long contexts have 3 or more windows
+            got = {
+                key: self.loaded[f"{name}/{key}"] for key in ("answer", "score", "answer_start", "answer_end")
+            }
+            self.assert_answers_equal(got, want)
+            for row, context in enumerate(CONTEXTS):
+                start, end = got["answer_start"][row], got["answer_end"][row]
+                if start >= 0:
+                    self.assertEqual(context[start:end], got["answer"][row].decode())
+        # The saved threshold decides: some questions get the null answer, some a span.
+        answers = [answer.decode() for answer in self.loaded["squad_v2/answer"]]
+        self.assertIn("", answers)
+        self.assertNotEqual(set(answers), {""})
+        # Later windows do win: some answers lie beyond what a first window can hold (14 pieces).
+        beyond = [
+            len(CONTEXTS[row][:start].split()) > SEQ_LENGTH - 6
+            for row, start in enumerate(self.loaded["squad/answer_start"])
+            if start >= 0
+        ]
+        self.assertTrue(any(beyond))
 
     def test_squad_v2_answers_empty_when_the_null_score_wins(self):
-        dataset = [
-            {
-                "paragraphs": [
-                    {"context": context, "qas": [{"id": str(i), "question": question, "answers": []}]}
-                ]
-            }
-            for i, (question, context) in enumerate(zip(QUESTIONS, CONTEXTS, strict=True))
-        ]
-        examples, _ = squad.read_examples(dataset, False, version_2_with_negative=True)
-        features, _ = squad.convert_examples(self.tokenizer, examples, False, SEQ_LENGTH, 128, 6)
-        arrays = squad.feature_arrays(features)
-        outputs = self.models["squad"].predict(
-            {name: arrays[name] for name in ("input_ids", "input_mask", "segment_ids")}, verbose=0
-        )
-        info = {"task": "squad_v2", "kind": "span", "max_query_length": 6, "version_2_with_negative": True}
+        # task.json written before doc_stride and max_answer_length were saved: 128 and 30.
+        info = {
+            "task": "squad_v2",
+            "kind": "span",
+            "max_query_length": MAX_QUERY_LENGTH,
+            "version_2_with_negative": True,
+        }
         for threshold in (-1e6, 1e6):  # the null answer always / never wins
             serving = TaskServing(
                 self.models["squad"],
@@ -275,20 +438,77 @@ class TaskExportTest(tf.test.TestCase):
                 SEQ_LENGTH,
             )
             got = serving._answer(tf.constant(QUESTIONS), tf.constant(CONTEXTS))
-            want, _, _ = postprocess(
-                examples,
-                features,
-                outputs["start_logits"],
-                outputs["end_logits"],
-                n_best_size=SEQ_LENGTH,
+            want = squad_reference(
+                self.models["squad"],
+                self.tokenizer,
+                QUESTIONS,
+                CONTEXTS,
+                doc_stride=128,
                 version_2_with_negative=True,
                 null_score_diff_threshold=threshold,
             )
-            self.assertEqual(
-                [a.decode() for a in got["answer"].numpy()], [want[str(i)] for i in range(len(QUESTIONS))]
-            )
+            self.assert_answers_equal({key: value.numpy() for key, value in got.items()}, want)
             if threshold < 0:
                 self.assertEqual(got["answer_start"].numpy().tolist(), [-1] * len(QUESTIONS))
+
+    def test_squad_empty_context_has_no_answer(self):
+        info = {"task": "squad", "kind": "span", "max_query_length": MAX_QUERY_LENGTH}
+        serving = TaskServing(self.models["squad"], self.tokenizer, info, SEQ_LENGTH)
+        got = serving._answer(tf.constant(["who", "who"]), tf.constant(["", CONTEXTS[0]]))
+        self.assertEqual(got["answer"].numpy()[0], b"")
+        self.assertEqual((int(got["answer_start"][0]), int(got["answer_end"][0])), (-1, -1))
+        self.assertEqual(float(got["score"][0]), 0.0)
+        self.assertNotEqual(got["answer"].numpy()[1], b"")  # its neighbour in the batch is answered
+
+    def test_squad_seq_length_too_short_for_the_question_is_refused(self):
+        target = os.path.join(self.root, "too_short")
+        with self.assertRaisesRegex(
+            ExportError, "no room for the context.*max_query_length=6.*--seq_length=10"
+        ):
+            export_saved_model("task", self.model_dirs["squad"], target, seq_length=9)
+        self.assertFalse(os.path.exists(target))
+
+    def test_multiple_choice_matches_model_predict_on_the_fine_tuning_features(self):
+        examples = [
+            swag.ChoiceExample(str(i), context, endings, None)
+            for i, (context, endings) in enumerate(zip(CHOICE_CONTEXTS, CHOICE_ENDINGS, strict=True))
+        ]
+        features, _, stats = swag.convert_examples(self.tokenizer, examples, SEQ_LENGTH)
+        self.assertGreater(stats.num_truncated, 0)  # trimming is part of what is compared
+        probabilities = tf.nn.softmax(self.models["swag"].predict(features, verbose=0)).numpy()
+        self.assertEqual(self.loaded["swag/probabilities"].shape, (len(CHOICE_CONTEXTS), 4))
+        self.assertLessEqual(np.abs(self.loaded["swag/probabilities"] - probabilities).max(), 1e-5)
+        self.assertAllEqual(self.loaded["swag/choice"], probabilities.argmax(axis=-1))
+        self.assertGreater(len(set(self.loaded["swag/choice"].tolist())), 1)  # not one constant answer
+        self.assertGreater(probabilities.max() - probabilities.min(), 0.1)  # the choices do differ
+
+    def test_multiple_choice_signature_and_batch_check(self):
+        from tensorflow.core.protobuf import saved_model_pb2
+
+        saved = saved_model_pb2.SavedModel()
+        with open(os.path.join(self.exports["swag"], "saved_model.pb"), "rb") as file:
+            saved.ParseFromString(file.read())
+        signature = saved.meta_graphs[0].signature_def["serving_default"]
+
+        def described(tensors):
+            return {
+                name: (tf.dtypes.as_dtype(info.dtype).name, [dim.size for dim in info.tensor_shape.dim])
+                for name, info in tensors.items()
+            }
+
+        self.assertEqual(
+            described(signature.inputs), {"context": ("string", [-1]), "endings": ("string", [-1, -1])}
+        )
+        self.assertEqual(
+            described(signature.outputs), {"probabilities": ("float32", [-1, -1]), "choice": ("int32", [-1])}
+        )
+        serving = TaskServing(
+            self.models["swag"], self.tokenizer, {"task": "swag", "kind": "multiple_choice"}, 8
+        )
+        with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "need the same batch"):
+            serving._choose(tf.constant(["a", "b"]), tf.constant([["x", "y"]]))
+        three = serving._choose(tf.constant(["a"]), tf.constant([["x", "y", "z"]]))  # any number of choices
+        self.assertEqual(three["probabilities"].shape, (1, 3))
 
     def test_signatures_by_task(self):
         import json
@@ -302,20 +522,85 @@ class TaskExportTest(tf.test.TestCase):
     @pytest.mark.slow
     def test_saved_model_cli_lists_the_task_signatures(self):
         cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
-        shown = subprocess.run(
-            [cli, "show", "--dir", self.exports["cls"], "--all"], capture_output=True, text=True, timeout=300
-        ).stdout
+
+        def show(name):
+            return subprocess.run(
+                [cli, "show", "--dir", self.exports[name], "--all"],
+                capture_output=True,
+                text=True,
+                timeout=300,
+            ).stdout
+
+        shown = show("cls")
         for key in ("serving_default", "serving_single", "serving_pair"):
             self.assertIn(f"signature_def['{key}']", shown)
         self.assertIn(
             "outputs['probabilities'] tensor_info:\n        dtype: DT_FLOAT\n        shape: (-1, 2)", shown
         )
         self.assertIn("outputs['label'] tensor_info:\n        dtype: DT_STRING\n        shape: (-1)", shown)
+        shown = show("swag")
+        self.assertIn("signature_def['serving_default']", shown)
+        self.assertIn(
+            "inputs['endings'] tensor_info:\n        dtype: DT_STRING\n        shape: (-1, -1)", shown
+        )
+        self.assertIn("outputs['choice'] tensor_info:\n        dtype: DT_INT32\n        shape: (-1)", shown)
 
     def test_a_pretrained_checkpoint_is_not_a_task_model(self):
         with self.assertRaisesRegex(ExportError, "fine-tuned model directory.*no model.keras"):
             export_saved_model("task", self.root, os.path.join(self.root, "never"))
         self.assertFalse(os.path.exists(os.path.join(self.root, "never")))
+
+
+class SquadWindowsTest(tf.test.TestCase):
+    """The export's windows and max-context rule against the fine-tuning features themselves."""
+
+    def test_squad_windows_and_max_context_are_the_fine_tuning_features(self):
+        # Random context and question lengths and strides; every word is one piece ("the"),
+        # so the fine-tuning features' token_to_orig_map gives each window's pieces. Windows
+        # of over 100 pieces (seq_length 160) are where the 0.01 * length term of the
+        # max-context score decides against a shorter last window.
+        tokenizer = BertTokenizer(VOCAB)
+        rng = random.Random(11)
+        settings = [(SEQ_LENGTH, 60, [1, 2, 3, 5, 8, 128]), (160, 400, [16, 30, 50, 128])]
+        compared = 0
+        for seq_length, longest, strides in settings:
+            cases = [(rng.randint(0, longest), rng.randint(1, 6), rng.choice(strides)) for _ in range(40)]
+            for doc_stride in strides:
+                lengths = [(n, q) for n, q, stride in cases if stride == doc_stride]
+                examples = [
+                    squad.SquadExample(str(i), " ".join(["the"] * q), ["the"] * n)
+                    for i, (n, q) in enumerate(lengths)
+                ]
+                features, _ = squad.convert_examples(tokenizer, examples, False, seq_length, doc_stride, 6)
+                num_pieces = tf.constant([n for n, _ in lengths], tf.int64)
+                max_pieces = seq_length - 3 - tf.constant([q for _, q in lengths], tf.int64)
+                windows = doc_windows(num_pieces, max_pieces, doc_stride)
+                position = tf.range(seq_length, dtype=tf.int64)[None, :]
+                max_context = is_max_context(windows, windows.start[:, None] + position).numpy()
+                got = [
+                    (int(example), int(index), list(range(start, start + length)), flags[:length].tolist())
+                    for example, index, start, length, flags in zip(
+                        windows.example,
+                        windows.index,
+                        windows.start,
+                        windows.length,
+                        max_context,
+                        strict=True,
+                    )
+                    if lengths[int(example)][0] > 0  # an empty context: one empty window here, none there
+                ]
+                want = [
+                    (
+                        feature.example_index,
+                        feature.doc_span_index,
+                        [feature.token_to_orig_map[p] for p in sorted(feature.token_to_orig_map)],
+                        [feature.token_is_max_context[p] for p in sorted(feature.token_to_orig_map)],
+                    )
+                    for feature in features
+                ]
+                self.assertEqual(got, want, f"seq_length={seq_length} doc_stride={doc_stride}")
+                compared += len(want)
+        self.assertGreater(compared, 300)
 
 
 if __name__ == "__main__":

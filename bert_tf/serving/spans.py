@@ -1,0 +1,183 @@
+"""SQuAD answer search in the graph: sliding windows, the max-context rule, the best span.
+
+The same rules as the fine-tuning code (`bert_tf.tasks.squad`, `squad_postprocess`), which
+are the original run_squad's, written as TensorFlow ops over a whole batch:
+
+- Windows: the context's pieces are read in windows of seq_length - len(question) - 3
+  pieces (`[CLS] question [SEP] window [SEP]`), starting every min(window, doc_stride)
+  pieces, until one reaches the end of the context.
+- Max context: a piece read by several windows is scored only in the one where it has the
+  most context, min(pieces left, pieces right) + 0.01 * window length (the first on a tie).
+- Best span: a span starts at a piece of its window's context that has its max context
+  there, ends in the same window's context at or after its start, and is at most
+  max_answer_length pieces long; the highest start + end logit over all windows of an
+  example wins. SQuAD 2.0: the null score is the lowest [CLS] start + end logit over the
+  windows, and there is no answer when null score - best span score > the threshold.
+
+Sums and comparisons are in float64, as the original's Python floats, so that the same
+logits give the same choice. The difference: an empty context gets one empty window here
+(the original makes none), so that every example has a row; it has no span.
+
+Example (one example, a 10-piece context, windows of up to 4 pieces every 3):
+
+>>> windows = doc_windows(tf.constant([10], tf.int64), tf.constant([4], tf.int64), doc_stride=3)
+>>> windows.start.numpy().tolist(), windows.length.numpy().tolist()
+([0, 3, 6], [4, 4, 4])
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+
+import numpy as np
+import tensorflow as tf
+
+from bert_tf.serving.saving import ExportError
+
+
+@dataclasses.dataclass(frozen=True)
+class SpanSettings:
+    """The SQuAD settings of a span export, read from the fine-tuned model's task.json.
+
+    The defaults are fine-tuning's (`FinetuneSettings`) and the original run_squad's; they
+    apply to a task.json written before doc_stride and max_answer_length were saved.
+    """
+
+    max_query_length: int = 64
+    doc_stride: int = 128
+    max_answer_length: int = 30
+    version_2_with_negative: bool = False
+    null_score_diff_threshold: float = 0.0
+
+    @classmethod
+    def from_task_info(cls, info: dict) -> SpanSettings:
+        defaults = cls()
+        return cls(
+            max_query_length=int(info.get("max_query_length", defaults.max_query_length)),
+            doc_stride=int(info.get("doc_stride", defaults.doc_stride)),
+            max_answer_length=int(info.get("max_answer_length", defaults.max_answer_length)),
+            version_2_with_negative=bool(info.get("version_2_with_negative", False)),
+            null_score_diff_threshold=float(info.get("null_score_diff_threshold", 0.0)),
+        )
+
+    def check(self, seq_length: int) -> None:
+        """Raises ExportError for settings that leave no window or span."""
+        if seq_length - 3 - self.max_query_length < 1:
+            raise ExportError(
+                f"seq_length {seq_length} leaves no room for the context after a question of up to "
+                f"max_query_length={self.max_query_length} pieces ([CLS] question [SEP] context "
+                f"[SEP]); pass --seq_length={self.max_query_length + 4} or more"
+            )
+        for name in ("doc_stride", "max_answer_length"):
+            if getattr(self, name) < 1:
+                raise ExportError(
+                    f"task.json has {name}={getattr(self, name)}; it must be a positive number of pieces"
+                )
+
+
+class Windows(typing.NamedTuple):
+    """The windows of a batch of contexts, all examples' windows in one list [w]."""
+
+    example: tf.Tensor  # [w] the example (row of the batch) each window reads
+    index: tf.Tensor  # [w] its number among that example's windows
+    start: tf.Tensor  # [w] its first context piece
+    length: tf.Tensor  # [w] its number of context pieces
+    count: tf.Tensor  # [b] windows per example (at least 1)
+    first_window: tf.Tensor  # [b] the first window of each example in the list
+
+    def per_example(self, values: tf.Tensor) -> tf.RaggedTensor:
+        """[w] -> [b, (windows)]."""
+        return tf.RaggedTensor.from_row_lengths(values, self.count)
+
+
+def doc_windows(num_pieces: tf.Tensor, max_pieces: tf.Tensor, doc_stride: int) -> Windows:
+    """The windows of each example: [b] context lengths and [b] window sizes (int64)."""
+    step = tf.minimum(max_pieces, doc_stride)
+    count = 1 + (tf.maximum(num_pieces - max_pieces, 0) + step - 1) // step  # [b]
+    index = tf.ragged.range(count)  # [b, (windows)]
+    example = index.value_rowids()
+    start = index.flat_values * tf.gather(step, example)
+    length = tf.minimum(tf.gather(max_pieces, example), tf.gather(num_pieces, example) - start)
+    return Windows(example, index.flat_values, start, length, count, index.row_starts())
+
+
+def window_pieces(query: tf.RaggedTensor, context: tf.RaggedTensor, windows: Windows):
+    """(question [w, (q)], window's context pieces [w, (length)]) of every window."""
+    first = tf.gather(context.row_starts(), windows.example) + windows.start
+    index = tf.ragged.range(first, first + windows.length)  # [w, (length)] into the flat pieces
+    return tf.gather(query, windows.example), tf.gather(context.flat_values, index)
+
+
+def is_max_context(windows: Windows, doc_position: tf.Tensor) -> tf.Tensor:
+    """[w, seq] bool: whether window w gives context piece `doc_position[w, i]` the most context."""
+    starts = tf.gather(windows.per_example(windows.start).to_tensor(), windows.example)  # [w, windows]
+    lengths = tf.gather(windows.per_example(windows.length).to_tensor(), windows.example)  # padding: 0
+    starts, lengths = starts[:, None, :], lengths[:, None, :]  # [w, 1, windows]
+    position = doc_position[:, :, None]  # [w, seq, 1]
+    last = starts + lengths - 1
+    holds = (starts <= position) & (position <= last)  # [w, seq, windows]
+    context = tf.cast(tf.minimum(position - starts, last - position), tf.float64)
+    score = tf.where(holds, context + 0.01 * tf.cast(lengths, tf.float64), -np.inf)
+    best = tf.reduce_max(score, axis=2, keepdims=True)
+    number = tf.range(tf.shape(score, out_type=tf.int64)[2])
+    first_best = tf.reduce_min(tf.where(tf.equal(score, best), number, tf.int64.max), axis=2)
+    return tf.equal(first_best, windows.index[:, None])
+
+
+class BestSpans(typing.NamedTuple):
+    first_piece: tf.Tensor  # [b] int64, the span's first and last piece in the example's context
+    last_piece: tf.Tensor
+    score: tf.Tensor  # [b] float64 start + end logit; -inf when the context has no valid span
+    has_answer: tf.Tensor  # [b] bool: a span exists (and, SQuAD 2.0, beats the null answer)
+
+
+def best_spans(
+    start_logits: tf.Tensor,
+    end_logits: tf.Tensor,
+    windows: Windows,
+    query_length: tf.Tensor,
+    settings: SpanSettings,
+) -> BestSpans:
+    """The best span of each example from its windows' logits [w, seq] (`query_length` [w])."""
+    start_logits = tf.cast(tf.cast(start_logits, tf.float32), tf.float64)
+    end_logits = tf.cast(tf.cast(end_logits, tf.float32), tf.float64)
+    seq_length = tf.shape(start_logits, out_type=tf.int64)[1]
+    offset = query_length + 2  # [w] first context position: [CLS] question [SEP]
+    positions = tf.range(seq_length)[None, :]  # [1, seq]
+    in_context = (positions >= offset[:, None]) & (positions < (offset + windows.length)[:, None])
+    doc_position = windows.start[:, None] + positions - offset[:, None]  # [w, seq]: piece in the context
+    can_start = in_context & is_max_context(windows, doc_position)
+    # Spans as (start, length - 1): the end is start + 0 ... max_answer_length - 1.
+    max_length = settings.max_answer_length
+    band = positions[0, :, None] + tf.range(max_length, dtype=tf.int64)[None, :]  # [seq, max_length]
+    can_end = tf.gather(tf.pad(in_context, [[0, 0], [0, max_length]]), band, axis=1)  # [w, seq, max_length]
+    end_at = tf.gather(tf.pad(end_logits, [[0, 0], [0, max_length]]), band, axis=1)
+    scores = tf.where(can_start[:, :, None] & can_end, start_logits[:, :, None] + end_at, -np.inf)
+    scores = tf.reshape(scores, [tf.shape(scores)[0], -1])  # [w, seq * max_length]
+    window_best = tf.reduce_max(scores, axis=1)  # [w]
+    window_argmax = tf.argmax(scores, axis=1)
+    # The best window of each example: the first of those with its best score.
+    by_example = windows.per_example(window_best).to_tensor(default_value=-np.inf)  # [b, windows]
+    best_score = tf.reduce_max(by_example, axis=1)  # [b]
+    number = tf.range(tf.shape(by_example, out_type=tf.int64)[1])[None, :]
+    chosen = tf.reduce_min(tf.where(tf.equal(by_example, best_score[:, None]), number, tf.int64.max), axis=1)
+    window = windows.first_window + tf.minimum(chosen, windows.count - 1)  # [b]
+    best = tf.gather(window_argmax, window)
+    start = tf.stack([window, best // max_length], axis=1)  # [b, 2]: (window, position)
+    end = tf.stack([window, best // max_length + best % max_length], axis=1)
+    has_answer = tf.math.is_finite(best_score)
+    if settings.version_2_with_negative:
+        num_examples = tf.shape(windows.count)[0]
+        null_score = tf.math.unsorted_segment_min(
+            start_logits[:, 0] + end_logits[:, 0], windows.example, num_examples
+        )
+        # Subtracted one logit at a time, as the original.
+        odds = null_score - tf.gather_nd(start_logits, start) - tf.gather_nd(end_logits, end)
+        has_answer &= odds <= settings.null_score_diff_threshold
+    return BestSpans(
+        first_piece=tf.gather_nd(doc_position, start),
+        last_piece=tf.gather_nd(doc_position, end),
+        score=best_score,
+        has_answer=has_answer,
+    )
