@@ -303,6 +303,17 @@ def apply_to_batch(batch_fn, texts):
     return batch_fn(texts)
 
 
+def _by_rows(texts: tf.Tensor, chosen: tf.Tensor, if_chosen, otherwise) -> tf.Tensor:
+    """`if_chosen` on the rows where `chosen`, `otherwise` on the rest, rows kept in place.
+
+    Both take and return tf.string [rows].
+    """
+    partitions = tf.cast(chosen, tf.int32)
+    row_index = tf.dynamic_partition(tf.range(tf.size(texts)), partitions, 2)
+    other_rows, chosen_rows = tf.dynamic_partition(texts, partitions, 2)
+    return tf.dynamic_stitch(row_index, [otherwise(other_rows), if_chosen(chosen_rows)])
+
+
 class BasicTokenizer(tf.Module):
     """Splits text into the words of the original BasicTokenizer (before WordPiece).
 
@@ -436,25 +447,23 @@ class BasicTokenizer(tf.Module):
         return texts
 
     def _uncased(self, texts: tf.Tensor) -> tf.Tensor:
-        """Lower-case, NFD, drop Mn: ICU for most rows, Python's own tables where ICU differs."""
+        """Lower-case, NFD, drop Mn. ASCII rows (most of an English corpus) need only the first."""
+        ascii_only = tf.strings.regex_full_match(texts, "[\\x00-\\x7f]*")
+        return _by_rows(texts, ascii_only, tf.strings.lower, self._uncased_unicode)
+
+    def _uncased_unicode(self, texts: tf.Tensor) -> tf.Tensor:
+        """Uncasing any text: ICU for most rows, Python's own tables where ICU differs."""
         # Capital sigma: final or not is decided here with Python's classes, so ICU never has to.
         has_sigma = tf.reduce_any(tf.strings.regex_full_match(texts, "(?s).*\u03a3.*"))
         texts = tf.cond(has_sigma, lambda: self._lower_capital_sigma(texts), lambda: texts)
-        # [batch] rows with a character ICU normalizes differently from Python are rare; they
-        # are split off and normalized exactly, the rest go through ICU.
-        exact = tf.strings.regex_full_match(texts, self._exact_path_regex)
 
         def icu(rows: tf.Tensor) -> tf.Tensor:
             return tf_text.normalize_utf8(tf.strings.lower(rows, encoding="utf-8"), "NFD")
 
-        def mixed() -> tf.Tensor:
-            partitions = tf.cast(exact, tf.int32)
-            row_index = tf.dynamic_partition(tf.range(tf.size(texts)), partitions, 2)
-            icu_rows, exact_rows = tf.dynamic_partition(texts, partitions, 2)
-            return tf.dynamic_stitch(row_index, [icu(icu_rows), self._uncased_exactly(exact_rows)])
-
-        # The conditionals keep the common case (no such row) as cheap as two ICU calls.
-        texts = tf.cond(tf.reduce_any(exact), mixed, lambda: icu(texts))
+        # Rows with a character ICU normalizes differently from Python are rare; they are
+        # normalized exactly, the rest go through ICU.
+        exact = tf.strings.regex_full_match(texts, self._exact_path_regex)
+        texts = _by_rows(texts, exact, self._uncased_exactly, icu)
         return tf.strings.regex_replace(texts, self._classes["nonspacing_mark"], "")
 
     def _lower_capital_sigma(self, texts: tf.Tensor) -> tf.Tensor:

@@ -221,6 +221,11 @@ def create_pretraining_data(config: GenerationConfig, *, progress: bool = True, 
         .batch(1024)
         .prefetch(2)
     )
+    # No autotuning: the maps run one block per core anyway, and the autotuner's thread
+    # sometimes held up the iterator's teardown at the end of a run by almost two seconds.
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    serialized = serialized.with_options(options)
 
     temporary = [_temporary_name(path) for path in outputs]
     writers = [tf.io.TFRecordWriter(path) for path in temporary]

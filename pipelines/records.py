@@ -88,12 +88,9 @@ def _varint(values: tf.Tensor, tables: list[tf.Tensor]) -> tf.Tensor:
     return tf.where(values <= mask, small, large)
 
 
-def _length_prefixed(field_tag: bytes, message: tf.Tensor, tables: list[tf.Tensor]) -> tuple[list, tf.Tensor]:
-    """The pieces of `field_tag varint(len(message)) message`, and their total length."""
-    length = tf.cast(tf.strings.length(message), tf.int64)
-    size = _varint(length, tables)
-    total = len(field_tag) + tf.cast(tf.strings.length(size), tf.int64) + length
-    return [field_tag, size, message], total
+def _varint_size(values: tf.Tensor) -> tf.Tensor:
+    """Bytes in the varint of each value (0 <= value < 2^28)."""
+    return 1 + sum(tf.cast(values >= (1 << bits), tf.int64) for bits in (7, 14, 21))
 
 
 def encode_examples(features: dict[str, tf.Tensor]) -> tf.Tensor:
@@ -101,8 +98,10 @@ def encode_examples(features: dict[str, tf.Tensor]) -> tf.Tensor:
 
     Integer features become Int64List, `masked_lm_weights` a FloatList; features are
     written in the original order. Returns tf.string [batch]: the bytes protobuf itself
-    writes (the value lists come from `tf.io.encode_proto`, the few wrapping messages
-    around them are joined here, which halves the time).
+    writes. The value lists come from `tf.io.encode_proto`; the messages wrapping them
+    (Feature, the Features map entry, Example) are a tag and a varint length each, so
+    their lengths are worked out first and all their varints made in one lookup, which
+    takes half the time of nesting encode_proto calls.
     """
     names = [name for name in FEATURE_ORDER if name in features]
     unknown = set(features) - set(names)
@@ -110,8 +109,7 @@ def encode_examples(features: dict[str, tf.Tensor]) -> tf.Tensor:
         raise ValueError(
             f"cannot encode unknown features {sorted(unknown)}; expected some of {FEATURE_ORDER}"
         )
-    tables = [tf.constant(table, tf.string) for table in _varint_tables()]
-    entries = []
+    value_lists, feature_tags, key_parts = [], [], []
     for name in names:
         values = features[name]
         sizes = tf.fill([tf.shape(values)[0], 1], tf.shape(values)[1])
@@ -119,20 +117,36 @@ def encode_examples(features: dict[str, tf.Tensor]) -> tf.Tensor:
             message_type, values, feature_tag = "tensorflow.FloatList", tf.cast(values, tf.float32), b"\x12"
         else:
             message_type, values, feature_tag = "tensorflow.Int64List", tf.cast(values, tf.int64), b"\x1a"
-        value_list = tf.io.encode_proto(sizes, [values], ["value"], message_type)
-        # Feature {oneof kind: float_list = 2 | int64_list = 3}
-        feature, feature_length = _length_prefixed(feature_tag, value_list, tables)
-        # Features.FeatureEntry {string key = 1; Feature value = 2}, as field 1 of Features.
-        key = name.encode("utf-8")
-        key_part = b"\x0a" + _python_varint(len(key)) + key + b"\x12"
-        feature_length_bytes = _varint(feature_length, tables)
-        entry_length = (
-            len(key_part) + tf.cast(tf.strings.length(feature_length_bytes), tf.int64) + feature_length
-        )
-        entries += [b"\x0a", _varint(entry_length, tables), key_part, feature_length_bytes, *feature]
-    # Example {Features features = 1}
-    example, _ = _length_prefixed(b"\x0a", tf.strings.join(entries), tables)
-    return tf.strings.join(example)
+        value_lists.append(tf.io.encode_proto(sizes, [values], ["value"], message_type))
+        feature_tags.append(feature_tag)  # Feature {oneof kind: float_list = 2 | int64_list = 3}
+        key = name.encode("utf-8")  # FeatureEntry {string key = 1; Feature value = 2}
+        key_parts.append(b"\x0a" + _python_varint(len(key)) + key + b"\x12")
+    # Lengths [batch, features] of each list, of its Feature, of its map entry; then of the map.
+    list_length = tf.cast(tf.strings.length(tf.stack(value_lists, axis=1)), tf.int64)
+    feature_length = 1 + _varint_size(list_length) + list_length
+    entry_length = (
+        tf.constant([len(part) for part in key_parts], tf.int64)
+        + _varint_size(feature_length)
+        + feature_length
+    )
+    map_length = tf.reduce_sum(1 + _varint_size(entry_length) + entry_length, axis=1, keepdims=True)
+    tables = [tf.constant(table, tf.string) for table in _varint_tables()]
+    varints = tf.unstack(
+        _varint(tf.concat([list_length, feature_length, entry_length, map_length], axis=1), tables), axis=1
+    )
+    count = len(names)
+    pieces = [b"\x0a", varints[3 * count]]  # Example {Features features = 1}
+    for index in range(count):  # Features {map<string, Feature> feature = 1}
+        pieces += [
+            b"\x0a",
+            varints[2 * count + index],
+            key_parts[index],
+            varints[count + index],
+            feature_tags[index],
+            varints[index],
+            value_lists[index],
+        ]
+    return tf.strings.join(pieces)
 
 
 def peek_format(path: str) -> dict[str, int] | None:
