@@ -33,6 +33,25 @@ class TaskModel(keras.Model):
     """
 
     config_fields: tuple[str, ...] = ()
+    # Heads on the sequence output only (spans, tags) leave the pooler without a gradient:
+    # it is left out of what `fit` trains, so Keras does not warn about it on every run
+    # nor keep optimizer moments for it. The encoder itself is not changed (it may be
+    # shared with another head), and its pooler weights are still saved and exported.
+    uses_pooler: bool = True
+
+    @property
+    def trainable_weights(self) -> list:
+        return self._without_unused_pooler(super().trainable_weights)
+
+    @property
+    def trainable_variables(self) -> list:  # what optimizers are built with, also on loading
+        return self._without_unused_pooler(super().trainable_variables)
+
+    def _without_unused_pooler(self, weights: list) -> list:
+        if self.uses_pooler:
+            return weights
+        pooler = {id(weight) for weight in self.encoder.pooler_dense.weights}
+        return [weight for weight in weights if id(weight) not in pooler]
 
     def call(self, inputs, training=None, mask=None):
         return super().call(keep_inputs(inputs, ENCODER_INPUTS), training=training, mask=mask)

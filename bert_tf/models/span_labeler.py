@@ -27,6 +27,8 @@ class BertSpanLabeler(TaskModel):
     TensorShape([1, 5])
     """
 
+    uses_pooler = False
+
     def __init__(self, encoder: BertEncoder, name: str = "bert_span_labeler", **kwargs):
         span_dense = task_dense(encoder, 2, "span_dense")
         inputs = encoder_inputs(encoder)

@@ -27,6 +27,8 @@ class BertTokenClassifier(TaskModel):
 
     config_fields = ("num_classes", "dropout_rate")
 
+    uses_pooler = False
+
     def __init__(
         self,
         encoder: BertEncoder,

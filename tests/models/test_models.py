@@ -2,6 +2,7 @@
 
 import os
 import tempfile
+import warnings
 
 import keras
 import numpy as np
@@ -165,6 +166,38 @@ class TaskModelTest(tf.test.TestCase):
         )
         history = model.fit(features, labels, epochs=5, batch_size=8, verbose=0)
         self.assertLess(history.history["loss"][-1], history.history["loss"][0])
+
+    def test_sequence_heads_train_without_the_pooler_and_leave_the_encoder_alone(self):
+        encoder = BertEncoder(CONFIG)
+        models = task_models(encoder)  # one encoder shared by all heads
+        pooler = {weight.path for weight in encoder.pooler_dense.weights}
+        features = encoder_batch(batch=8)
+        targets = {
+            "token_classifier": np.zeros((8, 10), "int32"),
+            "span_labeler": {"start_logits": np.zeros(8, "int32"), "end_logits": np.ones(8, "int32")},
+        }
+        for name, target in targets.items():
+            model = models[name]
+            self.assertEmpty(pooler & {weight.path for weight in model.trainable_weights})
+            self.assertEmpty(pooler & {weight.path for weight in model.trainable_variables})
+            self.assertContainsSubset(pooler, {weight.path for weight in model.weights})  # still saved
+            model.compile(
+                optimizer=keras.optimizers.Adam(1e-3),
+                loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                jit_compile=False,
+            )
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                model.fit(features, target, epochs=1, batch_size=8, verbose=0)
+                path = os.path.join(tempfile.mkdtemp(), f"{name}.keras")
+                model.save(path)  # with its optimizer, which must load back without a mismatch
+                keras.saving.load_model(path)
+            messages = [str(w.message) for w in caught]
+            self.assertEmpty(
+                [m for m in messages if "Gradients do not exist" in m or "Skipping variable" in m]
+            )
+        self.assertContainsSubset(pooler, {weight.path for weight in models["classifier"].trainable_weights})
+        self.assertTrue(encoder.pooler_dense.trainable)
 
 
 class PretrainingTest(tf.test.TestCase):
