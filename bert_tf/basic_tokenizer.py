@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import inspect
 import json
 import os
+import sys
+import types
 import typing
 import unicodedata
 
@@ -224,10 +225,22 @@ def _compute_uncased_exceptions(nonspacing_mark: str) -> _UncasedExceptions:
     return _UncasedExceptions(tuple(sorted(disagree)), tuple(keys), tuple(starts), tuple(values))
 
 
+def _code_fingerprint(code: types.CodeType) -> str:
+    """The instructions, names and constants of compiled code (nested code included)."""
+    constants = [
+        _code_fingerprint(constant) if isinstance(constant, types.CodeType) else repr(constant)
+        for constant in code.co_consts
+    ]
+    return repr((code.co_code, code.co_names, constants))
+
+
 def _tables_key() -> str:
-    """What the tables depend on: Python's and both ICUs' Unicode data, and the code above."""
+    """What the tables depend on: Python's and both ICUs' Unicode data, and the code above.
+
+    The code is taken as compiled, so no source file is needed.
+    """
     code = "".join(
-        inspect.getsource(function)
+        _code_fingerprint(getattr(function, "__wrapped__", function).__code__)
         for function in (
             _char_class,
             _categories,
@@ -238,7 +251,7 @@ def _tables_key() -> str:
             _compute_uncased_exceptions,
         )
     )
-    parts = [unicodedata.unidata_version, tf.__version__, tf_text.__version__, code, CJK_RANGES]
+    parts = [sys.version, unicodedata.unidata_version, tf.__version__, tf_text.__version__, code, CJK_RANGES]
     return hashlib.sha256(repr(parts).encode("utf-8")).hexdigest()[:16]
 
 
