@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 import keras
 import numpy as np
 import tensorflow as tf
+from absl import logging as absl_logging
 
 from bert_tf.training import distribute
 from bert_tf.training.progress import ProgressReporter, log_dir
@@ -189,7 +190,13 @@ class Trainer:
         return int(self.global_step.numpy())
 
     def save(self) -> str:
-        path = self.manager.save(checkpoint_number=int(self.global_step.numpy()))
+        # TensorFlow logs "Sharding callback duration: N microseconds" at INFO on every save.
+        verbosity = absl_logging.get_verbosity()
+        absl_logging.set_verbosity(absl_logging.WARNING)
+        try:
+            path = self.manager.save(checkpoint_number=int(self.global_step.numpy()))
+        finally:
+            absl_logging.set_verbosity(verbosity)
         if not self.is_chief:
             shutil.rmtree(self._save_dir, ignore_errors=True)
         return path
