@@ -50,7 +50,8 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     flags.DEFINE_string(
         "init_checkpoint",
         None,
-        "Pretrained model: Google checkpoint dir, Hugging Face dir or ours.",
+        "Pretrained model: Google checkpoint dir, Hugging Face dir or ours; or the model/ "
+        "folder of an earlier fine-tuning run, to evaluate, predict or train it further.",
         flag_values=flag_values,
     )
     flags.DEFINE_string(

@@ -66,6 +66,31 @@ def _encoder(settings: FinetuneSettings):
     return BertEncoder(load_config(settings.bert_config)), None
 
 
+def _finetuned_info(settings: FinetuneSettings) -> dict | None:
+    """task.json when init_checkpoint is the model/ folder of a fine-tuning run, else None.
+
+    Such a run starts from the whole fine-tuned model (to predict, evaluate or train on),
+    with its own vocab, casing and labels; it must be for the same task.
+    """
+    directory = settings.init_checkpoint
+    if not directory or not os.path.isfile(os.path.join(directory, MODEL_FILE)):
+        return None
+    with open(os.path.join(directory, TASK_FILE), encoding="utf-8") as handle:
+        info = json.load(handle)
+    if info["task"].lower() != settings.task.lower():
+        raise TaskDataError(
+            f"{directory} holds a model fine-tuned for task {info['task']!r}, not {settings.task!r}; "
+            f"pass --task={info['task']} or a pretrained checkpoint"
+        )
+    if settings.vocab_file or settings.bert_config or settings.lower_case is not None:
+        logger.warning(
+            "%s is a fine-tuned model: its own vocab, config and casing are used; "
+            "--vocab_file, --bert_config and --do_lower_case are ignored",
+            directory,
+        )
+    return info
+
+
 def _dataset(data: TaskData, batch_size: int, *, shuffle: bool, seed: int, drop_remainder: bool = False):
     import tensorflow as tf
 
@@ -97,10 +122,17 @@ def run(settings: FinetuneSettings) -> dict[str, float]:
     keras.utils.set_random_seed(settings.seed)
     os.makedirs(settings.output_dir, exist_ok=True)
     strategy = get_strategy(settings.strategy, settings.tpu, settings.num_gpus)
+    finetuned = _finetuned_info(settings)
     with strategy.scope():
-        encoder, checkpoint_settings = _encoder(settings)
-    tokenizer = load_tokenizer(settings, checkpoint_settings)
+        if finetuned:  # a model/ folder of an earlier run: its head, labels and tokenizer
+            model, tokenizer, _ = load_finetuned(settings.init_checkpoint, compile=False)
+        else:
+            encoder, checkpoint_settings = _encoder(settings)
+    if not finetuned:
+        tokenizer = load_tokenizer(settings, checkpoint_settings)
     adapter = make_adapter(settings, tokenizer)
+    if finetuned and finetuned.get("label_list") is not None:
+        adapter.label_list = list(finetuned["label_list"])
 
     train = adapter.load("train")
     evals = adapter.load("eval")
@@ -117,7 +149,8 @@ def run(settings: FinetuneSettings) -> dict[str, float]:
     data_stats = {data.name: _log_stats(data) for data in (*train, *evals, *predicts)}
 
     with strategy.scope():
-        model = adapter.build_model(encoder)
+        if not finetuned:
+            model = adapter.build_model(encoder)
         num_examples = len(train[0].x["input_ids"]) if train else 0
         steps_per_epoch = max(1, math.ceil(num_examples / settings.train_batch_size))
         num_train_steps = max(1, int(steps_per_epoch * settings.num_train_epochs))

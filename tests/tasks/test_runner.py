@@ -1,5 +1,6 @@
 """The runner end to end on GLUE's MNLI layout, TFDS sources (mocked) and the CLI flags."""
 
+import dataclasses
 import json
 import os
 
@@ -232,6 +233,47 @@ class TfdsSourcesTest(tf.test.TestCase):
 
 
 class FlagsTest(tf.test.TestCase):
+    def test_a_finetuned_model_folder_predicts_and_evaluates_without_training_data(self):
+        root = self.get_temp_dir()
+        rng = np.random.default_rng(3)
+
+        def write(name, n):
+            path = os.path.join(root, name)
+            with open(path, "w") as handle:
+                handle.write("text,label\n")
+                for i in range(n):
+                    handle.write(" ".join(rng.choice(WORDS, size=5)) + f",{['yes', 'no'][i % 2]}\n")
+            return path
+
+        common = dict(task="classification", max_seq_length=16, verbose=0, eval_batch_size=4)
+        first = FinetuneSettings(
+            output_dir=os.path.join(root, "first"),
+            train_file=write("train.csv", 16),
+            eval_file=write("dev.csv", 6),
+            vocab_file=write_vocab(root),
+            bert_config=write_config(root),
+            train_batch_size=4,
+            num_train_epochs=1.0,
+            **common,
+        )
+        trained = run(first)
+        model_dir = os.path.join(first.output_dir, "model")
+        # Evaluate and predict from the fine-tuned folder alone: no training file for the
+        # labels, no vocab or config flags.
+        second = FinetuneSettings(
+            output_dir=os.path.join(root, "second"),
+            init_checkpoint=model_dir,
+            eval_file=first.eval_file,
+            predict_file=first.eval_file,
+            **common,
+        )
+        self.assertAllClose(run(second), trained)
+        self.assertFalse(os.path.exists(os.path.join(second.output_dir, "model")))  # nothing trained
+        with self.assertRaisesRegex(
+            TaskDataError, "fine-tuned for task 'classification'.*--task=classification"
+        ):
+            run(dataclasses.replace(second, task="mrpc"))
+
     def test_flags_map_onto_settings(self):
         from absl import flags
 
