@@ -316,15 +316,18 @@ def apply_to_batch(batch_fn, texts):
     return batch_fn(texts)
 
 
-def _by_rows(texts: tf.Tensor, chosen: tf.Tensor, if_chosen, otherwise) -> tf.Tensor:
+def by_rows(texts: tf.Tensor, chosen: tf.Tensor, if_chosen, otherwise):
     """`if_chosen` on the rows where `chosen`, `otherwise` on the rest, rows kept in place.
 
-    Both take and return tf.string [rows].
+    Both take tf.string [rows] and return [rows, ...], dense or ragged alike.
     """
     partitions = tf.cast(chosen, tf.int32)
     row_index = tf.dynamic_partition(tf.range(tf.size(texts)), partitions, 2)
     other_rows, chosen_rows = tf.dynamic_partition(texts, partitions, 2)
-    return tf.dynamic_stitch(row_index, [otherwise(other_rows), if_chosen(chosen_rows)])
+    results = [otherwise(other_rows), if_chosen(chosen_rows)]
+    if isinstance(results[0], tf.RaggedTensor):  # dynamic_stitch takes dense tensors only
+        return tf.gather(tf.concat(results, axis=0), tf.math.invert_permutation(tf.concat(row_index, axis=0)))
+    return tf.dynamic_stitch(row_index, results)
 
 
 class BasicTokenizer(tf.Module):
@@ -462,7 +465,7 @@ class BasicTokenizer(tf.Module):
     def _uncased(self, texts: tf.Tensor) -> tf.Tensor:
         """Lower-case, NFD, drop Mn. ASCII rows (most of an English corpus) need only the first."""
         ascii_only = tf.strings.regex_full_match(texts, "[\\x00-\\x7f]*")
-        return _by_rows(texts, ascii_only, tf.strings.lower, self._uncased_unicode)
+        return by_rows(texts, ascii_only, tf.strings.lower, self._uncased_unicode)
 
     def _uncased_unicode(self, texts: tf.Tensor) -> tf.Tensor:
         """Uncasing any text: ICU for most rows, Python's own tables where ICU differs."""
@@ -476,7 +479,7 @@ class BasicTokenizer(tf.Module):
         # Rows with a character ICU normalizes differently from Python are rare; they are
         # normalized exactly, the rest go through ICU.
         exact = tf.strings.regex_full_match(texts, self._exact_path_regex)
-        texts = _by_rows(texts, exact, self._uncased_exactly, icu)
+        texts = by_rows(texts, exact, self._uncased_exactly, icu)
         return tf.strings.regex_replace(texts, self._classes["nonspacing_mark"], "")
 
     def _lower_capital_sigma(self, texts: tf.Tensor) -> tf.Tensor:

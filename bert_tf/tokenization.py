@@ -40,7 +40,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 from absl import logging
 
-from bert_tf.basic_tokenizer import BasicTokenizer, apply_to_batch
+from bert_tf.basic_tokenizer import BasicTokenizer, apply_to_batch, by_rows
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 # The original WordpieceTokenizer maps a word longer than this many characters to [UNK].
@@ -195,27 +195,27 @@ class BertTokenizer(tf.Module):
         ids = {token: index for index, token in enumerate(self._vocab)}
         self._special_ids = {token: ids[token] for token in SPECIAL_TOKENS}
         self._basic_tokenizer = BasicTokenizer(lower_case=self._lower_case)
-        # Words longer than MAX_CHARS_PER_WORD are replaced by the literal "[UNK]" before
-        # WordPiece (see _tokenize_batch), so the byte limit here never decides anything.
-        self._wordpiece = tf_text.FastWordpieceTokenizer(
-            vocab=_wordpiece_vocab(self._vocab, self._vocab_file),
-            suffix_indicator="##",
-            max_bytes_per_word=4 * MAX_CHARS_PER_WORD + 1,
-            token_out_type=tf.int64,
-            unknown_token="[UNK]",
-            no_pretokenization=True,
-        )
+        wordpiece_vocab = _wordpiece_vocab(self._vocab, self._vocab_file)
+
+        def wordpiece(splits_words: bool) -> tf_text.FastWordpieceTokenizer:
+            # A word of at most MAX_CHARS_PER_WORD characters has at most 4x as many bytes, so
+            # the byte limit never decides anything: longer words are replaced by the literal
+            # "[UNK]" before WordPiece (_wordpiece_words), or their rows never reach the
+            # end-to-end split (_split_by_words_regex).
+            return tf_text.FastWordpieceTokenizer(
+                vocab=wordpiece_vocab,
+                suffix_indicator="##",
+                max_bytes_per_word=4 * MAX_CHARS_PER_WORD,
+                token_out_type=tf.int64,
+                unknown_token="[UNK]",
+                no_pretokenization=not splits_words,
+            )
+
+        self._wordpiece = wordpiece(splits_words=False)
         # The same WordPiece splitting words itself (whitespace and punctuation) in the same
         # pass: three times faster than splitting with regexes first. `tokenize` gives it
         # every row it splits exactly as the original does (see _tokenize_flat).
-        self._end_to_end = tf_text.FastWordpieceTokenizer(
-            vocab=_wordpiece_vocab(self._vocab, self._vocab_file),
-            suffix_indicator="##",
-            max_bytes_per_word=4 * MAX_CHARS_PER_WORD,  # never reached: see _split_by_words_regex
-            token_out_type=tf.int64,
-            unknown_token="[UNK]",
-            no_pretokenization=False,
-        )
+        self._end_to_end = wordpiece(splits_words=True)
         differs = self._basic_tokenizer.character_class("split_differs")
         # Rows the end-to-end split could get wrong: a run of more than MAX_CHARS_PER_WORD
         # characters without a space (the only way to hold a word the original maps to
@@ -320,15 +320,12 @@ class BertTokenizer(tf.Module):
         def split_first(rows: tf.Tensor) -> tf.RaggedTensor:
             return self._wordpiece_words(self._basic_tokenizer.split_normalized(rows)).merge_dims(1, 2)
 
-        def mixed() -> tf.RaggedTensor:
-            partitions = tf.cast(by_words, tf.int32)
-            row_index = tf.dynamic_partition(tf.range(tf.size(normalized)), partitions, 2)
-            end_to_end_rows, word_rows = tf.dynamic_partition(normalized, partitions, 2)
-            pieces = tf.concat([self._end_to_end.tokenize(end_to_end_rows), split_first(word_rows)], axis=0)
-            return tf.gather(pieces, tf.math.invert_permutation(tf.concat(row_index, axis=0)))
-
-        # Such rows are rare: the common case is one end-to-end call.
-        return tf.cond(tf.reduce_any(by_words), mixed, lambda: self._end_to_end.tokenize(normalized))
+        # Such rows are rare: the common case is one end-to-end call, without the partition.
+        return tf.cond(
+            tf.reduce_any(by_words),
+            lambda: by_rows(normalized, by_words, split_first, self._end_to_end.tokenize),
+            lambda: self._end_to_end.tokenize(normalized),
+        )
 
     def _wordpiece_words(self, words: tf.RaggedTensor) -> tf.RaggedTensor:
         """[batch, (words)] strings -> [batch, (words), (pieces)] ids."""
