@@ -74,9 +74,9 @@ def _varint_tables() -> tuple[np.ndarray, np.ndarray]:
     return np.array(whole, dtype=object), np.array(continued, dtype=object)
 
 
-def _varint(values: tf.Tensor, tables: list[tf.Tensor]) -> tf.Tensor:
+def _varint(values: tf.Tensor) -> tf.Tensor:
     """Protobuf varints of lengths (int64, 0 <= value < 2^28) as tf.string, elementwise."""
-    whole, continued = tables
+    whole, continued = (tf.constant(table, tf.string) for table in _varint_tables())
     mask = (1 << _VARINT_TABLE_BITS) - 1
     small = tf.gather(whole, tf.minimum(values, mask))
     large = tf.strings.join(
@@ -130,9 +130,8 @@ def encode_examples(features: dict[str, tf.Tensor]) -> tf.Tensor:
         + feature_length
     )
     map_length = tf.reduce_sum(1 + _varint_size(entry_length) + entry_length, axis=1, keepdims=True)
-    tables = [tf.constant(table, tf.string) for table in _varint_tables()]
     varints = tf.unstack(
-        _varint(tf.concat([list_length, feature_length, entry_length, map_length], axis=1), tables), axis=1
+        _varint(tf.concat([list_length, feature_length, entry_length, map_length], axis=1)), axis=1
     )
     count = len(names)
     pieces = [b"\x0a", varints[3 * count]]  # Example {Features features = 1}

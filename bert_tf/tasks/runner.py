@@ -73,8 +73,10 @@ def _finetuned_info(settings: FinetuneSettings) -> dict | None:
     with its own vocab, casing and labels; it must be for the same task.
     """
     directory = settings.init_checkpoint
-    if not directory or not os.path.isfile(os.path.join(directory, MODEL_FILE)):
-        return None
+    if not directory or not all(
+        os.path.isfile(os.path.join(directory, name)) for name in (MODEL_FILE, TASK_FILE)
+    ):
+        return None  # a pretrained checkpoint (or nothing from_pretrained can read: it says so)
     with open(os.path.join(directory, TASK_FILE), encoding="utf-8") as handle:
         info = json.load(handle)
     if info["task"].lower() != settings.task.lower():
@@ -128,8 +130,7 @@ def run(settings: FinetuneSettings) -> dict[str, float]:
             model, tokenizer, _ = load_finetuned(settings.init_checkpoint, compile=False)
         else:
             encoder, checkpoint_settings = _encoder(settings)
-    if not finetuned:
-        tokenizer = load_tokenizer(settings, checkpoint_settings)
+            tokenizer = load_tokenizer(settings, checkpoint_settings)
     adapter = make_adapter(settings, tokenizer)
     if finetuned and finetuned.get("label_list") is not None:
         adapter.label_list = list(finetuned["label_list"])
