@@ -12,7 +12,7 @@ from bert_tf.layers.activations import truncated_normal
 class BertEmbeddings(keras.layers.Layer):
     """The input embeddings of BERT.
 
-    The three tables are summed (positions 0..seq-1) in float32 even under a mixed
+    The three tables are summed (positions 0..seq-1, or `position_ids` when given) in float32 even under a mixed
     precision policy, normalised with LayerNorm (epsilon 1e-12) and passed through dropout.
     The word table is also the output matrix of the masked LM head (tied weights).
 
@@ -46,7 +46,7 @@ class BertEmbeddings(keras.layers.Layer):
         )
         self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy, name="dropout")
 
-    def build(self, input_ids_shape=None, segment_ids_shape=None):
+    def build(self, input_ids_shape=None, segment_ids_shape=None, position_ids_shape=None):
         initializer = truncated_normal(self.initializer_range)
         # autocast=False: the tables stay float32 when read, so the sum is float32.
         self.word_embeddings = self.add_weight(
@@ -70,17 +70,20 @@ class BertEmbeddings(keras.layers.Layer):
         self.layer_norm.build((None, None, self.hidden_size))
         self.built = True
 
-    def call(self, input_ids, segment_ids, training=None):
+    def call(self, input_ids, segment_ids, position_ids=None, training=None):
         seq_length = ops.shape(input_ids)[1]
         words = ops.take(self.word_embeddings, input_ids, axis=0)  # [batch, seq, hidden]
         token_types = ops.take(self.token_type_embeddings, segment_ids, axis=0)
         table = ops.convert_to_tensor(self.position_embeddings)
-        positions = ops.slice(table, (0, 0), (seq_length, self.hidden_size))  # [seq, hidden]
-        embeddings = words + token_types + positions[None]
+        if position_ids is None:
+            positions = ops.slice(table, (0, 0), (seq_length, self.hidden_size))[None]  # [1, seq, hidden]
+        else:  # packed rows: positions restart for every instance
+            positions = ops.take(table, ops.cast(position_ids, "int32"), axis=0)  # [batch, seq, hidden]
+        embeddings = words + token_types + positions
         embeddings = self.layer_norm(embeddings)
         return self.dropout(embeddings, training=training)
 
-    def compute_output_shape(self, input_ids_shape, segment_ids_shape=None):
+    def compute_output_shape(self, input_ids_shape, segment_ids_shape=None, position_ids_shape=None):
         return (*input_ids_shape, self.hidden_size)
 
     def get_config(self):

@@ -12,6 +12,8 @@ from bert_tf.layers.activations import truncated_normal
 class NextSentenceHead(keras.layers.Layer):
     """`cls/seq_relationship`: a 2-way float32 classifier on the pooled output.
 
+    The pooled output is [batch, hidden], or [batch, instances, hidden] for packed rows.
+
     Class 0 = B is the actual next sentence, class 1 = B is random (the original labels).
     The original stores the weights as [2, hidden]; this layer's kernel is its transpose.
 
@@ -37,7 +39,7 @@ class NextSentenceHead(keras.layers.Layer):
         return ops.cast(self.dense(pooled_output), "float32")
 
     def compute_output_shape(self, pooled_output_shape):
-        return (pooled_output_shape[0], 2)
+        return (*pooled_output_shape[:-1], 2)
 
     def compute_output_spec(self, pooled_output):
         return keras.KerasTensor(self.compute_output_shape(pooled_output.shape), dtype="float32")

@@ -11,6 +11,7 @@ from bert_tf.config import BertConfig
 from bert_tf.layers.activations import truncated_normal
 from bert_tf.layers.attention import attention_bias
 from bert_tf.layers.embeddings import BertEmbeddings
+from bert_tf.layers.packing import packed_attention_bias, packed_position_ids
 from bert_tf.layers.transformer_block import TransformerBlock
 
 ENCODER_INPUTS = ("input_ids", "input_mask", "segment_ids")
@@ -44,6 +45,11 @@ class BertEncoder(keras.Model):
     `pooled_output` [batch, hidden] (tanh dense on [CLS]) and `encoder_outputs`, the output
     of every Transformer block. Extra entries in the input dict are ignored.
 
+    `packed=True` takes packed rows (several instances per row, `input_mask` holding the
+    instance number of each token; see `bert_tf.layers.packing`): positions restart and
+    attention stays within each instance. It adds no weight, so either form loads the
+    other's checkpoints; `pooled_output` is then that of each row's first instance.
+
     Example:
 
     >>> import numpy as np
@@ -55,7 +61,14 @@ class BertEncoder(keras.Model):
     (TensorShape([1, 5, 128]), TensorShape([1, 128]))
     """
 
-    def __init__(self, config: BertConfig | dict[str, Any], dtype=None, name: str = "bert", **kwargs):
+    def __init__(
+        self,
+        config: BertConfig | dict[str, Any],
+        dtype=None,
+        name: str = "bert",
+        packed: bool = False,
+        **kwargs,
+    ):
         config = as_config(config)
         embeddings = BertEmbeddings(
             vocab_size=config.vocab_size,
@@ -90,8 +103,13 @@ class BertEncoder(keras.Model):
         )
 
         inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name) for name in ENCODER_INPUTS}
-        hidden = embeddings(inputs["input_ids"], inputs["segment_ids"])
-        bias = attention_bias(inputs["input_mask"])  # [batch, 1, 1, seq] float32
+        if packed:
+            position_ids = packed_position_ids(inputs["input_mask"])
+            hidden = embeddings(inputs["input_ids"], inputs["segment_ids"], position_ids)
+            bias = packed_attention_bias(inputs["input_mask"])  # [batch, 1, seq, seq] float32
+        else:
+            hidden = embeddings(inputs["input_ids"], inputs["segment_ids"])
+            bias = attention_bias(inputs["input_mask"])  # [batch, 1, 1, seq] float32
         encoder_outputs = []
         for layer in transformer_layers:
             hidden = layer(hidden, bias)
@@ -101,6 +119,7 @@ class BertEncoder(keras.Model):
         super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, name=name, **kwargs)
 
         self.config = config
+        self.packed = packed
         self.embeddings = embeddings
         self.transformer_layers = transformer_layers
         self.pooler_dense = pooler_dense
@@ -112,6 +131,7 @@ class BertEncoder(keras.Model):
         return {
             "config": self.config.to_dict(),
             "name": self.name,
+            "packed": self.packed,
             "trainable": self.trainable,
             "dtype": keras.saving.serialize_keras_object(self.dtype_policy),
         }
