@@ -14,6 +14,13 @@ segment_ids int32 [batch, max_seq_length]; masked_lm_positions, masked_lm_ids in
 [batch, max_predictions_per_seq]; masked_lm_weights float32 [batch,
 max_predictions_per_seq]; next_sentence_labels int32 [batch, 1] (1 = random next).
 
+`packing=True` packs several instances into each row of every input kind
+(`pipelines.packing`): input_mask then holds instance numbers, the masked_lm_* features
+have `max_predictions_per_row` slots, and next_sentence_positions,
+next_sentence_labels (int32) and next_sentence_weights (float32) have
+`max_instances_per_row`. Records may then be shorter than the rows (e.g. records made at
+128 packed into rows of 512).
+
 To switch from sequence length 128 to 512 (the last 10% of the original recipe), build a
 new dataset with `max_seq_length=512` (from text, or from records written at 512).
 
@@ -36,6 +43,7 @@ from collections.abc import Sequence
 import tensorflow as tf
 
 from pipelines import masking, records, text_dataset, text_input
+from pipelines import packing as packer
 
 DEFAULT_SHUFFLE_BUFFER_SIZE = 10_000
 
@@ -54,16 +62,46 @@ def _model_features(
     return out
 
 
-def _detect_format(files: Sequence[str], max_seq_length: int, max_predictions_per_seq: int) -> str:
-    """'text', 'masked' or 'unmasked'; all files must agree."""
-    kinds = {}
+def _packed_model_features(
+    features: dict, max_seq_length: int, row_predictions: int, row_instances: int
+) -> dict:
+    out = {}
+    for name in packer.PACKED_FEATURES:
+        if name in records.SEQUENCE_FEATURES:
+            length = max_seq_length
+        else:
+            length = row_predictions if name.startswith("masked_lm") else row_instances
+        dtype = tf.float32 if name in packer.FLOAT_FEATURES else tf.int32
+        out[name] = tf.ensure_shape(tf.cast(features[name], dtype), [None, length])
+    return out
+
+
+def _detect_format(
+    files: Sequence[str], max_seq_length: int, max_predictions_per_seq: int, packed_rows: int | None = None
+) -> tuple[str, int]:
+    """('text', 'masked' or 'unmasked'; the sequence length of the records); all files must agree.
+
+    `packed_rows`: records are packed into rows of that length, so they may be shorter.
+    """
+    kinds, record_lengths = {}, set()
     for path in files:
         lengths = records.peek_format(path)
         if lengths is None:
             kinds[path] = "text"
         elif lengths:
+            record_length = lengths.get("input_ids", max_seq_length)
+            if packed_rows is not None and record_length > packed_rows:
+                raise records.RecordFormatError(
+                    f"{path}: records hold sequences of {record_length} tokens, which cannot be packed into "
+                    f"rows of max_seq_length={packed_rows} (an instance is never split); pass "
+                    f"max_seq_length={record_length} or more, or regenerate the records with "
+                    f"--max_seq_length={packed_rows} or less"
+                )
+            if packed_rows is not None:
+                max_seq_length = record_length
             masked = records.check_format(path, lengths, max_seq_length, max_predictions_per_seq)
             kinds[path] = "masked" if masked else "unmasked"
+            record_lengths.add(record_length)
     found = set(kinds.values())
     if not found:
         raise text_input.InputFileError(f"every input file is empty: {list(files)}")
@@ -73,7 +111,11 @@ def _detect_format(files: Sequence[str], max_seq_length: int, max_predictions_pe
             f"input files mix formats ({', '.join(f'{k}: {p}' for k, p in sorted(examples.items()))}); "
             "pass raw text files or TFRecord files of one kind"
         )
-    return found.pop()
+    if len(record_lengths) > 1:
+        raise records.RecordFormatError(
+            f"input records have different sequence lengths {sorted(record_lengths)}; pass records of one length"
+        )
+    return found.pop(), (record_lengths.pop() if record_lengths else max_seq_length)
 
 
 def pretraining_dataset(
@@ -94,6 +136,10 @@ def pretraining_dataset(
     drop_remainder: bool = True,
     input_context: tf.distribute.InputContext | None = None,
     shuffle_buffer_size: int = DEFAULT_SHUFFLE_BUFFER_SIZE,
+    packing: bool = False,
+    max_predictions_per_row: int | None = None,
+    max_instances_per_row: int = packer.DEFAULT_MAX_INSTANCES_PER_ROW,
+    packing_buffer_size: int = packer.DEFAULT_BUFFER_SIZE,
 ) -> tf.data.Dataset:
     """Batches of pretraining features from raw text or TFRecord files.
 
@@ -108,6 +154,10 @@ def pretraining_dataset(
         fewer files than pipelines).
       seed: makes the stream reproducible (pairs, masks, shuffles); None draws one.
       repeat: repeat forever (each text pass with new pairs and masks).
+      packing: pack instances into rows (see the module docstring); `batch_size` then
+        counts rows. `max_predictions_per_row` defaults to
+        `pipelines.packing.default_max_predictions_per_row`; `packing_buffer_size` instances are
+        packed together.
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -116,6 +166,14 @@ def pretraining_dataset(
     if not 1 <= max_predictions_per_seq <= max_seq_length:
         raise ValueError(
             f"max_predictions_per_seq must be in [1, max_seq_length={max_seq_length}], got {max_predictions_per_seq}"
+        )
+    row_predictions = max_predictions_per_row
+    if packing:
+        row_predictions = row_predictions or packer.default_max_predictions_per_row(
+            max_predictions_per_seq, max_instances_per_row
+        )
+        check_packing_budget(
+            max_predictions_per_seq, row_predictions, max_instances_per_row, packing_buffer_size
         )
     files = text_input.expand_input_patterns(input_files)
     num_pipelines, pipeline_id = 1, 0
@@ -127,7 +185,9 @@ def pretraining_dataset(
         files = files[pipeline_id::num_pipelines]
     if seed is None:
         seed = random.SystemRandom().randrange(1 << 62)
-    input_format = _detect_format(files, max_seq_length, max_predictions_per_seq)
+    input_format, record_length = _detect_format(
+        files, max_seq_length, max_predictions_per_seq, max_seq_length if packing else None
+    )
 
     masking_vocab = None
     if input_format != "masked":
@@ -176,7 +236,8 @@ def pretraining_dataset(
         ).unbatch()
         if shuffle:
             dataset = dataset.shuffle(shuffle_buffer_size, seed=seed)
-        dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
+        buffers = (packing_buffer_size, False) if packing else (batch_size, drop_remainder)
+        dataset = dataset.batch(*buffers)
     else:
         file_dataset = tf.data.Dataset.from_tensor_slices(files)
         if shuffle:
@@ -193,8 +254,10 @@ def pretraining_dataset(
             dataset = dataset.shuffle(shuffle_buffer_size, seed=seed)
         if repeat:
             dataset = dataset.repeat()
-        spec = records.feature_spec(max_seq_length, max_predictions_per_seq, masked=input_format == "masked")
-        dataset = dataset.batch(batch_size, drop_remainder=drop_remainder).map(
+        spec = records.feature_spec(record_length, max_predictions_per_seq, masked=input_format == "masked")
+        # With packing, the batches are the packing buffers: never dropped, every instance kept.
+        buffers = (packing_buffer_size, False) if packing else (batch_size, drop_remainder)
+        dataset = dataset.batch(*buffers).map(
             lambda serialized: tf.io.parse_example(serialized, spec), num_parallel_calls=tf.data.AUTOTUNE
         )
         if input_format == "unmasked":
@@ -203,8 +266,45 @@ def pretraining_dataset(
             dataset = tf.data.Dataset.zip(dataset, mask_seeds).map(
                 mask, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
             )
-    dataset = dataset.map(
-        lambda features: _model_features(features, max_seq_length, max_predictions_per_seq),
-        num_parallel_calls=tf.data.AUTOTUNE,
-    )
+    if packing:
+        # Batches of instances above are the packing buffers; rows are shuffled and batched here.
+        dataset = packer.pack_instances(
+            dataset,
+            max_seq_length=max_seq_length,
+            max_predictions_per_row=row_predictions,
+            max_instances_per_row=max_instances_per_row,
+        )
+        if shuffle:
+            dataset = dataset.shuffle(packing_buffer_size, seed=seed + 1)
+        dataset = dataset.batch(batch_size, drop_remainder=drop_remainder).map(
+            lambda features: _packed_model_features(
+                features, max_seq_length, row_predictions, max_instances_per_row
+            ),
+            num_parallel_calls=tf.data.AUTOTUNE,
+        )
+    else:
+        dataset = dataset.map(
+            lambda features: _model_features(features, max_seq_length, max_predictions_per_seq),
+            num_parallel_calls=tf.data.AUTOTUNE,
+        )
     return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def check_packing_budget(
+    max_predictions_per_seq: int,
+    max_predictions_per_row: int,
+    max_instances_per_row: int,
+    buffer_size: int = 1,
+) -> None:
+    """A packed row must hold at least one instance with all its predictions."""
+    if max_predictions_per_row < max_predictions_per_seq:
+        raise ValueError(
+            f"max_predictions_per_row={max_predictions_per_row} is too small for packing: one instance alone "
+            f"may have max_predictions_per_seq={max_predictions_per_seq} predictions; pass "
+            f"max_predictions_per_row={max_predictions_per_seq} or more (default for these settings: "
+            f"{packer.default_max_predictions_per_row(max_predictions_per_seq, max_instances_per_row)})"
+        )
+    if max_instances_per_row < 1 or buffer_size < 1:
+        raise ValueError(
+            f"max_instances_per_row ({max_instances_per_row}) and packing_buffer_size ({buffer_size}) must be >= 1"
+        )
