@@ -194,6 +194,24 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     flags.DEFINE_integer(
         "gradient_accumulation_steps", 1, "Micro-batches per optimizer step.", flag_values=flag_values
     )
+    flags.DEFINE_bool(
+        "packing",
+        _DEFAULTS.packing,
+        "Pack several instances into each row: no compute on padding, same losses.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "max_predictions_per_row",
+        None,
+        "With --packing: masked positions per row (default: per-sequence budget, scaled).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "max_instances_per_row",
+        _DEFAULTS.max_instances_per_row,
+        "With --packing: instances (NSP slots) per row at most.",
+        flag_values=flag_values,
+    )
     flags.DEFINE_integer(
         "seed",
         _DEFAULTS.seed,

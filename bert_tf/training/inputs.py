@@ -51,13 +51,24 @@ def record_lengths(path: str) -> dict[str, int]:
 
 
 def check_record_shapes(
-    files: list[str], max_seq_length: int, max_predictions_per_seq: int, flag: str
+    files: list[str], max_seq_length: int, max_predictions_per_seq: int, flag: str, packing: bool = False
 ) -> None:
-    """TFRecords hold fixed-length features; they must match the flags (checked on the first file)."""
+    """TFRecords hold fixed-length features; they must match the flags (checked on the first file).
+
+    With `packing`, records may be shorter than the rows, never longer.
+    """
     if not files or not is_tfrecord(files[0]):
         return
     lengths = record_lengths(files[0])
     seq_length = lengths.get("input_ids")
+    if packing and seq_length is not None and seq_length > max_seq_length:
+        raise InputError(
+            f"{files[0]} (--{flag}) holds sequences of length {seq_length}, which cannot be packed into rows of "
+            f"--max_seq_length={max_seq_length} (an instance is never split); pass --max_seq_length={seq_length} "
+            f"or more, or regenerate the records with --max_seq_length={max_seq_length} or less"
+        )
+    if packing:
+        seq_length = None  # shorter records fill the rows
     if seq_length is not None and "input_mask" in lengths and seq_length != max_seq_length:
         raise InputError(
             f"{files[0]} (--{flag}) holds sequences of length {seq_length}, but --max_seq_length="

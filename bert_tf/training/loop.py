@@ -344,6 +344,8 @@ class Trainer:
                     history.append({"step": step, **metrics, "learning_rate": learning_rate})
                     if reporter.sequences_per_second is not None:
                         history[-1]["sequences_per_second"] = reporter.sequences_per_second
+                    if reporter.real_tokens_per_second is not None:
+                        history[-1]["real_tokens_per_second"] = reporter.real_tokens_per_second
                     at_end = step == total_steps and self.save_final_checkpoint
                     if step % self.save_checkpoints_steps == 0 or at_end:
                         last_saved = self.save()

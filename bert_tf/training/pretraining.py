@@ -78,6 +78,17 @@ class PretrainingConfig:
     num_gpus: int = 0
     fill_mask_demo: bool = True
     cache_dir: str | None = None  # None: $BERT_TF_CACHE or ~/.cache/bert_tf
+    packing: bool = dataclasses.field(
+        default=False,
+        metadata={"help": "Pack several instances into each row: no compute on padding, same losses."},
+    )
+    max_predictions_per_row: int | None = dataclasses.field(
+        default=None,
+        metadata={"help": "With --packing: masked positions per row (default: per-sequence budget, scaled)."},
+    )
+    max_instances_per_row: int = dataclasses.field(
+        default=8, metadata={"help": "With --packing: instances (NSP slots) per row at most."}
+    )
 
     def __post_init__(self) -> None:
         if self.mixed_precision not in MIXED_PRECISION_POLICIES:
@@ -93,6 +104,15 @@ class PretrainingConfig:
         for name in ("train_batch_size", "num_train_steps", "max_seq_length", "max_predictions_per_seq"):
             if getattr(self, name) < 1:
                 raise inputs.InputError(f"--{name} must be >= 1, got {getattr(self, name)}")
+        if self.packing:
+            from pipelines.dataset import check_packing_budget
+
+            try:
+                check_packing_budget(
+                    self.max_predictions_per_seq, self.row_predictions(1), self.max_instances_per_row
+                )
+            except ValueError as error:
+                raise inputs.InputError(f"--packing: {error}") from None
         if self.num_warmup_steps < 0 or self.num_warmup_steps > self.num_train_steps:
             raise inputs.InputError(
                 f"--num_warmup_steps={self.num_warmup_steps} must be in [0, --num_train_steps={self.num_train_steps}]"
@@ -107,6 +127,19 @@ class PretrainingConfig:
         if self.phase2_max_predictions_per_seq:
             return self.phase2_max_predictions_per_seq
         return max(1, round(self.max_predictions_per_seq * self.phase2_seq_length / self.max_seq_length))
+
+    def row_predictions(self, phase: int) -> int | None:
+        """With --packing: the masked positions of a packed row in phase 1 or 2 (None: unpacked)."""
+        if not self.packing:
+            return None
+        if self.max_predictions_per_row is None:
+            from pipelines.packing import default_max_predictions_per_row
+
+            per_sequence = self.max_predictions_per_seq if phase == 1 else self.phase2_predictions
+            return default_max_predictions_per_row(per_sequence, self.max_instances_per_row)
+        if phase == 1:
+            return self.max_predictions_per_row
+        return max(1, round(self.max_predictions_per_row * self.phase2_seq_length / self.max_seq_length))
 
 
 @dataclasses.dataclass
@@ -146,10 +179,17 @@ def embedded_corpus_and_vocab(settings: PretrainingConfig, vocab_size: int) -> t
 
 
 def masked_lm_totals(features) -> dict:
-    """Normalizers of the pretraining loss, summed over the global batch by the loop."""
+    """Normalizers of the pretraining loss, summed over the global batch by the loop.
+
+    `examples` counts NSP instances (several per row when packed); `positions` the row
+    positions, for the fill rate.
+    """
+    from bert_tf.models.losses import next_sentence_weights
+
     return {
         "masked_lm_weight": tf.reduce_sum(tf.cast(features["masked_lm_weights"], tf.float32)),
-        "examples": tf.cast(tf.shape(features["input_ids"])[0], tf.float32),
+        "examples": tf.reduce_sum(next_sentence_weights(features)),
+        "positions": tf.cast(tf.size(features["input_mask"]), tf.float32),
     }
 
 
@@ -159,14 +199,17 @@ def pretraining_loss_share(features, outputs, totals) -> dict:
     `pretraining_losses` averages over the local batch: the masked-LM terms over the
     masked-LM weights, the next-sentence terms over the examples. Re-weighting each by the
     local fraction of the global normalizer makes the shares sum (over replicas and
-    micro-batches) to the values of the whole global batch.
+    micro-batches) to the values of the whole global batch. `real_tokens` (non-padding
+    tokens of the global batch) and `fill_rate` (their fraction of its positions) are
+    shares in the same way.
     """
-    from bert_tf.models.losses import pretraining_losses
+    from bert_tf.models.losses import next_sentence_weights, pretraining_losses
 
     local = pretraining_losses(features, outputs)
     local_weight = tf.reduce_sum(tf.cast(features["masked_lm_weights"], tf.float32))
     masked_lm_share = (local_weight + 1e-5) / (totals["masked_lm_weight"] + 1e-5)
-    examples_share = tf.cast(tf.shape(features["input_ids"])[0], tf.float32) / totals["examples"]
+    examples_share = tf.reduce_sum(next_sentence_weights(features)) / totals["examples"]
+    real_tokens = tf.reduce_sum(tf.cast(tf.cast(features["input_mask"], tf.int32) > 0, tf.float32))
     masked_lm_loss = tf.cast(local["masked_lm_loss"], tf.float32) * masked_lm_share
     next_sentence_loss = tf.cast(local["next_sentence_loss"], tf.float32) * examples_share
     return {
@@ -175,20 +218,29 @@ def pretraining_loss_share(features, outputs, totals) -> dict:
         "next_sentence_loss": next_sentence_loss,
         "masked_lm_accuracy": tf.cast(local["masked_lm_accuracy"], tf.float32) * masked_lm_share,
         "next_sentence_accuracy": tf.cast(local["next_sentence_accuracy"], tf.float32) * examples_share,
+        "real_tokens": real_tokens,
+        "fill_rate": real_tokens / totals["positions"],
     }
 
 
 def model_inputs(features) -> dict:
-    return {name: features[name] for name in MODEL_INPUTS}
+    # Packed batches also carry the [CLS] position of each instance.
+    names = (
+        (*MODEL_INPUTS, "next_sentence_positions") if "next_sentence_positions" in features else MODEL_INPUTS
+    )
+    return {name: features[name] for name in names}
 
 
-def dummy_features(batch_size: int, seq_length: int, predictions: int) -> dict:
-    return {
+def dummy_features(batch_size: int, seq_length: int, predictions: int, instances: int | None = None) -> dict:
+    features = {
         "input_ids": tf.zeros([batch_size, seq_length], tf.int32),
         "input_mask": tf.ones([batch_size, seq_length], tf.int32),
         "segment_ids": tf.zeros([batch_size, seq_length], tf.int32),
         "masked_lm_positions": tf.zeros([batch_size, predictions], tf.int32),
     }
+    if instances is not None:
+        features["next_sentence_positions"] = tf.zeros([batch_size, instances], tf.int32)
+    return features
 
 
 def _dataset_fn(
@@ -199,6 +251,7 @@ def _dataset_fn(
     predictions: int,
     seed: int | None,
     training: bool = True,
+    row_predictions: int | None = None,
 ):
     from pipelines import pretraining_dataset
 
@@ -219,6 +272,9 @@ def _dataset_fn(
             repeat=True,
             drop_remainder=True,
             input_context=input_context,
+            packing=settings.packing,
+            max_predictions_per_row=row_predictions,
+            max_instances_per_row=settings.max_instances_per_row,
         )
 
     return dataset_fn
@@ -261,7 +317,11 @@ def run_pretraining(settings: PretrainingConfig) -> PretrainingResult:
                 f"--{name}={length} exceeds the config's max_position_embeddings ({config.max_position_embeddings})"
             )
     inputs.check_record_shapes(
-        train_files, settings.max_seq_length, settings.max_predictions_per_seq, "train_files"
+        train_files,
+        settings.max_seq_length,
+        settings.max_predictions_per_seq,
+        "train_files",
+        settings.packing,
     )
     phase2_files = train_files
     if settings.phase2_fraction:
@@ -273,12 +333,20 @@ def run_pretraining(settings: PretrainingConfig) -> PretrainingResult:
                 f"at --max_seq_length={settings.phase2_seq_length} (TFRecords have a fixed length)"
             )
         inputs.check_record_shapes(
-            phase2_files, settings.phase2_seq_length, settings.phase2_predictions, "phase2_train_files"
+            phase2_files,
+            settings.phase2_seq_length,
+            settings.phase2_predictions,
+            "phase2_train_files",
+            settings.packing,
         )
     eval_files = inputs.expand_files(settings.eval_files, "eval_files") if settings.eval_files else None
     if eval_files:
         inputs.check_record_shapes(
-            eval_files, settings.max_seq_length, settings.max_predictions_per_seq, "eval_files"
+            eval_files,
+            settings.max_seq_length,
+            settings.max_predictions_per_seq,
+            "eval_files",
+            settings.packing,
         )
 
     model_dir = settings.model_dir or tempfile.mkdtemp(prefix="bert_tf_pretrain_")
@@ -310,8 +378,9 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
             print(f"model_dir: {model_dir}", flush=True)
 
         with strategy.scope():
-            model = BertPretrainer(config)
-            model(dummy_features(1, settings.max_seq_length, settings.max_predictions_per_seq))
+            model = BertPretrainer(config, packed=settings.packing)
+            instances = settings.max_instances_per_row if settings.packing else None
+            model(dummy_features(1, settings.max_seq_length, settings.max_predictions_per_seq, instances))
             optimizer = optimization.create_optimizer(
                 settings.learning_rate,
                 settings.num_train_steps,
@@ -350,6 +419,7 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
                     settings.max_seq_length,
                     settings.max_predictions_per_seq,
                     seed,
+                    row_predictions=settings.row_predictions(1),
                 ),
             )
         ]
@@ -366,6 +436,7 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
                         settings.phase2_seq_length,
                         settings.phase2_predictions,
                         None if seed is None else seed + 1,
+                        row_predictions=settings.row_predictions(2),
                     ),
                 )
             )
@@ -383,6 +454,7 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
                 settings.max_predictions_per_seq,
                 seed,
                 training=False,
+                row_predictions=settings.row_predictions(1),
             )
             eval_metrics = trainer.evaluate(eval_fn, settings.eval_steps)
             if is_chief:

@@ -25,6 +25,10 @@ def format_duration(seconds: float) -> str:
 class ProgressReporter:
     """Prints one line per loop (metrics, sequences/s, ETA) and writes TensorBoard scalars.
 
+    Metrics named `real_tokens` (non-padding tokens per step) and `fill_rate` (their
+    fraction of the positions) are shown as real tokens/s and the fill in percent, the
+    throughput that counts when batches are padded or packed.
+
     Example:
 
     >>> reporter = ProgressReporter(total_steps=100, global_batch_size=32, log_dir=None, enabled=False)
@@ -51,6 +55,7 @@ class ProgressReporter:
         self._last_step = None
         self._loops = 0
         self.sequences_per_second: float | None = None  # of the last loop; None for the first
+        self.real_tokens_per_second: float | None = None  # likewise, when `real_tokens` is reported
 
     def start(self, step: int) -> None:
         self._last_time = time.perf_counter()
@@ -65,15 +70,27 @@ class ProgressReporter:
         self._loops += 1
         sequences_per_second = steps * self.global_batch_size / elapsed
         self.sequences_per_second = sequences_per_second if self._loops > 1 else None
+        tokens_per_second = None
+        if "real_tokens" in metrics:
+            tokens_per_second = steps * metrics["real_tokens"] / elapsed
+        self.real_tokens_per_second = tokens_per_second if self._loops > 1 else None
         parts = [f"step {step}/{self.total_steps}"]
-        parts += [f"{name} {value:.4f}" for name, value in metrics.items()]
+        parts += [
+            f"{name} {value:.4f}"
+            for name, value in metrics.items()
+            if name not in ("real_tokens", "fill_rate")
+        ]
         parts.append(f"lr {learning_rate:.3g}")
+        if "fill_rate" in metrics:
+            parts.append(f"fill {100 * metrics['fill_rate']:.1f}%")
         if self._loops == 1:
             # The first loop includes tracing and compilation; its speed says nothing.
             parts.append(f"{elapsed:.1f}s (incl. compile)")
         else:
             eta = (self.total_steps - step) * elapsed / max(steps, 1)
             parts.append(f"{sequences_per_second:.1f} seq/s")
+            if tokens_per_second is not None:
+                parts.append(f"{tokens_per_second:.0f} tok/s")
             parts.append(f"ETA {format_duration(eta)}")
         line = "  ".join(parts)
         if self.enabled:
@@ -85,6 +102,8 @@ class ProgressReporter:
                 _scalar("learning_rate", learning_rate)
                 if self._loops > 1:
                     _scalar("sequences_per_second", sequences_per_second)
+                    if tokens_per_second is not None:
+                        _scalar("real_tokens_per_second", tokens_per_second)
             self._writer.flush()
         return line
 

@@ -150,7 +150,15 @@ class PretrainingRunTest(tf.test.TestCase):
         self.assertEqual(result.train.step, 6)
         self.assertEqual(
             sorted(result.eval_metrics),
-            ["loss", "masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy", "next_sentence_loss"],
+            [
+                "fill_rate",
+                "loss",
+                "masked_lm_accuracy",
+                "masked_lm_loss",
+                "next_sentence_accuracy",
+                "next_sentence_loss",
+                "real_tokens",
+            ],
         )
         self.assertBetween(result.eval_metrics["masked_lm_accuracy"], 0.0, 1.0)
         model_dir = Path(result.model_dir)
