@@ -36,6 +36,23 @@ def keep_inputs(inputs: dict, names) -> dict:
     return {name: inputs[name] for name in names}
 
 
+def _encode(embeddings, transformer_layers, pooler_dense, inputs: dict, packed: bool, training=None) -> dict:
+    """The encoder's forward pass: built once as the functional graph, run as is when packed."""
+    if packed:
+        position_ids = packed_position_ids(inputs["input_mask"])
+        hidden = embeddings(inputs["input_ids"], inputs["segment_ids"], position_ids, training=training)
+        bias = packed_attention_bias(inputs["input_mask"])  # [batch, 1, seq, seq] float32
+    else:
+        hidden = embeddings(inputs["input_ids"], inputs["segment_ids"], training=training)
+        bias = attention_bias(inputs["input_mask"])  # [batch, 1, 1, seq] float32
+    encoder_outputs = []
+    for layer in transformer_layers:
+        hidden = layer(hidden, bias, training=training)
+        encoder_outputs.append(hidden)
+    pooled = pooler_dense(ops.take(hidden, 0, axis=1))  # [CLS] -> [batch, hidden]
+    return {"sequence_output": hidden, "pooled_output": pooled, "encoder_outputs": encoder_outputs}
+
+
 @keras.saving.register_keras_serializable(package="bert_tf")
 class BertEncoder(keras.Model):
     """BERT's Transformer encoder (the `bert/` scope of the original checkpoints).
@@ -47,8 +64,9 @@ class BertEncoder(keras.Model):
 
     `packed=True` takes packed rows (several instances per row, `input_mask` holding the
     instance number of each token; see `bert_tf.layers.packing`): positions restart and
-    attention stays within each instance. It adds no weight, so either form loads the
-    other's checkpoints; `pooled_output` is then that of each row's first instance.
+    attention stays within each instance; `pooled_output` is then that of each row's first
+    instance. The functional graph, and so the checkpoint layout, is the unpacked one
+    either way (only `call` differs), so each form loads the other's checkpoints.
 
     Example:
 
@@ -103,19 +121,7 @@ class BertEncoder(keras.Model):
         )
 
         inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name) for name in ENCODER_INPUTS}
-        if packed:
-            position_ids = packed_position_ids(inputs["input_mask"])
-            hidden = embeddings(inputs["input_ids"], inputs["segment_ids"], position_ids)
-            bias = packed_attention_bias(inputs["input_mask"])  # [batch, 1, seq, seq] float32
-        else:
-            hidden = embeddings(inputs["input_ids"], inputs["segment_ids"])
-            bias = attention_bias(inputs["input_mask"])  # [batch, 1, 1, seq] float32
-        encoder_outputs = []
-        for layer in transformer_layers:
-            hidden = layer(hidden, bias)
-            encoder_outputs.append(hidden)
-        pooled = pooler_dense(ops.take(hidden, 0, axis=1))  # [CLS] -> [batch, hidden]
-        outputs = {"sequence_output": hidden, "pooled_output": pooled, "encoder_outputs": encoder_outputs}
+        outputs = _encode(embeddings, transformer_layers, pooler_dense, inputs, packed=False)
         super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, name=name, **kwargs)
 
         self.config = config
@@ -125,7 +131,11 @@ class BertEncoder(keras.Model):
         self.pooler_dense = pooler_dense
 
     def call(self, inputs, training=None, mask=None):
-        return super().call(keep_inputs(inputs, ENCODER_INPUTS), training=training, mask=mask)
+        inputs = keep_inputs(inputs, ENCODER_INPUTS)
+        if self.packed:
+            layers = (self.embeddings, self.transformer_layers, self.pooler_dense)
+            return _encode(*layers, inputs, packed=True, training=training)
+        return super().call(inputs, training=training, mask=mask)
 
     def get_config(self):
         return {

@@ -5,10 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import keras
-from keras import ops
 
 from bert_tf.config import BertConfig
-from bert_tf.layers.masked_lm_head import MaskedLMHead
+from bert_tf.layers.masked_lm_head import MaskedLMHead, gather_positions
 from bert_tf.layers.next_sentence_head import NextSentenceHead
 from bert_tf.models.encoder import ENCODER_INPUTS, BertEncoder, as_config, keep_inputs
 
@@ -27,8 +26,9 @@ class BertPretrainer(keras.Model):
 
     `packed=True` takes packed rows (`bert_tf.layers.packing`; made by `pipelines.packing`)
     and one more input, `next_sentence_positions` [batch, instances]: the [CLS] of each
-    instance, whose pooled output gives `nsp_logits` [batch, instances, 2]. The weights are
-    the same, so checkpoints load packed or unpacked.
+    instance, whose pooled output gives `nsp_logits` [batch, instances, 2]. The weights and
+    the functional graph are the unpacked ones (only `call` differs), so checkpoints load
+    packed or unpacked.
 
     Example:
 
@@ -62,28 +62,32 @@ class BertPretrainer(keras.Model):
         next_sentence_head = NextSentenceHead(
             initializer_range=config.initializer_range, dtype=dtype, name="next_sentence_head"
         )
-        input_names = PACKED_PRETRAINER_INPUTS if packed else PRETRAINER_INPUTS
-        inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name) for name in input_names}
+        inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name) for name in PRETRAINER_INPUTS}
         encoded = encoder({name: inputs[name] for name in ENCODER_INPUTS})
-        pooled_output = encoded["pooled_output"]
-        if packed:  # the pooler on every instance's [CLS]: [batch, instances, hidden]
-            cls_positions = ops.expand_dims(inputs["next_sentence_positions"], -1)  # [batch, instances, 1]
-            cls_output = ops.take_along_axis(encoded["sequence_output"], cls_positions, axis=1)
-            pooled_output = encoder.pooler_dense(cls_output)
         outputs = {
             "mlm_logits": masked_lm_head(encoded["sequence_output"], inputs["masked_lm_positions"]),
-            "nsp_logits": next_sentence_head(pooled_output),
+            "nsp_logits": next_sentence_head(encoded["pooled_output"]),
         }
         super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, name=name, **kwargs)
         self.config = config
         self.packed = packed
-        self._feature_names = input_names
         self.encoder = encoder
         self.masked_lm_head = masked_lm_head
         self.next_sentence_head = next_sentence_head
 
     def call(self, inputs, training=None, mask=None):
-        return super().call(keep_inputs(inputs, self._feature_names), training=training, mask=mask)
+        if not self.packed:
+            return super().call(keep_inputs(inputs, PRETRAINER_INPUTS), training=training, mask=mask)
+        inputs = keep_inputs(inputs, PACKED_PRETRAINER_INPUTS)
+        encoded = self.encoder(inputs, training=training)  # [batch, seq, hidden]
+        # The pooler on every instance's [CLS]: [batch, instances, hidden].
+        pooled_output = self.encoder.pooler_dense(
+            gather_positions(encoded["sequence_output"], inputs["next_sentence_positions"])
+        )
+        return {
+            "mlm_logits": self.masked_lm_head(encoded["sequence_output"], inputs["masked_lm_positions"]),
+            "nsp_logits": self.next_sentence_head(pooled_output),
+        }
 
     def get_config(self):
         return {

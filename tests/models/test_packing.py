@@ -1,0 +1,315 @@
+"""Packed rows: every instance computed exactly as if it were alone, on TensorFlow and JAX;
+a packed batch gives the loss and gradients of the unpacked batch of the same instances."""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from bert_tf.config import BertConfig
+from bert_tf.layers.packing import packed_attention_bias, packed_position_ids
+from bert_tf.models import BertPretrainer
+from bert_tf.models.losses import pretraining_losses
+from bert_tf.training import pretraining
+from pipelines import packing
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CONFIG = BertConfig(
+    vocab_size=60,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=64,
+    max_position_embeddings=40,
+    hidden_dropout_prob=0.0,
+    attention_probs_dropout_prob=0.0,
+)
+SEQ, PREDICTIONS, ROW_PREDICTIONS, INSTANCES = 32, 3, 8, 4
+
+
+def random_instances(count=11, seed=0):
+    """Instances `[CLS] A [SEP] B [SEP]` of random lengths, each alone (unpadded) as numpy."""
+    rng = np.random.default_rng(seed)
+    instances = []
+    for _ in range(count):
+        length = int(rng.integers(5, 21))
+        split = int(rng.integers(2, length - 2))
+        ids = rng.integers(5, CONFIG.vocab_size, length)
+        ids[0], ids[split], ids[-1] = 2, 3, 3
+        predicted = int(rng.integers(1, PREDICTIONS + 1))
+        positions = np.sort(rng.choice(np.arange(1, length - 1), predicted, replace=False))
+        instances.append(
+            {
+                "input_ids": ids,
+                "segment_ids": (np.arange(length) > split).astype(int),
+                "masked_lm_positions": positions,
+                "masked_lm_ids": rng.integers(5, CONFIG.vocab_size, predicted),
+                "next_sentence_labels": int(rng.integers(0, 2)),
+            }
+        )
+    return instances
+
+
+def padded_batch(instances):
+    """The unpacked batch: one instance per row, padded to SEQ and PREDICTIONS."""
+    batch = {
+        name: np.zeros((len(instances), SEQ), "int32") for name in ("input_ids", "input_mask", "segment_ids")
+    }
+    for name in ("masked_lm_positions", "masked_lm_ids"):
+        batch[name] = np.zeros((len(instances), PREDICTIONS), "int32")
+    batch["masked_lm_weights"] = np.zeros((len(instances), PREDICTIONS), "float32")
+    batch["next_sentence_labels"] = np.zeros((len(instances), 1), "int32")
+    for row, instance in enumerate(instances):
+        length, predicted = len(instance["input_ids"]), len(instance["masked_lm_positions"])
+        batch["input_ids"][row, :length] = instance["input_ids"]
+        batch["segment_ids"][row, :length] = instance["segment_ids"]
+        batch["input_mask"][row, :length] = 1
+        batch["masked_lm_positions"][row, :predicted] = instance["masked_lm_positions"]
+        batch["masked_lm_ids"][row, :predicted] = instance["masked_lm_ids"]
+        batch["masked_lm_weights"][row, :predicted] = 1.0
+        batch["next_sentence_labels"][row, 0] = instance["next_sentence_labels"]
+    return batch
+
+
+def packed_batch(instances):
+    """The same instances packed into rows by the real packer, and where each one went."""
+    rows = packing.pack_batch(
+        {name: tf.constant(value) for name, value in padded_batch(instances).items()},
+        max_seq_length=SEQ,
+        max_predictions_per_row=ROW_PREDICTIONS,
+        max_instances_per_row=INSTANCES,
+    )
+    rows = {name: value.numpy() for name, value in rows.items()}
+    # Instance i's place, found from the rows: the slot whose [CLS] holds its first token.
+    places = []
+    for instance in instances:
+        length = len(instance["input_ids"])
+        for row, slot in zip(*np.nonzero(rows["next_sentence_weights"]), strict=True):
+            start = rows["next_sentence_positions"][row, slot]
+            if (
+                np.array_equal(rows["input_ids"][row, start : start + length], instance["input_ids"])
+                and ((rows["input_mask"][row] == slot + 1).sum() == length)
+                and (row, slot) not in [(p[0], p[1]) for p in places]
+            ):
+                places.append((row, slot, start))
+                break
+    assert len(places) == len(instances), "an instance is missing from the packed rows"
+    return rows, places
+
+
+def alone(model, instance):
+    """The unpacked model on one instance alone, unpadded: sequence output, MLM and NSP logits."""
+    length = len(instance["input_ids"])
+    features = {
+        "input_ids": instance["input_ids"][None],
+        "input_mask": np.ones((1, length), "int32"),
+        "segment_ids": instance["segment_ids"][None],
+        "masked_lm_positions": instance["masked_lm_positions"][None],
+    }
+    outputs = model(features)
+    sequence = model.encoder(features)["sequence_output"]
+    return np.asarray(sequence[0]), np.asarray(outputs["mlm_logits"][0]), np.asarray(outputs["nsp_logits"][0])
+
+
+def packed_outputs(model, rows):
+    inputs = pretraining.model_inputs(rows)
+    outputs = model(inputs)
+    sequence = model.encoder(inputs)["sequence_output"]
+    return np.asarray(sequence), np.asarray(outputs["mlm_logits"]), np.asarray(outputs["nsp_logits"])
+
+
+def max_differences(unpacked_model, packed_model, instances, rows, places):
+    """Largest |packed - alone| over all instances, per output."""
+    sequence, mlm_logits, nsp_logits = packed_outputs(packed_model, rows)
+    differences = {"sequence_output": 0.0, "mlm_logits": 0.0, "nsp_logits": 0.0}
+    for instance, (row, slot, start) in zip(instances, places, strict=True):
+        alone_sequence, alone_mlm, alone_nsp = alone(unpacked_model, instance)
+        length = len(instance["input_ids"])
+        packed_sequence = sequence[row, start : start + length]
+        # The instance's predictions in the row: its positions moved by its start.
+        columns = [
+            int(
+                np.nonzero(
+                    (rows["masked_lm_positions"][row] == start + p) & (rows["masked_lm_weights"][row] > 0)
+                )[0][0]
+            )
+            for p in instance["masked_lm_positions"]
+        ]
+        for name, packed_value, alone_value in (
+            ("sequence_output", packed_sequence, alone_sequence),
+            ("mlm_logits", mlm_logits[row, columns], alone_mlm),
+            ("nsp_logits", nsp_logits[row, slot], alone_nsp),
+        ):
+            differences[name] = max(differences[name], float(np.abs(packed_value - alone_value).max()))
+    return differences
+
+
+def numpy_features(*shape):
+    """`pretraining.dummy_features` as numpy arrays, which every backend takes."""
+    return {name: np.asarray(value) for name, value in pretraining.dummy_features(*shape).items()}
+
+
+def models(seed=3):
+    keras.utils.set_random_seed(seed)
+    unpacked = BertPretrainer(CONFIG)
+    unpacked(numpy_features(1, SEQ, PREDICTIONS))
+    packed = BertPretrainer(CONFIG, packed=True)
+    packed(numpy_features(1, SEQ, ROW_PREDICTIONS, INSTANCES))
+    packed.set_weights(unpacked.get_weights())  # the same variables: checkpoints load either way
+    return unpacked, packed
+
+
+class PackedInputsTest(tf.test.TestCase):
+    def test_positions_restart_and_attention_is_block_diagonal(self):
+        mask = np.array([[1, 1, 1, 2, 2, 3, 0, 0]])
+        self.assertAllEqual(packed_position_ids(mask), [[0, 1, 2, 0, 1, 0, 6, 7]])
+        allowed = np.asarray(packed_attention_bias(mask))[0, 0] == 0
+        for query in range(8):
+            for key in range(8):
+                expected = mask[0, key] > 0 and (mask[0, key] == mask[0, query] or mask[0, query] == 0)
+                self.assertEqual(allowed[query, key], expected, (query, key))
+
+    def test_rows_of_one_instance_are_the_original_model(self):
+        unpacked, packed = models()
+        batch = padded_batch(random_instances(4, seed=5))
+        rows = dict(batch, next_sentence_positions=np.zeros((4, 1), "int32"))
+        expected = unpacked(batch)
+        actual = packed(pretraining.model_inputs(rows))
+        self.assertAllClose(actual["mlm_logits"], expected["mlm_logits"], atol=1e-5, rtol=0)
+        self.assertAllClose(actual["nsp_logits"][:, 0], expected["nsp_logits"], atol=1e-5, rtol=0)
+        self.assertAllClose(
+            packed.encoder(batch)["sequence_output"],
+            unpacked.encoder(batch)["sequence_output"],
+            atol=1e-5,
+            rtol=0,
+        )
+
+
+class PackedForwardTest(tf.test.TestCase):
+    def test_each_packed_instance_equals_the_instance_alone(self):
+        for seed in range(3):
+            instances = random_instances(seed=seed)
+            rows, places = packed_batch(instances)
+            self.assertLess(len(rows["input_ids"]), len(instances))  # several instances share rows
+            self.assertGreater(rows["next_sentence_weights"].sum(1).max(), 1)
+            differences = max_differences(*models(seed), instances, rows, places)
+            for name, difference in differences.items():
+                self.assertLessEqual(difference, 1e-5, f"seed {seed} {name}: {differences}")
+
+    def test_loss_and_gradients_equal_the_unpacked_batch(self):
+        unpacked, packed = models()
+        instances = random_instances(seed=7)
+        batch = padded_batch(instances)
+        rows, _ = packed_batch(instances)
+
+        def loss_and_gradients(model, features):
+            features = {name: tf.constant(value) for name, value in features.items()}
+            with tf.GradientTape() as tape:
+                losses = pretraining_losses(
+                    features, model(pretraining.model_inputs(features), training=True)
+                )
+            return losses, tape.gradient(losses["loss"], model.trainable_variables)
+
+        expected, expected_gradients = loss_and_gradients(unpacked, batch)
+        actual, actual_gradients = loss_and_gradients(packed, rows)
+        for name in expected:
+            self.assertAllClose(actual[name], expected[name], atol=1e-5, rtol=0, msg=name)
+        for variable, want, got in zip(
+            unpacked.trainable_variables, expected_gradients, actual_gradients, strict=True
+        ):
+            self.assertAllClose(
+                tf.convert_to_tensor(got), tf.convert_to_tensor(want), atol=1e-5, rtol=0, msg=variable.path
+            )
+        # The loop's per-replica shares add up to the same loss, and count instances, not rows.
+        features = {name: tf.constant(value) for name, value in rows.items()}
+        totals = pretraining.masked_lm_totals(features)
+        self.assertEqual(float(totals["examples"]), len(instances))
+        shares = pretraining.pretraining_loss_share(
+            features, packed(pretraining.model_inputs(features)), totals
+        )
+        self.assertAllClose(shares["loss"], expected["loss"], atol=1e-5, rtol=0)
+        real = sum(len(instance["input_ids"]) for instance in instances)
+        self.assertEqual(float(shares["real_tokens"]), real)
+        self.assertAllClose(shares["fill_rate"], real / rows["input_ids"].size)
+
+    def test_checkpoint_of_either_layout_loads_into_the_other(self):
+        unpacked, packed = models()
+        path = tf.train.Checkpoint(model=packed).write(os.path.join(tempfile.mkdtemp(), "ckpt"))
+        keras.utils.set_random_seed(99)
+        fresh = BertPretrainer(CONFIG)
+        fresh(pretraining.dummy_features(1, SEQ, PREDICTIONS))
+        tf.train.Checkpoint(model=fresh).read(path).assert_existing_objects_matched()
+        for want, got in zip(unpacked.get_weights(), fresh.get_weights(), strict=True):
+            self.assertAllEqual(got, want)
+
+    def test_jax_backend_gives_the_same_equivalences(self):
+        # The Keras backend is fixed at import: the JAX half runs in a fresh interpreter on
+        # rows and weights made here.
+        instances = random_instances(seed=11)
+        rows, places = packed_batch(instances)
+        unpacked, _ = models(11)
+        work = tempfile.mkdtemp()
+        np.savez(os.path.join(work, "weights.npz"), *unpacked.get_weights())
+        with open(os.path.join(work, "case.json"), "w") as handle:
+            json.dump(
+                {
+                    "instances": [{k: np.asarray(v).tolist() for k, v in i.items()} for i in instances],
+                    "rows": {k: v.tolist() for k, v in rows.items()},
+                    "places": [[int(x) for x in place] for place in places],
+                },
+                handle,
+            )
+        script = f"""
+import json, os, sys
+import numpy as np, keras, jax
+assert keras.backend.backend() == "jax"
+sys.path.insert(0, {os.path.join(REPO_ROOT, "tests", "models")!r})
+import test_packing as case
+from bert_tf.models.losses import pretraining_losses
+from bert_tf.training import pretraining
+work = sys.argv[1]
+data = json.load(open(os.path.join(work, "case.json")))
+instances = [{{k: np.asarray(v) if isinstance(v, list) else v for k, v in i.items()}} for i in data["instances"]]
+rows = {{k: np.asarray(v, "float32" if k in ("masked_lm_weights", "next_sentence_weights") else "int32")
+        for k, v in data["rows"].items()}}
+weights = np.load(os.path.join(work, "weights.npz"))
+unpacked, packed = case.models()
+unpacked.set_weights([weights[f"arr_{{i}}"] for i in range(len(weights.files))])
+packed.set_weights(unpacked.get_weights())
+report = {{"forward": case.max_differences(unpacked, packed, instances, rows, [tuple(p) for p in data["places"]])}}
+batch = case.padded_batch(instances)
+def loss(model, features):
+    trainable = [v.value for v in model.trainable_variables]
+    non_trainable = [v.value for v in model.non_trainable_variables]
+    def fn(trainable):
+        outputs, _ = model.stateless_call(trainable, non_trainable, pretraining.model_inputs(features), training=True)
+        return pretraining_losses(features, outputs)["loss"]
+    return jax.jit(jax.value_and_grad(fn))(trainable)
+want, want_grads = loss(unpacked, batch)
+got, got_grads = loss(packed, rows)
+report["loss"] = abs(float(want) - float(got))
+report["gradients"] = max(float(np.abs(np.asarray(a) - np.asarray(b)).max()) for a, b in zip(want_grads, got_grads))
+print("REPORT" + json.dumps(report))
+"""
+        env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="2")
+        env["PYTHONPATH"] = REPO_ROOT + os.pathsep + env.get("PYTHONPATH", "")
+        result = subprocess.run(
+            [sys.executable, "-c", script, work],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+            cwd=REPO_ROOT,
+        )
+        lines = [line for line in result.stdout.splitlines() if line.startswith("REPORT")]
+        self.assertTrue(lines, f"JAX subprocess failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+        report = json.loads(lines[-1][len("REPORT") :])
+        for name, difference in report["forward"].items():
+            self.assertLessEqual(difference, 1e-5, f"{name}: {report}")
+        self.assertLessEqual(report["loss"], 1e-5, report)
+        self.assertLessEqual(report["gradients"], 1e-5, report)
