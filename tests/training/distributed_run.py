@@ -11,8 +11,14 @@ import os
 import sys
 
 
-def synthetic_dataset(context, global_batch_size: int, seq_length: int, predictions: int, vocab_size: int):
-    """A deterministic stream of pretraining examples; example i is the same in every process."""
+def synthetic_dataset(
+    context, global_batch_size: int, seq_length: int, predictions: int, vocab_size: int, packing: bool = False
+):
+    """A deterministic stream of pretraining examples; example i is the same in every process.
+
+    With `packing`, the examples are packed (`pipelines.packing`) into rows of the same
+    length before batching, the same rows in every process.
+    """
     import tensorflow as tf
 
     def example(index):
@@ -34,16 +40,38 @@ def synthetic_dataset(context, global_batch_size: int, seq_length: int, predicti
         }
 
     per_replica = context.get_per_replica_batch_size(global_batch_size)
-    dataset = tf.data.Dataset.range(1 << 40).map(example).batch(per_replica, drop_remainder=True)
+    dataset = tf.data.Dataset.range(1 << 40).map(example)
+    if packing:
+        from pipelines.packing import pack_instances
+
+        dataset = pack_instances(
+            dataset.batch(64), max_seq_length=seq_length, max_predictions_per_row=2 * predictions,
+            max_instances_per_row=PACKED_INSTANCES,
+        )  # fmt: skip
+    dataset = dataset.batch(per_replica, drop_remainder=True)
     # Per-replica batches 2k, 2k+1, ... of the one-device stream go to the pipelines in turn,
     # so every strategy sees the same global batches.
     return dataset.shard(context.num_input_pipelines, context.input_pipeline_id)
 
 
+PACKED_INSTANCES = 3
+
+
 def train(
-    strategy, model_dir: str, *, steps=6, steps_per_loop=2, batch_size=8, gradient_accumulation_steps=1
+    strategy,
+    model_dir: str,
+    *,
+    steps=6,
+    steps_per_loop=2,
+    batch_size=8,
+    gradient_accumulation_steps=1,
+    packing=False,
+    stop_at=None,
 ):
-    """Trains the tiny BertPretrainer; returns the per-loop losses and the final weights."""
+    """Trains the tiny BertPretrainer; returns the per-loop losses and the final weights.
+
+    `stop_at` ends the run early (after a checkpoint there), as an interrupted run would.
+    """
     import keras
     import numpy as np
 
@@ -58,8 +86,11 @@ def train(
     seq_length, predictions = 16, 4
     keras.utils.set_random_seed(1)
     with strategy.scope():
-        model = BertPretrainer(config)
-        model(pretraining.dummy_features(1, seq_length, predictions))
+        model = BertPretrainer(config, packed=packing)
+        if packing:
+            model(pretraining.dummy_features(1, seq_length, 2 * predictions, PACKED_INSTANCES))
+        else:
+            model(pretraining.dummy_features(1, seq_length, predictions))
         optimizer = optimization.create_optimizer(
             1e-2, num_train_steps=steps, num_warmup_steps=1, presummed_gradients=True
         )
@@ -72,15 +103,15 @@ def train(
         global_batch_size=batch_size,
         totals_fn=pretraining.masked_lm_totals,
         steps_per_loop=steps_per_loop,
-        save_checkpoints_steps=1000,
+        save_checkpoints_steps=stop_at or 1000,
         gradient_accumulation_steps=gradient_accumulation_steps,
         verbose=False,
     )
 
     def dataset_fn(context):
-        return synthetic_dataset(context, batch_size, seq_length, predictions, config.vocab_size)
+        return synthetic_dataset(context, batch_size, seq_length, predictions, config.vocab_size, packing)
 
-    result = trainer.train([Phase("synthetic", 0, steps, dataset_fn)])
+    result = trainer.train([Phase("synthetic", 0, stop_at or steps, dataset_fn)])
     return {
         "losses": np.array([entry["loss"] for entry in result.history]),
         "replicas": np.array(strategy.num_replicas_in_sync),
@@ -96,6 +127,7 @@ def main() -> None:
     parser.add_argument("--steps_per_loop", type=int, default=2)
     parser.add_argument("--batch_size", type=int, default=8)
     parser.add_argument("--gradient_accumulation_steps", type=int, default=1)
+    parser.add_argument("--packing", action="store_true")
     parser.add_argument("--model_dir", required=True)
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
@@ -121,6 +153,7 @@ def main() -> None:
         steps_per_loop=args.steps_per_loop,
         batch_size=args.batch_size,
         gradient_accumulation_steps=args.gradient_accumulation_steps,
+        packing=args.packing,
     )
     np.savez(args.out, **result)
     print(json.dumps({"replicas": int(result["replicas"]), "losses": result["losses"].tolist()}))
