@@ -38,5 +38,7 @@ setup(
             "jax[cpu]>=0.4.30",
             "ruff>=0.5",
         ],
+        # The peers of the benchmarks in bench/ (keras-hub's BERT).
+        "bench": ["keras-hub>=0.32"],
     },
 )

@@ -1,0 +1,182 @@
+r"""Sequence packing: training throughput in real (non-padding) tokens/s on the same records.
+
+Three contenders train on the same masked TFRecords, made from a real corpus (the
+embedded one: short documents of English prose) by our generator, in one process:
+
+- ours, packed: `pretraining_dataset(packing=True)` rows into `BertPretrainer(packed=True)`;
+- ours, unpacked: the padded batches into `BertPretrainer`;
+- keras-hub's `BertMaskedLM` (MLM only: it has no NSP head and cannot pack) on the same
+  padded batches, with the same weighted MLM loss.
+
+Each step is forward, backward and an AdamW update (global-norm clipping) in one
+`tf.function` (the harness of bench/train_step.py); batches are read into memory first,
+so the input pipeline is not timed. Steps of the contenders are interleaved after
+warm-up, so load from other processes hits all alike; the median step time is used.
+Real tokens/s = mean real tokens of a contender's batches / median step time. It prints
+the fill rate (real tokens / positions) of padded and packed batches, and the ratios;
+the target is packed >= 1.4x keras-hub at 128 on a corpus of about 66% fill.
+
+    pip install -e ".[bench]"
+    python bench/packing.py                          # BERT-Base, 128 then a few steps at 512
+    python bench/packing.py --config=bert_tiny --seq_lengths=64 --batch_size=4 --steps=2  # smoke
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+from absl import app, flags  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+flags.DEFINE_string("config", "bert_base", "Model config (its vocab_size must be the vocab's, 30522).")
+flags.DEFINE_string("seq_lengths", "128,512", "Sequence lengths, comma-separated.")
+flags.DEFINE_string("steps", "6,2", "Timed steps per contender, per sequence length (one value: all).")
+flags.DEFINE_integer("batch_size", 32, "Rows per batch (padded sequences, or packed rows).")
+flags.DEFINE_string("mixed_precision", "mixed_bfloat16", "Keras dtype policy.")
+flags.DEFINE_bool("jit_compile", False, "XLA for every contender's step.")
+flags.DEFINE_string(
+    "vocab_file", str(ROOT / "tests" / "fixtures" / "bert_uncased_vocab.txt"), "WordPiece vocab."
+)
+FLAGS = flags.FLAGS
+
+
+def make_records(directory: str, seq_length: int, predictions: int) -> str:
+    """Masked records of the embedded corpus at `seq_length`, by our generator (dupe_factor 2)."""
+    from pipelines import corpus
+    from pipelines.generate import GenerationConfig, create_pretraining_data
+
+    text = corpus.write_corpus(os.path.join(directory, "corpus.txt"))
+    output = os.path.join(directory, f"train_{seq_length}.tfrecord")
+    create_pretraining_data(
+        GenerationConfig(
+            input_file=text,
+            output_file=output,
+            vocab_file=FLAGS.vocab_file,
+            max_seq_length=seq_length,
+            max_predictions_per_seq=predictions,
+            dupe_factor=2,
+        )
+    )
+    return output
+
+
+def read_batches(records: str, seq_length: int, predictions: int, count: int, packing: bool) -> list[dict]:
+    from pipelines import pretraining_dataset
+
+    dataset = pretraining_dataset(
+        records,
+        batch_size=FLAGS.batch_size,
+        max_seq_length=seq_length,
+        max_predictions_per_seq=predictions,
+        seed=0,
+        packing=packing,
+    )
+    return [batch for batch, _ in zip(dataset, range(count), strict=False)]
+
+
+def real_tokens(batch) -> float:
+    import tensorflow as tf
+
+    return float(tf.reduce_sum(tf.cast(tf.cast(batch["input_mask"], tf.int32) > 0, tf.float32)))
+
+
+def ours(config, packed: bool):
+    from bench.train_step import make_step
+    from bert_tf.models import BertPretrainer
+    from bert_tf.models.losses import pretraining_losses
+
+    model = BertPretrainer(config, packed=packed)  # it reads its inputs from the feature dict
+
+    def loss_fn(features, outputs):
+        return pretraining_losses(features, outputs)["loss"]
+
+    return make_step(model, loss_fn, FLAGS.jit_compile)
+
+
+def keras_hub(config):
+    from bench.train_step import keras_hub_model
+
+    step, adapt = keras_hub_model(config, FLAGS.jit_compile)
+    return lambda features: step(adapt(features))
+
+
+def run(seq_length: int, steps: int, work: str) -> None:
+    import keras
+
+    from bert_tf.config import load_config
+
+    config = load_config(FLAGS.config)
+    predictions = max(1, round(20 * seq_length / 128))
+    records = make_records(work, seq_length, predictions)
+    count = steps + 2  # two warm-up steps, then one batch per timed step
+    padded = read_batches(records, seq_length, predictions, count, packing=False)
+    packed = read_batches(records, seq_length, predictions, count, packing=True)
+    fill = {
+        name: sum(real_tokens(b) for b in batches)
+        / sum(b["input_mask"].shape.num_elements() for b in batches)
+        for name, batches in (("padded", padded), ("packed", packed))
+    }
+    print(
+        f"{FLAGS.config} seq {seq_length}, {FLAGS.batch_size} rows/batch, {FLAGS.mixed_precision}, "
+        f"jit_compile={FLAGS.jit_compile}: fill {fill['padded']:.1%} padded, {fill['packed']:.1%} packed "
+        f"({sum(float(b['next_sentence_weights'].numpy().sum()) for b in packed) / len(packed):.1f} instances/row)",
+        flush=True,
+    )
+    keras.mixed_precision.set_global_policy(FLAGS.mixed_precision)
+    contenders = {
+        "ours_packed": (ours(config, packed=True), packed),
+        "ours_unpacked": (ours(config, packed=False), padded),
+        "keras_hub": (keras_hub(config), padded),
+    }
+    times: dict[str, list[float]] = {name: [] for name in contenders}
+    for name, (step, batches) in contenders.items():  # compile + one warm-up step each
+        start = time.perf_counter()
+        step(batches[0]).numpy()
+        step(batches[1]).numpy()
+        print(f"  {name}: compiled and warmed up in {time.perf_counter() - start:.0f}s", flush=True)
+    for index in range(steps):  # interleaved
+        for name, (step, batches) in contenders.items():
+            start = time.perf_counter()
+            step(batches[2 + index]).numpy()
+            times[name].append(time.perf_counter() - start)
+    rates = {}
+    for name, (_, batches) in contenders.items():
+        median = statistics.median(times[name])
+        tokens = sum(real_tokens(b) for b in batches[2:]) / steps
+        rates[name] = tokens / median
+        print(
+            f"  {name:14s} {rates[name]:10.1f} real tokens/s  ({tokens:.0f} real tokens per batch, "
+            f"median step {median:.3f}s of {steps})",
+            flush=True,
+        )
+    print(
+        f"  ratios at seq {seq_length}: packed / keras-hub {rates['ours_packed'] / rates['keras_hub']:.2f}x, "
+        f"packed / unpacked {rates['ours_packed'] / rates['ours_unpacked']:.2f}x, "
+        f"unpacked / keras-hub {rates['ours_unpacked'] / rates['keras_hub']:.2f}x",
+        flush=True,
+    )
+    keras.mixed_precision.set_global_policy("float32")
+
+
+def main(argv) -> None:
+    del argv
+    lengths = [int(value) for value in FLAGS.seq_lengths.split(",")]
+    steps = [int(value) for value in FLAGS.steps.split(",")]
+    steps = (steps * len(lengths))[: len(lengths)] if len(steps) == 1 else steps
+    work = tempfile.mkdtemp(prefix="bert_tf_bench_packing_")
+    for seq_length, count in zip(lengths, steps, strict=True):
+        run(seq_length, count, work)
+
+
+if __name__ == "__main__":
+    app.run(main)
