@@ -4,7 +4,7 @@
   from scikit-learn; Pearson and Spearman correlation (STS-B) from scipy, as the GLUE
   baselines compute them.
 - NER: entity-level precision, recall and F1 from seqeval's default mode, which reads
-  entities as CoNLL-2003's conlleval script does.
+  IOB entities as CoNLL-2003's conlleval script does.
 - SQuAD: exact match and F1 by the rules of the official evaluation script of the data's
   version (v1.1 or v2.0); `squad_scores` says which rule comes from which script.
 
@@ -76,11 +76,15 @@ def regression_metrics(labels: Sequence[float], predictions: Sequence[float]) ->
 def ner_metrics(labels: Sequence[Sequence[str]], predictions: Sequence[Sequence[str]]) -> dict[str, float]:
     """Entity-level precision, recall and F1, and tag accuracy, as conlleval scores them.
 
-    seqeval's default mode follows conlleval's chunk rules: the text after the first "-"
-    of a tag is the entity type; an entity starts at a B- or S- tag, at an I- or E- tag
-    after O or after an E-/S- tag, and wherever the type changes; a sentence end closes
-    it. A predicted entity is correct when its type, first and last word all match a gold
-    one; precision and recall are then micro-averaged over all entities.
+    seqeval's default mode reads entities by conlleval's chunk rules: the text after the
+    first "-" of a tag is the entity type; an entity starts at a B- tag, at an I- tag
+    after O (IOB1), and wherever the type changes; a sentence end closes it. A predicted
+    entity is correct when its type, first and last word all match a gold one, and
+    precision and recall are micro-averaged over all entities. For IOB1/IOB2 (and
+    IOE1/IOE2) tags every figure is conlleval's. conlleval has no S- tag and reads
+    "E-PER B-PER" as one entity; seqeval extends its rules to IOBES instead (an E- or S-
+    tag ends an entity, a B- or S- tag always starts one), so IOBES tags are read as the
+    scheme means them.
     """
     from seqeval import metrics as sq
 

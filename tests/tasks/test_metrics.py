@@ -339,26 +339,22 @@ class SquadOfficialScriptTest(tf.test.TestCase):
 
 
 def _conlleval(gold_sentences, predicted_sentences):
-    """CoNLL-2003 conlleval's counts, streamed over tokens as the Perl script reads them.
+    """CoNLL-2003 conlleval's counts (its 2004 version), streamed over tokens as the Perl
+    script reads them.
 
     A tag splits at its first "-" into a chunk tag and a type; a blank line between
     sentences reads as tag O. A chunk is found where a start rule fires, and counted
     correct when gold and prediction start together with one type and end together.
+    The script knows the tags B, I, E and O (IOB1, IOB2, IOE1, IOE2), not S.
     """
+    end_pairs = {("B", "B"), ("B", "O"), ("I", "B"), ("I", "O"), ("E", "E"), ("E", "I"), ("E", "O")}
+    start_pairs = {("B", "B"), ("I", "B"), ("O", "B"), ("O", "I"), ("E", "E"), ("E", "I"), ("O", "E")}
 
     def ends(prev, tag, prev_type, type_):
-        return (
-            prev in ("E", "S")
-            or (prev in ("B", "I") and tag in ("B", "S", "O"))
-            or (prev not in ("O", ".") and prev_type != type_)
-        )
+        return (prev, tag) in end_pairs or (prev not in ("O", ".") and prev_type != type_)
 
     def starts(prev, tag, prev_type, type_):
-        return (
-            tag in ("B", "S")
-            or (prev in ("E", "S", "O") and tag in ("E", "I"))
-            or (tag not in ("O", ".") and prev_type != type_)
-        )
+        return (prev, tag) in start_pairs or (tag not in ("O", ".") and prev_type != type_)
 
     lines = []
     for gold, predicted in zip(gold_sentences, predicted_sentences, strict=True):
@@ -465,20 +461,46 @@ class GlueAgainstDefinitionsTest(tf.test.TestCase):
 
 
 class NerAgainstConllevalTest(tf.test.TestCase):
-    def test_seqeval_default_mode_is_conlleval(self):
-        # Random IOB/IOBES tags: I- starting entities, type changes inside entities, E-/S-,
-        # empty sentences; predictions are noisy copies so that many entities match.
-        rng = random.Random(13)
-        tags = ["O", "O", "O"] + [f"{tag}-{type_}" for tag in "BIES" for type_ in ("PER", "LOC", "MISC")]
+    def _random_tagging(self, rng, tag_letters):
+        # Random tags: entities starting with I- (IOB1) or E-, type changes inside
+        # entities, B- right after an entity of the same type, empty sentences;
+        # predictions are noisy copies so that many entities match.
+        tags = ["O", "O", "O"] + [f"{tag}-{type_}" for tag in tag_letters for type_ in ("PER", "LOC", "MISC")]
         gold, predicted = [], []
         for _ in range(400):
             sentence = [rng.choice(tags) for _ in range(rng.randint(0, 12))]
             gold.append(sentence)
             predicted.append([tag if rng.random() < 0.7 else rng.choice(tags) for tag in sentence])
+        return gold, predicted
+
+    def test_seqeval_default_mode_is_conlleval_on_iob_tags(self):
+        gold, predicted = self._random_tagging(random.Random(13), "BI")
+        self.assertAllClose(
+            metrics.ner_metrics(gold, predicted), _conlleval(gold, predicted), rtol=1e-12, atol=0
+        )
+
+    def test_seqeval_default_mode_is_conlleval_on_ioe_tags(self):
+        gold, predicted = self._random_tagging(random.Random(17), "IE")
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # seqeval warns on E-/S- in its IOB reading
+            warnings.simplefilter("ignore")  # seqeval warns about tags it does not expect
             result = metrics.ner_metrics(gold, predicted)
         self.assertAllClose(result, _conlleval(gold, predicted), rtol=1e-12, atol=0)
+
+    def test_iobes_tags_are_read_as_iobes(self):
+        # conlleval has no S- and merges "E-PER B-PER" into one chunk; as documented, an
+        # E-/S- tag ends an entity here and B-/S- always start one.
+        gold = [["E-PER", "B-PER", "E-PER", "S-LOC", "S-LOC", "O"]]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            result = metrics.ner_metrics(gold, [["S-PER", "B-PER", "E-PER", "S-LOC", "B-LOC", "O"]])
+        # Four entities on both sides, PER(0) PER(1-2) LOC(3) LOC(4), where conlleval would
+        # read two, PER(0-2) and LOC(3-4).
+        self.assertAllClose((result["precision"], result["recall"]), (1.0, 1.0))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            result = metrics.ner_metrics(gold, [["S-PER", "I-PER", "E-PER", "S-LOC", "O", "O"]])
+        # predicted PER(0), PER(1-2), LOC(3): three right of three, three of four found.
+        self.assertAllClose((result["precision"], result["recall"]), (1.0, 3 / 4))
 
     def test_chunk_rules_by_hand(self):
         # I-PER after O starts an entity; I-LOC after B-PER ends PER and starts LOC.
