@@ -87,6 +87,9 @@ class SquadMetricsTest(tf.test.TestCase):
     def test_missing_prediction_scores_zero(self):
         result = metrics.squad_scores(self._dataset(), {"q1": "paris"})
         self.assertAllClose(result["exact_match"], 100 / 3)
+        # Also in the threshold search: the unpredicted q2 is not counted right.
+        result = metrics.squad_scores(self._dataset(), {"q1": "paris"}, {"q1": -1.0})
+        self.assertAllClose((result["best_exact"], result["best_exact_thresh"]), (100 / 3, -1.0))
 
     def test_best_null_threshold(self):
         predictions = {"q1": "Paris", "q2": "", "q3": "Broncos"}
@@ -136,6 +139,15 @@ def _official_v1(dataset, predictions):
     return {"exact_match": 100.0 * exact / total, "f1": 100.0 * f1 / total}
 
 
+def _v2_f1(gold, prediction):
+    # Two empty answers agree (F1 1); one empty answer scores 0.
+    gold_tokens = _official_normalize(gold).split()
+    prediction_tokens = _official_normalize(prediction).split()
+    if not gold_tokens or not prediction_tokens:
+        return int(gold_tokens == prediction_tokens)
+    return _bag_f1(prediction_tokens, gold_tokens)
+
+
 def _official_v2(dataset, predictions, na_probs=None, na_prob_thresh=1.0):
     """SQuAD v2.0 main(): answerability from the raw answers list, scores per question
     id, optional no-answer threshold, and the best-threshold search over na_probs."""
@@ -148,15 +160,7 @@ def _official_v2(dataset, predictions, na_probs=None, na_prob_thresh=1.0):
             continue
         prediction = predictions[qa["id"]]
         exact[qa["id"]] = max(int(_official_normalize(g) == _official_normalize(prediction)) for g in golds)
-
-        def v2_f1(gold, prediction):
-            gold_tokens = _official_normalize(gold).split()
-            prediction_tokens = _official_normalize(prediction).split()
-            if not gold_tokens or not prediction_tokens:
-                return int(gold_tokens == prediction_tokens)
-            return _bag_f1(prediction_tokens, gold_tokens)
-
-        f1[qa["id"]] = max(v2_f1(g, prediction) for g in golds)
+        f1[qa["id"]] = max(_v2_f1(g, prediction) for g in golds)
 
     odds = na_probs if na_probs is not None else {qid: 0.0 for qid in predictions}
 
