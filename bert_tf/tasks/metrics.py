@@ -225,7 +225,7 @@ def _squad_v1_scores(dataset, predictions) -> dict[str, float]:
         if not golds:
             raise ValueError(
                 f"SQuAD question {qa['id']!r} has no gold answer, which SQuAD 1.1 scoring needs; "
-                "for SQuAD 2.0 data pass version_2_with_negative=True"
+                "score SQuAD 2.0 data as such (version_2_with_negative=True; the squad_v2 task)"
             )
         prediction = predictions.get(qa["id"])
         if prediction is None:
