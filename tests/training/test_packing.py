@@ -15,6 +15,7 @@ import tensorflow as tf
 from absl import flags
 
 from bert_tf import pretrain
+from bert_tf.errors import UsageError
 from bert_tf.training import inputs, pretraining
 from bert_tf.training.progress import ProgressReporter
 
