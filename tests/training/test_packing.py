@@ -105,7 +105,7 @@ class PackingFlagsTest(tf.test.TestCase):
 
     def test_a_prediction_budget_too_small_names_the_needed_value(self):
         with self.assertRaisesRegex(
-            inputs.InputError,
+            UsageError,
             "max_predictions_per_row=12 is too small.*pass max_predictions_per_row=20 or more",
         ):
             pretraining.PretrainingConfig(
