@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import keras
+from keras import ops
 
 from bert_tf.config import BertConfig
 from bert_tf.layers.masked_lm_head import MaskedLMHead, gather_positions
@@ -26,9 +27,9 @@ class BertPretrainer(keras.Model):
 
     `packed=True` takes packed rows (`bert_tf.layers.packing`; made by `pipelines.packing`)
     and one more input, `next_sentence_positions` [batch, instances]: the [CLS] of each
-    instance, whose pooled output gives `nsp_logits` [batch, instances, 2]. The weights and
-    the functional graph are the unpacked ones (only `call` differs), so checkpoints load
-    packed or unpacked.
+    instance, whose pooled output gives `nsp_logits` [batch, instances, 2] (without it,
+    each row is one instance). The weights and the functional graph are the unpacked ones
+    (only `call` differs), so checkpoints load packed or unpacked.
 
     Example:
 
@@ -78,6 +79,9 @@ class BertPretrainer(keras.Model):
     def call(self, inputs, training=None, mask=None):
         if not self.packed:
             return super().call(keep_inputs(inputs, PRETRAINER_INPUTS), training=training, mask=mask)
+        if isinstance(inputs, dict) and "next_sentence_positions" not in inputs:
+            # Ordinary rows (e.g. the fill-mask demo): one instance each, its [CLS] first.
+            inputs = dict(inputs, next_sentence_positions=ops.zeros_like(inputs["input_ids"][:, :1]))
         inputs = keep_inputs(inputs, PACKED_PRETRAINER_INPUTS)
         encoded = self.encoder(inputs, training=training)  # [batch, seq, hidden]
         # The pooler on every instance's [CLS]: [batch, instances, hidden].

@@ -184,6 +184,10 @@ class PackedInputsTest(tf.test.TestCase):
         actual = packed(pretraining.model_inputs(rows))
         self.assertAllClose(actual["mlm_logits"], expected["mlm_logits"], atol=1e-5, rtol=0)
         self.assertAllClose(actual["nsp_logits"][:, 0], expected["nsp_logits"], atol=1e-5, rtol=0)
+        # Without next_sentence_positions (e.g. the fill-mask demo) each row is one instance.
+        plain = packed(batch)
+        self.assertAllClose(plain["mlm_logits"], expected["mlm_logits"], atol=1e-5, rtol=0)
+        self.assertAllClose(plain["nsp_logits"][:, 0], expected["nsp_logits"], atol=1e-5, rtol=0)
         self.assertAllClose(
             packed.encoder(batch)["sequence_output"],
             unpacked.encoder(batch)["sequence_output"],
