@@ -81,7 +81,8 @@ class BertPretrainer(keras.Model):
             return super().call(keep_inputs(inputs, PRETRAINER_INPUTS), training=training, mask=mask)
         if isinstance(inputs, dict) and "next_sentence_positions" not in inputs:
             # Ordinary rows (e.g. the fill-mask demo): one instance each, its [CLS] first.
-            inputs = dict(inputs, next_sentence_positions=ops.zeros_like(inputs["input_ids"][:, :1]))
+            inputs = {name: ops.convert_to_tensor(inputs[name]) for name in PRETRAINER_INPUTS}
+            inputs["next_sentence_positions"] = ops.zeros_like(inputs["input_ids"][:, :1])
         inputs = keep_inputs(inputs, PACKED_PRETRAINER_INPUTS)
         encoded = self.encoder(inputs, training=training)  # [batch, seq, hidden]
         # The pooler on every instance's [CLS]: [batch, instances, hidden].

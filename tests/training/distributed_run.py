@@ -66,12 +66,9 @@ def train(
     batch_size=8,
     gradient_accumulation_steps=1,
     packing=False,
-    stop_at=None,
+    save_checkpoints_steps=1000,
 ):
-    """Trains the tiny BertPretrainer; returns the per-loop losses and the final weights.
-
-    `stop_at` ends the run early (after a checkpoint there), as an interrupted run would.
-    """
+    """Trains the tiny BertPretrainer; returns the per-loop losses and the final weights."""
     import keras
     import numpy as np
 
@@ -103,7 +100,7 @@ def train(
         global_batch_size=batch_size,
         totals_fn=pretraining.masked_lm_totals,
         steps_per_loop=steps_per_loop,
-        save_checkpoints_steps=stop_at or 1000,
+        save_checkpoints_steps=save_checkpoints_steps,
         gradient_accumulation_steps=gradient_accumulation_steps,
         verbose=False,
     )
@@ -111,7 +108,7 @@ def train(
     def dataset_fn(context):
         return synthetic_dataset(context, batch_size, seq_length, predictions, config.vocab_size, packing)
 
-    result = trainer.train([Phase("synthetic", 0, stop_at or steps, dataset_fn)])
+    result = trainer.train([Phase("synthetic", 0, steps, dataset_fn)])
     return {
         "losses": np.array([entry["loss"] for entry in result.history]),
         "replicas": np.array(strategy.num_replicas_in_sync),

@@ -5,6 +5,7 @@ and the fill rate; bad --packing input is refused before anything is written."""
 import importlib.util
 import io
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -38,11 +39,24 @@ class PackedTrainingTest(tf.test.TestCase):
              "--cpu_devices=2", "--packing", f"--model_dir={cls.work / 'mirrored'}"],
             env=environment, stdout=log, stderr=subprocess.STDOUT, cwd=REPO,
         )  # fmt: skip
-        # One device, straight and interrupted at step 2 then resumed, while the subprocess runs.
+        # One device, while the subprocess runs: straight (saving every 2 steps), then again
+        # from a copy of its model_dir cut back to step 2, as a run killed there leaves it.
         default = tf.distribute.get_strategy()
-        cls.results = {"one_device": distributed_run.train(default, str(cls.work / "a"), packing=True)}
-        distributed_run.train(default, str(cls.work / "b"), packing=True, stop_at=2)
-        cls.results["resumed"] = distributed_run.train(default, str(cls.work / "b"), packing=True)
+        straight, cut = cls.work / "a", cls.work / "b"
+        cls.results = {
+            "one_device": distributed_run.train(
+                default, str(straight), packing=True, save_checkpoints_steps=2
+            )
+        }
+        shutil.copytree(straight, cut)
+        for later in [*cut.glob("ckpt-4.*"), *cut.glob("ckpt-6.*")]:
+            later.unlink()
+        (cut / "checkpoint").write_text(
+            'model_checkpoint_path: "ckpt-2"\nall_model_checkpoint_paths: "ckpt-2"\n'
+        )
+        cls.results["resumed"] = distributed_run.train(
+            default, str(cut), packing=True, save_checkpoints_steps=2
+        )
         try:
             mirrored.wait(timeout=300)
         except subprocess.TimeoutExpired:
