@@ -52,11 +52,6 @@ def check_sequence_lengths(settings: FinetuneSettings, config) -> None:
             f"--max_seq_length={settings.max_seq_length} is above the model's max_position_embeddings="
             f"{config.max_position_embeddings}; pass --max_seq_length={config.max_position_embeddings} or less"
         )
-    if settings.task.lower().startswith("squad") and settings.max_query_length + 3 >= settings.max_seq_length:
-        raise UsageError(
-            f"--max_query_length={settings.max_query_length} leaves no room for the context in "
-            f"--max_seq_length={settings.max_seq_length}; lower it or raise --max_seq_length"
-        )
 
 
 def load_tokenizer(settings: FinetuneSettings, checkpoint_settings=None):
