@@ -81,10 +81,10 @@ class ProgressReporter:
         if self._writer is not None:
             with self._writer.as_default(step=step):
                 for name, value in metrics.items():
-                    _scalar(name, value)
-                _scalar("learning_rate", learning_rate)
+                    write_scalar(name, value)
+                write_scalar("learning_rate", learning_rate)
                 if self._loops > 1:
-                    _scalar("sequences_per_second", sequences_per_second)
+                    write_scalar("sequences_per_second", sequences_per_second)
             self._writer.flush()
         return line
 
@@ -100,7 +100,7 @@ _SCALAR_METADATA = summary_pb2.SummaryMetadata(
 ).SerializeToString()
 
 
-def _scalar(name: str, value: float) -> None:
+def write_scalar(name: str, value: float) -> None:
     tf.summary.write(name, tf.constant(value, tf.float32), metadata=_SCALAR_METADATA)
 
 
