@@ -106,3 +106,17 @@ def write_scalar(name: str, value: float) -> None:
 
 def log_dir(model_dir: str) -> str:
     return os.path.join(model_dir, "logs")
+
+
+def read_scalars(log_dir: str) -> dict[str, list[tuple[int, float]]]:
+    """{tag: [(step, value), ...]} of the scalars in the TensorBoard event files of `log_dir`."""
+    from tensorflow.core.util import event_pb2
+
+    scalars: dict[str, list[tuple[int, float]]] = {}
+    for name in sorted(os.listdir(log_dir)):
+        for record in tf.data.TFRecordDataset(os.path.join(log_dir, name)):
+            event = event_pb2.Event.FromString(record.numpy())
+            for value in event.summary.value:
+                number = float(tf.make_ndarray(value.tensor)) if value.HasField("tensor") else value.simple_value
+                scalars.setdefault(value.tag, []).append((int(event.step), number))
+    return scalars
