@@ -149,6 +149,44 @@ class TrainingRunTest(tf.test.TestCase):
             with self.subTest(changes=changes), self.assertRaisesRegex(UsageError, message):
                 dataclasses.replace(base, **changes)
 
+    def test_training_flags_map_onto_settings(self):
+        from absl import flags
+
+        from bert_tf import finetune
+
+        flag_values = flags.FlagValues()
+        finetune.define_flags(flag_values)
+        flag_values(
+            [
+                "finetune",
+                "--task=sst2",
+                "--output_dir=/tmp/o",
+                "--mixed_precision=mixed_bfloat16",
+                "--jit_compile",
+                "--gradient_accumulation_steps=4",
+                "--eval_every_steps=10",
+                "--early_stopping_patience=3",
+                "--keep_best_model",
+                "--save_checkpoints_steps=50",
+                "--log_every_steps=5",
+            ]
+        )
+        settings = finetune.settings_from_flags(flag_values)
+        self.assertEqual(
+            (settings.mixed_precision, settings.jit_compile, settings.gradient_accumulation_steps),
+            ("mixed_bfloat16", True, 4),
+        )
+        self.assertEqual((settings.eval_every_steps, settings.early_stopping_patience), (10, 3))
+        self.assertEqual(
+            (settings.keep_best_model, settings.save_checkpoints_steps, settings.log_every_steps),
+            (True, 50, 5),
+        )
+        defaults = FinetuneSettings(task="sst2", output_dir="/tmp/o")
+        self.assertEqual(
+            (defaults.mixed_precision, defaults.jit_compile, defaults.eval_every_steps),
+            ("float32", None, None),
+        )
+
     def test_early_stopping_stops_the_run(self):
         root = self.get_temp_dir()
         paths = write_task(root)
