@@ -408,10 +408,8 @@ class ProgressLogger(_UpdateCallback):
 
     def on_train_begin(self, logs=None):
         super().on_train_begin(logs)
-        self._start_step = self._last_step
         self._timer_step, self._timer = None, None  # from the end of the first update
         self._loss_mark = (0, 0.0)  # (batches, summed loss) at the last report
-        self._batches = 0
         self._in_place = self.verbose == 1 and getattr(self.stream, "isatty", lambda: False)()
         if self.log_dir and self._writer is None:
             import tensorflow as tf
@@ -419,7 +417,6 @@ class ProgressLogger(_UpdateCallback):
             self._writer = tf.summary.create_file_writer(self.log_dir)
 
     def on_train_batch_end(self, batch, logs=None):
-        self._batches += 1
         self._mean_loss = float((logs or {}).get("loss", math.nan))  # running mean of the epoch
         self._epoch_batches = batch + 1
         super().on_train_batch_end(batch, logs)
@@ -427,11 +424,12 @@ class ProgressLogger(_UpdateCallback):
     def on_epoch_begin(self, epoch, logs=None):
         self._loss_mark = (0, 0.0)
 
-    def _period_loss(self) -> float:
-        # Keras logs the epoch's running mean; the loss since the last report is more telling.
+    def _period_loss(self, reset: bool) -> float:
+        # Keras logs the epoch's running mean; the mean since the last report is more telling.
         total = self._mean_loss * self._epoch_batches
         batches, summed = self._loss_mark
-        self._loss_mark = (self._epoch_batches, total)
+        if reset:
+            self._loss_mark = (self._epoch_batches, total)
         return (total - summed) / max(self._epoch_batches - batches, 1)
 
     def on_update(self, step, logs):
@@ -443,7 +441,7 @@ class ProgressLogger(_UpdateCallback):
         report = step % self.every_steps == 0 or step == self.total_steps
         line = None
         if self._in_place or report:
-            loss = self._period_loss()
+            loss = self._period_loss(reset=report)
             learning_rate = float(self.model.optimizer.learning_rate)
             parts = [f"step {step}/{self.total_steps}", f"loss {loss:.4f}", f"lr {learning_rate:.3g}"]
             if speed is not None:
@@ -457,7 +455,7 @@ class ProgressLogger(_UpdateCallback):
                 write_scalars(self._writer, step, scalars)
         if self.verbose and line is not None:
             if self._in_place:
-                self.stream.write("\r" + line + "\033[K" + ("\n" if step == self.total_steps else ""))
+                self.stream.write("\r" + line + "\033[K")
             else:
                 self.stream.write(line + "\n")
             self.stream.flush()
