@@ -37,6 +37,12 @@ setup(
             # Runs the Keras model on the JAX backend in the backend-parity tests.
             "jax[cpu]>=0.4.30",
             "ruff>=0.5",
+            # Chinese whole-word masking: the segmenter, and jieba itself as the reference
+            # its words are checked against.
+            "rjieba>=0.2",
+            "jieba>=0.42",
         ],
+        # --word_segmenter=jieba: jieba's segmentation, by its Rust port (same words, faster).
+        "chinese": ["rjieba>=0.2"],
     },
 )

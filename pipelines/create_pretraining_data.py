@@ -9,7 +9,8 @@ create_pretraining_data.py, so either trainer can read what this writes:
 
 Several output files are shards written round-robin. `--dynamic_masking` writes
 unmasked records instead, which `pipelines.pretraining_dataset` masks afresh every
-epoch. The library call behind it is `pipelines.generate.create_pretraining_data`.
+epoch. For Chinese, `--do_whole_word_mask --word_segmenter=jieba` masks the characters
+of a segmented word together (see `pipelines.segmenters`). The library call behind it is `pipelines.generate.create_pretraining_data`.
 """
 
 from __future__ import annotations
@@ -84,6 +85,13 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     flags.DEFINE_integer(
         "shuffle_buffer_size", 50_000, "Records shuffled together (bounds memory).", flag_values=flag_values
     )
+    flags.DEFINE_string(
+        "word_segmenter",
+        None,
+        "With --do_whole_word_mask: segment CJK text into words with this segmenter (jieba) and mask all "
+        'characters of a word together; pip install "bert_tf[chinese]".',
+        flag_values=flag_values,
+    )
 
 
 def main(argv: list[str]) -> None:
@@ -104,6 +112,7 @@ def main(argv: list[str]) -> None:
         short_seq_prob=FLAGS.short_seq_prob,
         dynamic_masking=FLAGS.dynamic_masking,
         shuffle_buffer_size=FLAGS.shuffle_buffer_size,
+        word_segmenter=FLAGS.word_segmenter,
     )
     try:
         summary = create_pretraining_data(config)

@@ -22,7 +22,7 @@ import uuid
 import tensorflow as tf
 from absl import logging
 
-from pipelines import masking, records, text_dataset, text_input
+from pipelines import masking, records, segmenters, text_dataset, text_input
 
 # Records shuffled together (serialized, ~0.7 KB each at length 128): the bound on memory
 # that replaces the original's shuffle of all instances in memory.
@@ -31,7 +31,7 @@ DEFAULT_SHUFFLE_BUFFER_SIZE = 50_000
 
 @dataclasses.dataclass(frozen=True)
 class GenerationConfig:
-    """The flags of the original create_pretraining_data.py, plus two of ours."""
+    """The flags of the original create_pretraining_data.py, plus three of ours."""
 
     input_file: str
     output_file: str
@@ -47,6 +47,14 @@ class GenerationConfig:
     # Ours: write unmasked records that pretraining_dataset masks afresh every epoch.
     dynamic_masking: bool = False
     shuffle_buffer_size: int = DEFAULT_SHUFFLE_BUFFER_SIZE
+    # Ours: a name from pipelines.segmenters.SEGMENTERS, or a callable (text -> word spans).
+    word_segmenter: str | segmenters.Segmenter | None = dataclasses.field(
+        default=None,
+        metadata={
+            "help": "With --do_whole_word_mask: segment CJK text into words with this segmenter (jieba) and "
+            'mask all characters of a word together; pip install "bert_tf[chinese]".'
+        },
+    )
 
     def validate(self) -> None:
         problems = []
@@ -66,6 +74,9 @@ class GenerationConfig:
             problems.append(f"shuffle_buffer_size must be >= 1, got {self.shuffle_buffer_size}")
         if not [o for o in self.output_file.split(",") if o.strip()]:
             problems.append(f"output_file names no file: {self.output_file!r}")
+        problems += segmenters.setting_problems(
+            self.word_segmenter, whole_word_mask=self.do_whole_word_mask, dynamic_masking=self.dynamic_masking
+        )
         if problems:
             raise ValueError("; ".join(problems))
 
@@ -165,6 +176,9 @@ def create_pretraining_data(config: GenerationConfig, *, progress: bool = True, 
 
         tokenizer = BertTokenizer(config.vocab_file, lower_case=config.do_lower_case)
     masking_vocab = masking.MaskingVocab.from_vocab(tokenizer.vocab)
+    word_marker = None
+    if config.word_segmenter is not None:
+        word_marker = segmenters.WordMarker(config.word_segmenter, tokenizer.vocab, tokenizer.lower_case)
     total_bytes = sum(tf.io.gfile.stat(f).length for f in files)
 
     read_stats = text_input.ReadStats()
@@ -177,6 +191,7 @@ def create_pretraining_data(config: GenerationConfig, *, progress: bool = True, 
         seed=config.random_seed,
         num_passes=config.dupe_factor,
         stats=read_stats,
+        word_marker=word_marker,
     )
 
     # Plain graph code: skipping AutoGraph's conversion saves seconds of start-up.
@@ -195,6 +210,7 @@ def create_pretraining_data(config: GenerationConfig, *, progress: bool = True, 
                     max_predictions_per_seq=config.max_predictions_per_seq,
                     masked_lm_prob=config.masked_lm_prob,
                     whole_word_mask=config.do_whole_word_mask,
+                    word_continues=block.get("word_continues"),
                 )
             )
             predictions = tf.reduce_sum(tf.cast(features["masked_lm_weights"], tf.int64))

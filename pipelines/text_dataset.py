@@ -22,9 +22,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import tensorflow as tf
 
-from pipelines import instances, text_input
+from pipelines import instances, segmenters, text_input
 
 COUNTERS = ("documents_in_blocks", "empty_sentences", "empty_documents", "single_sentence_documents")
 
@@ -44,8 +45,9 @@ def _document_stream(
     min_documents: int,
     num_shards: int,
     shard_index: int,
+    word_marker: segmenters.WordMarker | None,
 ):
-    """A generator factory yielding (pass, block, lines, sentences_per_document)."""
+    """A generator factory yielding (pass, block, lines, sentences_per_document[, word marks])."""
 
     def generate():
         pass_index = 0
@@ -54,10 +56,33 @@ def _document_stream(
             blocks = text_input.document_blocks(files, min_documents=min_documents, stats=pass_stats)
             for block_index, (lines, lengths) in enumerate(blocks):
                 if block_index % num_shards == shard_index:
-                    yield pass_index, block_index, lines, lengths
+                    if word_marker is None:
+                        yield pass_index, block_index, lines, lengths
+                    else:
+                        yield pass_index, block_index, lines, lengths, np.asarray(word_marker(lines), bool)
             pass_index += 1
 
     return generate
+
+
+def word_continues(pieces: tf.RaggedTensor, marks: tf.Tensor, token_is_cjk) -> tf.Tensor:
+    """The segmenter's marks spread over the pieces: bool [pieces of pieces.flat_values].
+
+    `marks` (bool [marked characters]) has one entry per piece that `token_is_cjk` (bool
+    [vocab_size]) picks out, in order (see `segmenters.WordMarker`); other pieces get False.
+    """
+    is_cjk = tf.gather(tf.constant(token_is_cjk, tf.bool), pieces.flat_values)
+    count = tf.size(marks, out_type=tf.int64)
+    check = tf.debugging.assert_equal(
+        tf.reduce_sum(tf.cast(is_cjk, tf.int64)),
+        count,
+        message="internal error: the word segmenter's marks do not line up with the CJK tokens",
+    )
+    with tf.control_dependencies([check]):
+        index = tf.cumsum(tf.cast(is_cjk, tf.int64), exclusive=True)
+    # A False past the end keeps the gather in range for the pieces that are not CJK.
+    padded = tf.concat([tf.cast(marks, tf.bool), [False]], axis=0)
+    return is_cjk & tf.gather(padded, tf.minimum(index, count))
 
 
 def pair_blocks(
@@ -72,30 +97,37 @@ def pair_blocks(
     num_shards: int = 1,
     shard_index: int = 0,
     stats: text_input.ReadStats | None = None,
+    word_marker: segmenters.WordMarker | None = None,
 ) -> tf.data.Dataset:
     """A dataset of blocks of unmasked pairs (num_passes=None: forever).
 
     Each element is a dict: `input_ids`, `input_mask`, `segment_ids` (int64 [pairs,
     max_seq_length], zero padded), `next_sentence_labels` (int64 [pairs, 1]), `seed`
     (int64 [2], for masking the block), and the int64 counters named in COUNTERS.
+    With a `word_marker` (built on the tokenizer's vocab), also `word_continues` (bool
+    [pairs, max_seq_length]) for whole-word masking of segmented words.
     `stats` is filled by the first pass over the files.
     """
     cls_id, sep_id = int(tokenizer.cls_id), int(tokenizer.sep_id)
+    signature = (
+        tf.TensorSpec([], tf.int64),
+        tf.TensorSpec([], tf.int64),
+        tf.TensorSpec([None], tf.string),
+        tf.TensorSpec([None], tf.int64),
+    )
+    if word_marker is not None:
+        signature += (tf.TensorSpec([None], tf.bool),)
     documents = tf.data.Dataset.from_generator(
-        _document_stream(files, num_passes, stats, min_documents, num_shards, shard_index),
-        output_signature=(
-            tf.TensorSpec([], tf.int64),
-            tf.TensorSpec([], tf.int64),
-            tf.TensorSpec([None], tf.string),
-            tf.TensorSpec([None], tf.int64),
-        ),
+        _document_stream(files, num_passes, stats, min_documents, num_shards, shard_index, word_marker),
+        output_signature=signature,
     )
 
     # Plain graph code: skipping AutoGraph's conversion saves seconds of start-up.
     @tf.autograph.experimental.do_not_convert
-    def make_pairs(pass_index, block_index, lines, sentences_per_document):
+    def make_pairs(pass_index, block_index, lines, sentences_per_document, marks=None):
         seed_of_block = block_seed(seed, pass_index, block_index)
         pieces = tokenizer.tokenize(lines)  # [lines, (pieces)]
+        continues = None if marks is None else word_continues(pieces, marks, word_marker.token_is_cjk)
         block = tf.RaggedTensor.from_row_lengths(
             pieces, sentences_per_document
         )  # [docs, (sentences), (pieces)]
@@ -106,8 +138,9 @@ def pair_blocks(
             cls_id=cls_id,
             sep_id=sep_id,
             short_seq_prob=short_seq_prob,
+            word_continues=continues,
         )
-        return {
+        result = {
             "input_ids": pairs["input_ids"],
             "input_mask": pairs["input_mask"],
             "segment_ids": pairs["segment_ids"],
@@ -118,6 +151,9 @@ def pair_blocks(
             "empty_documents": pairs["empty_documents"],
             "single_sentence_documents": pairs["single_sentence_documents"],
         }
+        if continues is not None:
+            result["word_continues"] = pairs["word_continues"]
+        return result
 
     return documents.map(make_pairs, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).with_options(
         single_threaded_ops()
