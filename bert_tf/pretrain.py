@@ -154,6 +154,13 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     flags.DEFINE_bool(
         "whole_word_mask", _DEFAULTS.whole_word_mask, "Raw text: mask whole words.", flag_values=flag_values
     )
+    flags.DEFINE_string(
+        "word_segmenter",
+        _DEFAULTS.word_segmenter,
+        "Raw text with --whole_word_mask: segment CJK text into words (jieba) and mask all characters of a "
+        'word together; pip install "bert_tf[chinese]".',
+        flag_values=flag_values,
+    )
     flags.DEFINE_integer(
         "dupe_factor",
         _DEFAULTS.dupe_factor,

@@ -66,6 +66,13 @@ class PretrainingConfig:
     phase2_max_predictions_per_seq: int | None = None  # None: scaled with the length (20 -> 80)
     masked_lm_prob: float = 0.15
     whole_word_mask: bool = False
+    word_segmenter: str | None = dataclasses.field(
+        default=None,
+        metadata={
+            "help": "Raw text with --whole_word_mask: segment CJK text into words (jieba) and mask all "
+            'characters of a word together; pip install "bert_tf[chinese]".'
+        },
+    )
     dupe_factor: int = 1
     save_checkpoints_steps: int = 600
     steps_per_loop: int = 100
@@ -88,6 +95,14 @@ class PretrainingConfig:
             raise inputs.InputError(f"unknown --optimizer={self.optimizer}; use adamw or lamb")
         if self.train_files and self.corpus:
             raise inputs.InputError("pass --train_files (TFRecords) or --corpus (raw text), not both")
+        if self.word_segmenter is not None:
+            from pipelines import segmenters
+
+            problems = segmenters.setting_problems(self.word_segmenter, whole_word_mask=self.whole_word_mask)
+            if self.train_files:
+                problems.append("--word_segmenter applies to raw text (--corpus), not to --train_files TFRecords")
+            if problems:
+                raise inputs.InputError("; ".join(problems))
         if not 0.0 <= self.phase2_fraction < 1.0:
             raise inputs.InputError(f"--phase2_fraction must be in [0, 1), got {self.phase2_fraction}")
         for name in ("train_batch_size", "num_train_steps", "max_seq_length", "max_predictions_per_seq"):
@@ -213,6 +228,8 @@ def _dataset_fn(
             max_predictions_per_seq=predictions,
             masked_lm_prob=settings.masked_lm_prob,
             whole_word_mask=settings.whole_word_mask,
+            # Raw text only: records (eval files may be some) keep no word boundaries.
+            word_segmenter=None if inputs.is_tfrecord(files[0]) else settings.word_segmenter,
             dupe_factor=settings.dupe_factor,
             shuffle=training,
             seed=seed,
