@@ -28,9 +28,15 @@ is used.
 
 from __future__ import annotations
 
+import collections
+import concurrent.futures
+import multiprocessing
+import os
+import pickle
 import re
 import unicodedata
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TypeVar
 
 import numpy as np
 
@@ -170,12 +176,22 @@ class WordMarker:
         self.segmenter = get_segmenter(segmenter)
         self._cjk = cjk_pattern()
         self._known = known_cjk_characters(vocab, lower_case)
-        self.token_is_cjk = np.asarray([len(token) == 1 and bool(self._cjk.fullmatch(token)) for token in vocab])
+        self.token_is_cjk = np.asarray(
+            [len(token) == 1 and bool(self._cjk.fullmatch(token)) for token in vocab]
+        )
+        # A segmenter that returns something else than spans fails here, not deep in tf.data.
+        self.marks("中文分词测试，自然语言处理")
 
     def _spans(self, line: str) -> tuple[list[int], list[int]]:
         starts, ends = [], []
         previous_end = 0
-        for span in self.segmenter(line):
+        spans = self.segmenter(line)
+        if not isinstance(spans, Iterable):
+            raise SegmenterError(
+                f"word segmenter {self.segmenter!r} returned {spans!r} for {line[:80]!r}; "
+                "it must return a list of (start, end) character offsets"
+            )
+        for span in spans:
             try:
                 start, end = (int(x) for x in span)
             except (TypeError, ValueError):
@@ -215,3 +231,63 @@ class WordMarker:
     def __call__(self, lines: Sequence[str]) -> list[bool]:
         """The marks of all lines, concatenated (the order of the block's tokens)."""
         return [mark for line in lines for mark in self.marks(line)]
+
+
+Item = TypeVar("Item")
+_worker_marker: WordMarker | None = None
+
+
+def default_processes() -> int:
+    """Segmentation processes: half the cores (the tokenizer and masking use the rest), at most 8."""
+    return max(1, min(8, (os.cpu_count() or 1) // 2))
+
+
+def _start_worker(marker: WordMarker) -> None:
+    global _worker_marker
+    _worker_marker = marker
+
+
+def _mark_in_worker(lines: list[str]) -> np.ndarray:
+    return np.asarray(_worker_marker(lines), bool)
+
+
+def marked(
+    items: Iterable[Item],
+    marker: WordMarker,
+    lines_of: Callable[[Item], Sequence[str]],
+    processes: int | None = None,
+) -> Iterator[tuple[Item, np.ndarray]]:
+    """Yields `(item, marks of lines_of(item))` in order, bool [marks] each.
+
+    The segmentation runs in `processes` worker processes (default_processes()), a few
+    blocks ahead of the consumer, so it overlaps the tokenizer's work; with one process, or
+    a segmenter that does not pickle (a lambda), it runs here. Workers are spawned, not
+    forked: forking a process that runs TensorFlow's threads is unsafe.
+    """
+    processes = default_processes() if processes is None else processes
+    try:
+        pickle.dumps(marker)
+    except Exception:  # a local function or lambda: segment in this process
+        processes = 1
+    if processes <= 1:
+        for item in items:
+            yield item, np.asarray(marker(lines_of(item)), bool)
+        return
+    pool = concurrent.futures.ProcessPoolExecutor(
+        processes,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=_start_worker,
+        initargs=(marker,),
+    )
+    pending: collections.deque = collections.deque()
+    try:
+        for item in items:
+            pending.append((item, pool.submit(_mark_in_worker, list(lines_of(item)))))
+            if len(pending) > 2 * processes:  # bounded lookahead: memory stays a few blocks
+                item, future = pending.popleft()
+                yield item, future.result()
+        while pending:
+            item, future = pending.popleft()
+            yield item, future.result()
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)

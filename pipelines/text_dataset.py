@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
 import tensorflow as tf
 
 from pipelines import instances, segmenters, text_input
@@ -49,18 +48,23 @@ def _document_stream(
 ):
     """A generator factory yielding (pass, block, lines, sentences_per_document[, word marks])."""
 
-    def generate():
+    def blocks():
         pass_index = 0
         while num_passes is None or pass_index < num_passes:
             pass_stats = stats if (stats is not None and pass_index == 0) else text_input.ReadStats()
             blocks = text_input.document_blocks(files, min_documents=min_documents, stats=pass_stats)
             for block_index, (lines, lengths) in enumerate(blocks):
                 if block_index % num_shards == shard_index:
-                    if word_marker is None:
-                        yield pass_index, block_index, lines, lengths
-                    else:
-                        yield pass_index, block_index, lines, lengths, np.asarray(word_marker(lines), bool)
+                    yield pass_index, block_index, lines, lengths
             pass_index += 1
+
+    def generate():
+        if word_marker is None:
+            yield from blocks()
+            return
+        # Segmented in worker processes, a few blocks ahead (see segmenters.marked).
+        for block, marks in segmenters.marked(blocks(), word_marker, lambda block: block[2]):
+            yield (*block, marks)
 
     return generate
 

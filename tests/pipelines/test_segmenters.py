@@ -19,6 +19,7 @@ from unittest import mock
 
 import jieba
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from bert_tf.tokenization import BertTokenizer
@@ -27,6 +28,7 @@ from pipelines import corpus, generate, masking, pretraining_dataset, records, s
 ROOT = Path(__file__).resolve().parents[2]
 ENGLISH_VOCAB = ROOT / "tests" / "fixtures" / "bert_uncased_vocab.txt"
 CHINESE_CORPUS = str(ROOT / "tests" / "fixtures" / "chinese_corpus.txt")
+CHINESE_TEXT = Path(CHINESE_CORPUS).read_text(encoding="utf-8")
 CJK = re.compile("[\u4e00-\u9fff]")
 
 jieba.setLogLevel(60)
@@ -42,7 +44,12 @@ def _restored(features: dict[str, np.ndarray]) -> np.ndarray:
     """The ids before masking: masked_lm_ids put back at masked_lm_positions."""
     ids = features["input_ids"].copy()
     for row, (positions, labels, weights) in enumerate(
-        zip(features["masked_lm_positions"], features["masked_lm_ids"], features["masked_lm_weights"], strict=True)
+        zip(
+            features["masked_lm_positions"],
+            features["masked_lm_ids"],
+            features["masked_lm_weights"],
+            strict=True,
+        )
     ):
         real = weights > 0
         ids[row, positions[real]] = labels[real]
@@ -54,17 +61,22 @@ class WordMarkerTest(tf.test.TestCase):
         vocab = ["[UNK]", "中", "文", "好", "豈"]
         # "中文好" one word, then "好" (a character not in the vocab, 龘, in between).
         spans = {"中文好 ok 好龘好": [(0, 3), (4, 6), (7, 10)]}
-        marker = segmenters.WordMarker(spans.get, vocab, lower_case=True)
+        marker = segmenters.WordMarker(lambda text: spans.get(text, []), vocab, lower_case=True)
         # Marks for 中 文 好 | 好 (龘 is [UNK]: no mark) 好, which follows 龘 in the same word.
         self.assertEqual(marker.marks("中文好 ok 好龘好"), [False, True, True, False, True])
         # Characters outside every span are words of their own; no CJK: the segmenter is not called.
         self.assertEqual(segmenters.WordMarker(lambda text: [], vocab, True).marks("中文"), [False, False])
-        never_called = segmenters.WordMarker(lambda text: self.fail("segmenter called"), vocab, True)
-        self.assertEqual(never_called.marks("no cjk at all"), [])
+        calls = []
+        counting = segmenters.WordMarker(lambda text: calls.append(text) or [], vocab, True)
+        calls.clear()
+        self.assertEqual(counting.marks("no cjk at all"), [])
+        self.assertEqual(calls, [])
         # An uncased vocab turns the compatibility ideograph U+F900 into 豈 (U+8C48): it is marked.
         one_word = segmenters.WordMarker(lambda text: [(0, len(text))], vocab, lower_case=True)
         self.assertEqual(one_word.marks("中\uf900"), [False, True])
-        self.assertEqual(segmenters.WordMarker(lambda text: [(0, len(text))], vocab, False).marks("中\uf900"), [False])
+        self.assertEqual(
+            segmenters.WordMarker(lambda text: [(0, len(text))], vocab, False).marks("中\uf900"), [False]
+        )
         self.assertEqual(one_word.token_is_cjk.tolist(), [False, True, True, True, True])
 
     def test_jieba_segmenter_gives_jiebas_own_words(self):
@@ -75,8 +87,23 @@ class WordMarkerTest(tf.test.TestCase):
             words = [line[start:end] for start, end in segmenter(line)]
             self.assertEqual(words, jieba.lcut(line))
 
+    def test_worker_processes_give_the_same_marks_in_order(self):
+        marker = segmenters.WordMarker("jieba", ["[UNK]", *sorted(set(CJK.findall(CHINESE_TEXT)))], True)
+        lines = [line for line in CHINESE_TEXT.splitlines() if line]
+        blocks = [(index, lines[index : index + 7]) for index in range(0, len(lines), 7)]
+        expected = [(block, marker(block[1])) for block in blocks]
+        got = list(segmenters.marked(iter(blocks), marker, lambda block: block[1], processes=2))
+        self.assertEqual([block for block, _ in got], [block for block, _ in expected])
+        for (_, ours), (_, theirs) in zip(got, expected, strict=True):
+            self.assertEqual(ours.tolist(), theirs)
+        # A segmenter that cannot be sent to a worker (a lambda) runs in this process.
+        local = segmenters.WordMarker(lambda text: [(0, len(text))], ["中", "文"], True)
+        self.assertEqual([m.tolist() for _, m in segmenters.marked([["中文"]], local, list, processes=2)], [[False, True]])
+
     def test_bad_settings_are_clear_errors(self):
-        with self.assertRaisesRegex(segmenters.SegmenterError, r"unknown word segmenter 'pkuseg'; known segmenters: jieba"):
+        with self.assertRaisesRegex(
+            segmenters.SegmenterError, r"unknown word segmenter 'pkuseg'; known segmenters: jieba"
+        ):
             segmenters.get_segmenter("pkuseg")
         problems = segmenters.setting_problems("pkuseg", whole_word_mask=False, dynamic_masking=True)
         self.assertLen(problems, 3)
@@ -89,13 +116,18 @@ class WordMarkerTest(tf.test.TestCase):
         with self.assertRaisesRegex(ValueError, "unknown word segmenter"):
             pretraining_dataset(CHINESE_CORPUS, vocab_file=ENGLISH_VOCAB, batch_size=2, whole_word_mask=True,
                                 word_segmenter="pkuseg")  # fmt: skip
-        # A custom segmenter returning something else than increasing spans inside the text.
-        marker = segmenters.WordMarker(lambda text: [(0, 5)], ["中"], True)
-        with self.assertRaisesRegex(segmenters.SegmenterError, r"returned the span \(0, 5\) for a line of 2"):
-            marker.marks("中文")
-        marker = segmenters.WordMarker(lambda text: ["中文"], ["中"], True)
-        with self.assertRaisesRegex(segmenters.SegmenterError, "must return \\(start, end\\) character offsets"):
-            marker.marks("中文")
+        # A custom segmenter returning something else than increasing spans inside the text
+        # fails when the marker is made, before any data is read.
+        with self.assertRaisesRegex(
+            segmenters.SegmenterError, r"returned the span \(0, 50\) for a line of 13"
+        ):
+            segmenters.WordMarker(lambda text: [(0, 50)], ["中"], True)
+        with self.assertRaisesRegex(
+            segmenters.SegmenterError, "must return \\(start, end\\) character offsets"
+        ):
+            segmenters.WordMarker(lambda text: ["中文"], ["中"], True)
+        with self.assertRaisesRegex(segmenters.SegmenterError, "must return a list of"):
+            segmenters.WordMarker(lambda text: None, ["中"], True)
 
     def test_segmenter_not_installed_says_which_extra_to_install(self):
         with mock.patch.dict(sys.modules, {"rjieba": None, "jieba": None}):
@@ -128,29 +160,35 @@ class ChineseWholeWordMaskingTest(tf.test.TestCase):
         Path(cls.vocab_file).write_text("\n".join(vocab + missing) + "\n", encoding="utf-8")
         cls.tokenizer = BertTokenizer(cls.vocab_file)
         cls.vocab = np.array(cls.tokenizer.vocab)
+        # The same corpus and seed with and without the segmenter (shared by the tests).
+        cls.words_file = cls._generate("words")
+        cls.pieces_file = cls._generate("pieces", word_segmenter=None)
 
     @classmethod
     def tearDownClass(cls):
         shutil.rmtree(cls.directory, ignore_errors=True)
         super().tearDownClass()
 
-    def _generate(self, name: str, **overrides) -> str:
+    @classmethod
+    def _generate(cls, name: str, **overrides) -> str:
         values = dict(
             input_file=CHINESE_CORPUS,
-            output_file=os.path.join(self.directory, f"{name}.tfrecord"),
-            vocab_file=self.vocab_file,
+            output_file=os.path.join(cls.directory, f"{name}.tfrecord"),
+            vocab_file=cls.vocab_file,
             do_whole_word_mask=True,
             word_segmenter="jieba",
             dupe_factor=4,
             max_seq_length=64,
         )
         values.update(overrides)
-        generate.create_pretraining_data(generate.GenerationConfig(**values), progress=False, tokenizer=self.tokenizer)
+        generate.create_pretraining_data(
+            generate.GenerationConfig(**values), progress=False, tokenizer=cls.tokenizer
+        )
         return values["output_file"]
 
     def test_masked_characters_make_whole_jieba_words_and_ids_are_unchanged(self):
-        with_words = _read(self._generate("words"), 64)
-        without = _read(self._generate("pieces", word_segmenter=None), 64)
+        with_words = _read(self.words_file, 64)
+        without = _read(self.pieces_file, 64)
         # Segmentation changes the masks only: the same pairs, ids and features.
         for name in ("input_mask", "segment_ids", "next_sentence_labels"):
             self.assertAllEqual(with_words[name], without[name])
@@ -200,18 +238,23 @@ class ChineseWholeWordMaskingTest(tf.test.TestCase):
 
     def test_text_without_cjk_gives_the_same_records_as_without_a_segmenter(self):
         english = os.path.join(self.directory, "english.txt")
-        documents = list(corpus.documents())[:20]
+        documents = list(corpus.documents())[:10]
         Path(english).write_text("\n\n".join("\n".join(d) for d in documents) + "\n", encoding="utf-8")
         a = Path(self._generate("english_words", input_file=english, dupe_factor=1)).read_bytes()
-        b = Path(self._generate("english_pieces", input_file=english, dupe_factor=1, word_segmenter=None)).read_bytes()
+        b = Path(
+            self._generate("english_pieces", input_file=english, dupe_factor=1, word_segmenter=None)
+        ).read_bytes()
         self.assertEqual(a, b)
 
+    @pytest.mark.slow
     def test_chosen_fraction_and_80_10_10_per_word_over_20000_sequences(self):
         marker = segmenters.WordMarker("jieba", self.tokenizer.vocab, lower_case=True)
         blocks = text_dataset.pair_blocks(
             [CHINESE_CORPUS], self.tokenizer, max_seq_length=128, seed=3, num_passes=4, word_marker=marker
         )
-        parts = [(b["input_ids"].numpy(), b["input_mask"].numpy(), b["word_continues"].numpy()) for b in blocks]
+        parts = [
+            (b["input_ids"].numpy(), b["input_mask"].numpy(), b["word_continues"].numpy()) for b in blocks
+        ]
         ids, input_mask, continues = (np.concatenate(p) for p in zip(*parts, strict=True))
         repeat = -(-20_000 // len(ids))
         ids, input_mask, continues = (np.tile(x, (repeat, 1)) for x in (ids, input_mask, continues))
@@ -226,7 +269,9 @@ class ChineseWholeWordMaskingTest(tf.test.TestCase):
         chosen = np.zeros(ids.shape, bool)
         chosen[rows, positions[weights]] = True
         self.assertGreaterEqual(len(ids), 20_000)
-        self.assertFalse(chosen[(ids == masking_vocab.cls_id) | (ids == masking_vocab.sep_id) | (input_mask == 0)].any())
+        self.assertFalse(
+            chosen[(ids == masking_vocab.cls_id) | (ids == masking_vocab.sep_id) | (input_mask == 0)].any()
+        )
         self.assertAllClose(chosen.sum() / input_mask.sum(), 0.15, atol=0.005)
 
         # Words: a token starts one unless it is a ## piece or marked, right after a candidate.
@@ -258,15 +303,16 @@ class ChineseWholeWordMaskingTest(tf.test.TestCase):
         batch = next(iter(dataset))
         self.assertEqual(sorted(batch), sorted(records.FEATURE_ORDER))
         self.assertEqual(batch["input_ids"].shape, (4, 64))
-        masked_records = self._generate("for_dataset", dupe_factor=1)
         with self.assertRaisesRegex(ValueError, "applies to raw text input"):
-            pretraining_dataset(masked_records, vocab_file=self.vocab_file, batch_size=4, max_seq_length=64,
+            pretraining_dataset(self.words_file, vocab_file=self.vocab_file, batch_size=4, max_seq_length=64,
                                 whole_word_mask=True, word_segmenter="jieba")  # fmt: skip
 
     def test_ids_equal_the_reference_tokenizer(self):
         from tokenizers import BertWordPieceTokenizer
 
-        reference = BertWordPieceTokenizer(self.vocab_file, lowercase=True, strip_accents=True, clean_text=True)
+        reference = BertWordPieceTokenizer(
+            self.vocab_file, lowercase=True, strip_accents=True, clean_text=True
+        )
         lines = [line for line in Path(CHINESE_CORPUS).read_text(encoding="utf-8").splitlines() if line]
         ours = self.tokenizer.tokenize(lines).to_list()
         theirs = [encoding.ids for encoding in reference.encode_batch(lines, add_special_tokens=False)]
