@@ -120,8 +120,8 @@ def _chinese(workdir: Path, original_runner: Path | None) -> None:
                 f"{segmented[1] / ours[1]:.2f}x CPU")  # fmt: skip
         if "original" in results:
             original = results["original"]
-            line += (f"; with it ours is {original[0] / segmented[0]:.1f}x faster (wall) than the original, "
-                     f"{original[1] / segmented[1]:.1f}x less CPU")  # fmt: skip
+            line += (f"; original / ours with the segmenter: {original[0] / segmented[0]:.2f}x wall, "
+                     f"{original[1] / segmented[1]:.2f}x CPU")  # fmt: skip
         print(line, flush=True)
 
 

@@ -239,7 +239,8 @@ _worker_marker: WordMarker | None = None
 
 def default_processes() -> int:
     """Segmentation processes: half the cores (the tokenizer and masking use the rest), at most 8."""
-    return max(1, min(8, (os.cpu_count() or 1) // 2))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(8, cores // 2))
 
 
 def _start_worker(marker: WordMarker) -> None:
