@@ -31,6 +31,7 @@ import shutil
 
 import keras
 
+from bert_tf.errors import UsageError
 from bert_tf.tasks.adapters import TaskData, make_adapter
 from bert_tf.tasks.features import TaskDataError
 from bert_tf.tasks.settings import FinetuneSettings
@@ -40,6 +41,22 @@ logger = logging.getLogger(__name__)
 MODEL_DIR = "model"
 MODEL_FILE = "model.keras"
 TASK_FILE = "task.json"
+# What a finished run leaves in its output folder (not overwritten without --overwrite).
+FINISHED = ("eval_results.json", "data_stats.json", MODEL_DIR)
+
+
+def check_sequence_lengths(settings: FinetuneSettings, config) -> None:
+    """--max_seq_length must fit the model's position embeddings (checked before any data is read)."""
+    if settings.max_seq_length > config.max_position_embeddings:
+        raise UsageError(
+            f"--max_seq_length={settings.max_seq_length} is above the model's max_position_embeddings="
+            f"{config.max_position_embeddings}; pass --max_seq_length={config.max_position_embeddings} or less"
+        )
+    if settings.task.lower().startswith("squad") and settings.max_query_length + 3 >= settings.max_seq_length:
+        raise UsageError(
+            f"--max_query_length={settings.max_query_length} leaves no room for the context in "
+            f"--max_seq_length={settings.max_seq_length}; lower it or raise --max_seq_length"
+        )
 
 
 def load_tokenizer(settings: FinetuneSettings, checkpoint_settings=None):
@@ -47,7 +64,7 @@ def load_tokenizer(settings: FinetuneSettings, checkpoint_settings=None):
 
     vocab_file = settings.vocab_file or (checkpoint_settings.vocab_file if checkpoint_settings else None)
     if not vocab_file:
-        raise ValueError("no vocab file: pass vocab_file (--vocab_file) or an init_checkpoint that has one")
+        raise UsageError("no vocab file: pass --vocab_file, or an --init_checkpoint that has a vocab.txt")
     lower_case = settings.lower_case
     if lower_case is None:
         lower_case = checkpoint_settings.lower_case if checkpoint_settings else True
@@ -62,8 +79,24 @@ def _encoder(settings: FinetuneSettings):
         encoder, checkpoint_settings = from_pretrained(settings.init_checkpoint, heads="encoder")
         return encoder, checkpoint_settings
     if not settings.bert_config:
-        raise ValueError("pass init_checkpoint (pretrained) or bert_config (random initialisation)")
-    return BertEncoder(load_config(settings.bert_config)), None
+        raise UsageError(
+            "pass --init_checkpoint (a pretrained model) or --bert_config_file (random initialisation)"
+        )
+    config = load_config(settings.bert_config)
+    if settings.vocab_file:  # from scratch: the vocab decides the embedding size
+        from bert_tf.tokenization import load_vocab
+
+        vocab_size = len(load_vocab(settings.vocab_file))
+        if vocab_size != config.vocab_size:
+            logger.info(
+                "random initialisation: vocab_size %d from %s (the config %s says %d)",
+                vocab_size,
+                settings.vocab_file,
+                settings.bert_config,
+                config.vocab_size,
+            )
+            config = config.replace(vocab_size=vocab_size)
+    return BertEncoder(config), None
 
 
 def _finetuned_info(settings: FinetuneSettings) -> dict | None:
@@ -77,8 +110,7 @@ def _finetuned_info(settings: FinetuneSettings) -> dict | None:
         os.path.isfile(os.path.join(directory, name)) for name in (MODEL_FILE, TASK_FILE)
     ):
         return None  # a pretrained checkpoint (or nothing from_pretrained can read: it says so)
-    with open(os.path.join(directory, TASK_FILE), encoding="utf-8") as handle:
-        info = json.load(handle)
+    info = _read_task_info(directory)
     if info["task"].lower() != settings.task.lower():
         raise TaskDataError(
             f"{directory} holds a model fine-tuned for task {info['task']!r}, not {settings.task!r}; "
@@ -90,6 +122,22 @@ def _finetuned_info(settings: FinetuneSettings) -> dict | None:
             "--vocab_file, --bert_config and --do_lower_case are ignored",
             directory,
         )
+    return info
+
+
+def _read_task_info(directory: str) -> dict:
+    from bert_tf.errors import damaged
+
+    path = os.path.join(directory, TASK_FILE)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            info = json.load(handle)
+    except FileNotFoundError:
+        raise TaskDataError(f"no {TASK_FILE} in {directory}; is it the model/ folder of a fine-tuning run?") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise damaged(path, f"not valid JSON: {error}", "save the model again") from None
+    if not isinstance(info, dict) or "task" not in info or "lower_case" not in info:
+        raise damaged(path, "not a task description", "save the model again")
     return info
 
 
@@ -118,19 +166,25 @@ def _log_stats(data: TaskData) -> dict:
 def run(settings: FinetuneSettings) -> dict[str, float]:
     """Trains (when there is training data), evaluates, predicts and saves; returns the
     eval metrics (also written to OUTPUT_DIR/eval_results.json)."""
+    from bert_tf.outputs import check_output
     from bert_tf.tasks import models
     from bert_tf.training.distribute import get_strategy
 
     keras.utils.set_random_seed(settings.seed)
-    os.makedirs(settings.output_dir, exist_ok=True)
+    # Every check before anything is written: the output folder, the model, the vocab, the
+    # lengths and the data. Only then is the output folder created.
+    check_output(settings.output_dir, "--output_dir", overwrite=settings.overwrite, finished=FINISHED)
     strategy = get_strategy(settings.strategy, settings.tpu, settings.num_gpus)
     finetuned = _finetuned_info(settings)
     with strategy.scope():
         if finetuned:  # a model/ folder of an earlier run: its head, labels and tokenizer
             model, tokenizer, _ = load_finetuned(settings.init_checkpoint, compile=False)
+            config = model.encoder.config
         else:
             encoder, checkpoint_settings = _encoder(settings)
             tokenizer = load_tokenizer(settings, checkpoint_settings)
+            config = encoder.config
+    check_sequence_lengths(settings, config)
     adapter = make_adapter(settings, tokenizer)
     if finetuned and finetuned.get("label_list") is not None:
         adapter.label_list = list(finetuned["label_list"])
@@ -148,6 +202,7 @@ def run(settings: FinetuneSettings) -> dict[str, float]:
             f"task {settings.task!r} takes its labels from the training data; pass --train_file"
         )
     data_stats = {data.name: _log_stats(data) for data in (*train, *evals, *predicts)}
+    os.makedirs(settings.output_dir, exist_ok=True)
 
     with strategy.scope():
         if not finetuned:
@@ -274,15 +329,16 @@ def load_finetuned(directory: str, compile: bool = True):
     import bert_tf.models  # noqa: F401
     import bert_tf.tasks.models  # noqa: F401
     import bert_tf.training.optimization  # noqa: F401
+    from bert_tf.checkpoints.integrity import check_keras_archive
     from bert_tf.tokenization import BertTokenizer
 
     path = os.path.join(directory, MODEL_FILE)
     if not os.path.isfile(path):
-        raise FileNotFoundError(
+        raise TaskDataError(
             f"no {MODEL_FILE} in {directory}; is it the model/ folder of a fine-tuning run?"
         )
-    with open(os.path.join(directory, TASK_FILE), encoding="utf-8") as handle:
-        info = json.load(handle)
+    info = _read_task_info(directory)
+    check_keras_archive(path)
     model = keras.saving.load_model(path, compile=compile)
     tokenizer = BertTokenizer(os.path.join(directory, "vocab.txt"), lower_case=info["lower_case"])
     return model, tokenizer, info
