@@ -36,9 +36,13 @@ import pickle
 import re
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures.process import BrokenProcessPool
 from typing import TypeVar
 
 import numpy as np
+from absl import logging
+
+from bert_tf.errors import UsageError
 
 # A segmenter: text -> words as (start, end) character offsets.
 Segmenter = Callable[[str], Iterable[tuple[int, int]]]
@@ -54,7 +58,7 @@ def cjk_pattern() -> re.Pattern:
     return re.compile("[" + "".join(f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in CJK_RANGES) + "]")
 
 
-class SegmenterError(ValueError):
+class SegmenterError(UsageError):
     """An unknown segmenter name, a segmenter that is not installed, or bad spans."""
 
 
@@ -263,8 +267,14 @@ def marked(
     The segmentation runs in `processes` worker processes (default_processes()), a few
     blocks ahead of the consumer, so it overlaps the tokenizer's work; with one process, or
     a segmenter that does not pickle (a lambda), it runs here. Workers are spawned, not
-    forked: forking a process that runs TensorFlow's threads is unsafe.
+    forked: forking a process that runs TensorFlow's threads is unsafe. If the workers
+    cannot start (a script without an `if __name__ == "__main__":` guard re-runs itself in
+    each of them), a warning says so and the segmentation continues here.
     """
+
+    def here(item: Item) -> np.ndarray:
+        return np.asarray(marker(lines_of(item)), bool)
+
     processes = default_processes() if processes is None else processes
     try:
         pickle.dumps(marker)
@@ -272,7 +282,7 @@ def marked(
         processes = 1
     if processes <= 1:
         for item in items:
-            yield item, np.asarray(marker(lines_of(item)), bool)
+            yield item, here(item)
         return
     pool = concurrent.futures.ProcessPoolExecutor(
         processes,
@@ -281,14 +291,30 @@ def marked(
         initargs=(marker,),
     )
     pending: collections.deque = collections.deque()
+    broken = False
+
+    def finish(item: Item, future) -> tuple[Item, np.ndarray]:
+        nonlocal broken
+        if future is not None and not broken:
+            try:
+                return item, future.result()
+            except BrokenProcessPool:
+                broken = True
+                logging.warning("word segmentation workers could not run; segmenting in this process instead")
+        return item, here(item)
+
     try:
         for item in items:
-            pending.append((item, pool.submit(_mark_in_worker, list(lines_of(item)))))
+            future = None
+            if not broken:
+                try:
+                    future = pool.submit(_mark_in_worker, list(lines_of(item)))
+                except BrokenProcessPool:
+                    broken = True
+            pending.append((item, future))
             if len(pending) > 2 * processes:  # bounded lookahead: memory stays a few blocks
-                item, future = pending.popleft()
-                yield item, future.result()
+                yield finish(*pending.popleft())
         while pending:
-            item, future = pending.popleft()
-            yield item, future.result()
+            yield finish(*pending.popleft())
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
