@@ -49,8 +49,11 @@ class ExportError(BertTfError, ValueError):
 
 def check_export_dir(export_dir: str, overwrite: bool) -> None:
     """Raises ExportError if `export_dir` holds files and `overwrite` is False."""
+    from bert_tf.outputs import check_output
+
     if os.path.isfile(export_dir):
         raise ExportError(f"--export_dir {export_dir} is a file; pass a directory path")
+    check_output(export_dir, "--export_dir", overwrite=True)  # a file above it
     if os.path.isdir(export_dir) and os.listdir(export_dir) and not overwrite:
         raise ExportError(
             f"--export_dir {export_dir} exists and is not empty; choose a new directory "
