@@ -313,11 +313,8 @@ def _run(settings: FinetuneSettings, strategy, fresh: bool) -> dict[str, float]:
     data_stats = {data.name: _log_stats(data) for data in (*train, *evals, *predicts)}
     num_examples = len(train[0].x["input_ids"]) if train else 0
     plan = TrainingPlan.make(settings, num_examples, has_eval_data=bool(evals))
-    if fresh:  # --overwrite: nothing of an earlier run is reused
-        for name in (BACKUP_DIR, LOG_DIR):
-            shutil.rmtree(os.path.join(settings.output_dir, name), ignore_errors=True)
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(os.path.join(settings.output_dir, HISTORY_FILE))
+    if fresh:  # --overwrite: the training state of an earlier run is not reused
+        shutil.rmtree(os.path.join(settings.output_dir, BACKUP_DIR), ignore_errors=True)
     os.makedirs(settings.output_dir, exist_ok=True)
 
     with strategy.scope():
@@ -416,6 +413,10 @@ def _train(settings: FinetuneSettings, strategy, model, adapter, train: TaskData
     )
     with strategy.scope():
         start = backup.restore(model)
+    if not start:  # what an earlier attempt without a backup logged is not this run's
+        shutil.rmtree(log_dir, ignore_errors=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(output_dir, HISTORY_FILE))
     fit_callbacks.append(backup)
     fit_callbacks.append(
         callbacks.ProgressLogger(
