@@ -32,7 +32,7 @@ from collections.abc import Iterable, Iterator, Sequence
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.serving.packing import pack_segments
+from bert_tf.preprocessing.packing import pack_segments
 
 PAIR_SEPARATOR = " ||| "
 POOLINGS = ("cls", "mean")

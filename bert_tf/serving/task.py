@@ -48,7 +48,7 @@ import os
 import tensorflow as tf
 
 from bert_tf.serving import spans
-from bert_tf.serving.packing import pack_segments
+from bert_tf.preprocessing.packing import pack_segments
 from bert_tf.serving.saving import ExportError, check_seq_length
 from bert_tf.serving.spans import SpanSettings
 
