@@ -34,7 +34,10 @@ class MultipleChoicePreprocessor(Preprocessor):
             raise ValueError(f"sequence_length must be at least 3, got {sequence_length}")
 
     def features(self, x) -> dict[str, tf.Tensor]:
-        context, endings = (tf.convert_to_tensor(text, tf.string) for text in x)
+        context, endings = x
+        if isinstance(endings, tf.RaggedTensor):  # batched from rows: every example has its endings
+            endings = endings.to_tensor()
+        context, endings = tf.convert_to_tensor(context, tf.string), tf.convert_to_tensor(endings, tf.string)
         shape = tf.shape(endings)  # [batch, choices]
         check = tf.debugging.assert_equal(
             tf.shape(context)[0],

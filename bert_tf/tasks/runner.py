@@ -93,16 +93,6 @@ def _finetuned_info(settings: FinetuneSettings) -> dict | None:
     return info
 
 
-def _dataset(data: TaskData, batch_size: int, *, shuffle: bool, seed: int, drop_remainder: bool = False):
-    import tensorflow as tf
-
-    elements = (data.x, data.y) if data.y is not None else data.x
-    dataset = tf.data.Dataset.from_tensor_slices(elements)
-    if shuffle:
-        dataset = dataset.shuffle(len(data.x["input_ids"]), seed=seed, reshuffle_each_iteration=True).repeat()
-    return dataset.batch(batch_size, drop_remainder=drop_remainder).prefetch(tf.data.AUTOTUNE)
-
-
 def _log_stats(data: TaskData) -> dict:
     stats = data.stats.as_dict()
     logger.info("%s data: %s", data.name, stats)
@@ -124,6 +114,7 @@ def run(settings: FinetuneSettings) -> dict[str, float]:
     keras.utils.set_random_seed(settings.seed)
     os.makedirs(settings.output_dir, exist_ok=True)
     strategy = get_strategy(settings.strategy, settings.tpu, settings.num_gpus)
+    import tensorflow as tf
     finetuned = _finetuned_info(settings)
     with strategy.scope():
         if finetuned:  # a model/ folder of an earlier run: its head, labels and tokenizer
@@ -132,6 +123,8 @@ def run(settings: FinetuneSettings) -> dict[str, float]:
             encoder, checkpoint_settings = _encoder(settings)
             tokenizer = load_tokenizer(settings, checkpoint_settings)
     adapter = make_adapter(settings, tokenizer)
+    # TPUs compile one program per shape: pad to max_seq_length, fixed-size batches.
+    adapter.static = adapter.static or isinstance(strategy, tf.distribute.TPUStrategy)
     if finetuned and finetuned.get("label_list") is not None:
         adapter.label_list = list(finetuned["label_list"])
 
@@ -147,12 +140,15 @@ def run(settings: FinetuneSettings) -> dict[str, float]:
         raise TaskDataError(
             f"task {settings.task!r} takes its labels from the training data; pass --train_file"
         )
+    for data in (*train, *evals, *predicts):
+        adapter.count(data)
     data_stats = {data.name: _log_stats(data) for data in (*train, *evals, *predicts)}
 
     with strategy.scope():
         if not finetuned:
             model = adapter.build_model(encoder)
-        num_examples = len(train[0].x["input_ids"]) if train else 0
+        # Steps count batches of features (SQuAD: windows, several per long context).
+        num_examples = train[0].stats.num_features if train else 0
         steps_per_epoch = max(1, math.ceil(num_examples / settings.train_batch_size))
         num_train_steps = max(1, int(steps_per_epoch * settings.num_train_epochs))
         model.compile(
@@ -164,13 +160,7 @@ def run(settings: FinetuneSettings) -> dict[str, float]:
 
     if train:
         logger.info("training on %d examples for %d steps", num_examples, num_train_steps)
-        dataset = _dataset(
-            train[0],
-            settings.train_batch_size,
-            shuffle=True,
-            seed=settings.seed,
-            drop_remainder=bool(settings.tpu),
-        )
+        dataset = adapter.dataset(train[0], settings.train_batch_size, training=True)
         epochs = math.ceil(num_train_steps / steps_per_epoch)
         model.fit(
             dataset,
@@ -184,10 +174,10 @@ def run(settings: FinetuneSettings) -> dict[str, float]:
     results: dict[str, float] = {}
     scored = [*train, *evals] if settings.eval_train else evals
     for data in scored:
-        outputs = model.predict(data.x, batch_size=settings.eval_batch_size, verbose=0)
-        scores = adapter.score(data, outputs)
-        if data.y is not None:
-            scores["eval_loss"] = models.task_loss(adapter.kind, data.y, outputs)
+        predictions = adapter.predict(model, data, settings.eval_batch_size)
+        scores = adapter.score(data, predictions)
+        if predictions.loss is not None:
+            scores["eval_loss"] = predictions.loss
         # "accuracy" for the eval data, "accuracy_mismatched" for MNLI's second dev set,
         # "train_accuracy" for the training data.
         if data.name == "train":
@@ -195,13 +185,13 @@ def run(settings: FinetuneSettings) -> dict[str, float]:
             continue
         suffix = "" if data.name == "eval" else "_" + data.name.split("_", 1)[1]
         results.update({f"{name}{suffix}": float(value) for name, value in scores.items()})
-        adapter.write(data, outputs, settings.output_dir)
+        adapter.write(data, predictions, settings.output_dir)
     if scored:
         _write_json(os.path.join(settings.output_dir, "eval_results.json"), results)
         logger.info("eval results: %s", results)
     for data in predicts:
-        outputs = model.predict(data.x, batch_size=settings.eval_batch_size, verbose=0)
-        for path in adapter.write(data, outputs, settings.output_dir):
+        predictions = adapter.predict(model, data, settings.eval_batch_size)
+        for path in adapter.write(data, predictions, settings.output_dir):
             logger.info("wrote %s", path)
     _write_json(os.path.join(settings.output_dir, "data_stats.json"), data_stats)
     if settings.save_model and train:

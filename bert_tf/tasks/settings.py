@@ -50,11 +50,19 @@ class FinetuneSettings:
     save_model: bool = True
     eval_train: bool = False  # also score the training data ("train_" metrics): did it fit?
     verbose: int | str = 2  # Keras fit verbosity: 2 = one line per epoch
+    # Input pipeline: each batch is padded to its longest row rounded up to this multiple
+    # (dynamic padding); static_shapes pads every row to max_seq_length in fixed-size
+    # batches (always under TPUStrategy); length_buckets groups training rows of similar
+    # length; the training data is shuffled in a buffer of shuffle_buffer_size examples.
+    pad_to_multiple_of: int = 8
+    static_shapes: bool = False
+    length_buckets: bool = False
+    shuffle_buffer_size: int = 10_000
 
     def __post_init__(self):
         if self.max_seq_length is None:
             self.max_seq_length = 384 if self.task.lower().startswith("squad") else 128
-        for name in ("max_seq_length", "train_batch_size", "eval_batch_size"):
+        for name in ("max_seq_length", "train_batch_size", "eval_batch_size", "pad_to_multiple_of", "shuffle_buffer_size"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
         if self.num_train_epochs <= 0 or self.learning_rate <= 0:

@@ -117,7 +117,8 @@ def batches(
             element["labels"] = preprocessor.labels(batch["y"], features)
         return element
 
-    dataset = dataset.batch(batching.batch_size, drop_remainder=drop)
+    # Ragged: NER sentences and SWAG endings have their own lengths.
+    dataset = dataset.ragged_batch(batching.batch_size, drop_remainder=drop)
     dataset = dataset.map(process, num_parallel_calls=tf.data.AUTOTUNE)
     if regroup:
         dataset = dataset.unbatch()
