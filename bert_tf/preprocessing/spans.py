@@ -115,12 +115,8 @@ class SpanPreprocessor(Preprocessor):
         name: str | None = None,
     ) -> None:
         super().__init__(tokenizer, sequence_length, pad_to_multiple_of, name=name)
-        if sequence_length - 3 - max_query_length < 1:
-            raise ValueError(
-                f"sequence_length {sequence_length} leaves no room for the context after a question of "
-                f"up to max_query_length={max_query_length} pieces ([CLS] question [SEP] context [SEP]); "
-                f"use a sequence_length of {max_query_length + 4} or more"
-            )
+        if sequence_length < 5:
+            raise ValueError(f"sequence_length {sequence_length} leaves no room for a question and a context")
         if doc_stride < 1 or max_query_length < 1:
             raise ValueError(f"doc_stride ({doc_stride}) and max_query_length ({max_query_length}) must be positive")
         self.doc_stride = int(doc_stride)
@@ -138,9 +134,17 @@ class SpanPreprocessor(Preprocessor):
         words, _, _ = self.context_words(context)
         pieces = words.with_flat_values(flat_pieces(self.tokenizer.tokenize(words.flat_values)))
         context_pieces = pieces.merge_dims(1, 2)  # [b, (p)]
-        windows = doc_windows(
-            context_pieces.row_lengths(), self.sequence_length - 3 - query.row_lengths(), self.doc_stride
+        # As the original, a question may leave no room only if it is that long.
+        max_pieces = self.sequence_length - 3 - query.row_lengths()
+        check = tf.debugging.assert_positive(
+            max_pieces,
+            message=f"sequence_length {self.sequence_length} leaves no room for the context after a question "
+            f"of up to max_query_length={self.max_query_length} pieces ([CLS] question [SEP] context [SEP]); "
+            "raise the sequence length or lower max_query_length",
         )
+        with tf.control_dependencies([check]):
+            max_pieces = tf.identity(max_pieces)
+        windows = doc_windows(context_pieces.row_lengths(), max_pieces, self.doc_stride)
         window_query, window_context = window_pieces(query, context_pieces, windows)
         packed = pack_segments(
             [window_query, window_context], self.sequence_length, *self.special_ids, self.pad_to_multiple_of
