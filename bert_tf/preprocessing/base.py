@@ -81,6 +81,8 @@ class Preprocessor(tf.Module):
             message=f"a label is not one of the task's labels {list(label_list)}",
         )
         with tf.control_dependencies([check]):
-            return tf.identity(ids) if not isinstance(ids, tf.RaggedTensor) else ids.with_flat_values(
-                tf.identity(ids.flat_values)
+            return (
+                tf.identity(ids)
+                if not isinstance(ids, tf.RaggedTensor)
+                else ids.with_flat_values(tf.identity(ids.flat_values))
             )

@@ -118,7 +118,9 @@ class SpanPreprocessor(Preprocessor):
         if sequence_length < 5:
             raise ValueError(f"sequence_length {sequence_length} leaves no room for a question and a context")
         if doc_stride < 1 or max_query_length < 1:
-            raise ValueError(f"doc_stride ({doc_stride}) and max_query_length ({max_query_length}) must be positive")
+            raise ValueError(
+                f"doc_stride ({doc_stride}) and max_query_length ({max_query_length}) must be positive"
+            )
         self.doc_stride = int(doc_stride)
         self.max_query_length = int(max_query_length)
 
@@ -216,7 +218,9 @@ def answer_pieces(tokenizer, context, word_begin, pieces, answer_text, answer_st
     last_char = tf.maximum(start_char + num_chars - 1, start_char)
 
     def byte_offset(chars):
-        prefix = tf.strings.substr(context, tf.zeros_like(chars, tf.int32), tf.cast(chars, tf.int32), unit="UTF8_CHAR")
+        prefix = tf.strings.substr(
+            context, tf.zeros_like(chars, tf.int32), tf.cast(chars, tf.int32), unit="UTF8_CHAR"
+        )
         return tf.cast(tf.strings.length(prefix), tf.int64)
 
     def word_at(byte):  # the last word beginning at or before `byte`
@@ -228,9 +232,7 @@ def answer_pieces(tokenizer, context, word_begin, pieces, answer_text, answer_st
     starts = tf.cumsum(counts, axis=1, exclusive=True)  # [b, (w)] first piece of each word
     num_pieces = tf.reduce_sum(counts, axis=1)
     first = _take(starts, first_word)
-    last = tf.where(
-        last_word + 1 < counts.row_lengths(), _take(starts, last_word + 1) - 1, num_pieces - 1
-    )
+    last = tf.where(last_word + 1 < counts.row_lengths(), _take(starts, last_word + 1) - 1, num_pieces - 1)
     # Narrow to the answer's own pieces: the first start c in [first, last - m + 1] with
     # context[c : c + m] == answer.
     answer = flat_pieces(tokenizer.tokenize(answer_text))  # [b, (m)]
@@ -257,4 +259,3 @@ def _take(rows: tf.RaggedTensor, index: tf.Tensor) -> tf.Tensor:
     padded = tf.concat([rows.flat_values, tf.zeros([1], rows.dtype)], axis=0)
     flat_index = tf.where(inside, rows.row_starts() + index, tf.size(rows.flat_values, out_type=tf.int64))
     return tf.gather(padded, flat_index)
-

@@ -217,7 +217,11 @@ class TaskServing(tf.Module):
         inputs = {name: features[name] for name in preprocessing.base.MODEL_INPUTS}
         outputs = self.model(inputs, training=False)  # all windows of all examples in one batch
         best = spans.best_spans(
-            outputs["start_logits"], outputs["end_logits"], features["_windows"], features["_query_length"], self._span
+            outputs["start_logits"],
+            outputs["end_logits"],
+            features["_windows"],
+            features["_query_length"],
+            self._span,
         )
         # The context's pieces are the same split into the tokenizer's words (whitespace
         # splits words in both), which carry byte offsets.

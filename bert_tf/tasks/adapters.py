@@ -156,7 +156,13 @@ class Adapter:
                 trimmed = tf.math.unsorted_segment_max(
                     tf.cast(trimmed, tf.int64), features["example_index"], tf.shape(batch["index"])[0]
                 )
-            return tf.stack([tf.shape(batch["index"], out_type=tf.int64)[0], rows, tf.reduce_sum(tf.cast(trimmed, tf.int64))])
+            return tf.stack(
+                [
+                    tf.shape(batch["index"], out_type=tf.int64)[0],
+                    rows,
+                    tf.reduce_sum(tf.cast(trimmed, tf.int64)),
+                ]
+            )
 
         totals = (
             self.records(data)
@@ -245,11 +251,15 @@ class ClassificationAdapter(Adapter):
             return {split: lambda: glue.iter_examples(self.glue, file, labelled=labelled)}
         if file:
             label_column = s.label_column if labelled else None
-            return {split: lambda: classification.iter_table(file, s.text_column, s.text_b_column, label_column)}
+            return {
+                split: lambda: classification.iter_table(file, s.text_column, s.text_b_column, label_column)
+            }
         if self.glue is None:
             return {}
         if s.data_dir:  # a GLUE task directory as distributed
-            splits = {"train": ("train",), "eval": self.glue.eval_splits, "predict": self.glue.test_splits}[split]
+            splits = {"train": ("train",), "eval": self.glue.eval_splits, "predict": self.glue.test_splits}[
+                split
+            ]
             files = glue.split_files(self.glue, s.data_dir)
             readers = {
                 name: (lambda path=files[name]: glue.iter_examples(self.glue, path, labelled))
@@ -280,7 +290,9 @@ class ClassificationAdapter(Adapter):
             known = None if collect else self.label_list
             labels: set[str] = set()
             first = None
-            for example in classification.validate(reader(), known if labelled else None, self.kind == "regression" and labelled):
+            for example in classification.validate(
+                reader(), known if labelled else None, self.kind == "regression" and labelled
+            ):
                 first = first or example
                 if collect and example.label is not None:
                     labels.add(str(example.label))
@@ -382,7 +394,15 @@ class SquadAdapter(Adapter):
             logger.warning("%s: %d answers not found in their context were skipped", split, skipped)
         if not examples:
             raise TaskDataError(f"no usable SQuAD examples in the {split} data ({skipped} skipped)")
-        return [TaskData(split, lambda: iter(examples), training, ConversionStats(num_skipped=skipped), (dataset, examples))]
+        return [
+            TaskData(
+                split,
+                lambda: iter(examples),
+                training,
+                ConversionStats(num_skipped=skipped),
+                (dataset, examples),
+            )
+        ]
 
     def preprocessor(self):
         s = self.settings
@@ -532,7 +552,9 @@ class NerAdapter(Adapter):
 
     def write(self, data: TaskData, predictions: Predictions, output_dir: str) -> list[str]:
         path = os.path.join(output_dir, f"{data.name}_predictions.txt")
-        ner.write_predictions(path, data.examples(), ner.word_predictions(predictions.outputs, self.label_list))
+        ner.write_predictions(
+            path, data.examples(), ner.word_predictions(predictions.outputs, self.label_list)
+        )
         return [path]
 
 
@@ -590,6 +612,8 @@ class ChoiceAdapter(Adapter):
         path = os.path.join(output_dir, f"{data.name}_predictions.tsv")
         with open(path, "w", encoding="utf-8") as handle:
             handle.write("id\tprediction\n")
-            for example, choice in zip(data.examples(), np.asarray(predictions.outputs).argmax(axis=-1), strict=True):
+            for example, choice in zip(
+                data.examples(), np.asarray(predictions.outputs).argmax(axis=-1), strict=True
+            ):
                 handle.write(f"{example.guid}\t{int(choice)}\n")
         return [path]

@@ -211,7 +211,9 @@ def load_tfds(name: str, split: str, data_dir: str | None = None):
     return tfds.load(name, split=split, data_dir=data_dir, with_info=True)
 
 
-def iter_tfds_examples(task: GlueTask | str, split: str, data_dir: str | None = None) -> Iterator[InputExample]:
+def iter_tfds_examples(
+    task: GlueTask | str, split: str, data_dir: str | None = None
+) -> Iterator[InputExample]:
     """Streams a split of TFDS `glue/<task>` as examples with GLUE's label strings."""
     import tensorflow_datasets as tfds
 

@@ -27,6 +27,7 @@ import numpy as np
 
 from bert_tf.tasks.features import TaskDataError
 
+
 @dataclasses.dataclass
 class Sentence:
     words: list[str]

@@ -115,6 +115,7 @@ def run(settings: FinetuneSettings) -> dict[str, float]:
     os.makedirs(settings.output_dir, exist_ok=True)
     strategy = get_strategy(settings.strategy, settings.tpu, settings.num_gpus)
     import tensorflow as tf
+
     finetuned = _finetuned_info(settings)
     with strategy.scope():
         if finetuned:  # a model/ folder of an earlier run: its head, labels and tokenizer

@@ -62,7 +62,13 @@ class FinetuneSettings:
     def __post_init__(self):
         if self.max_seq_length is None:
             self.max_seq_length = 384 if self.task.lower().startswith("squad") else 128
-        for name in ("max_seq_length", "train_batch_size", "eval_batch_size", "pad_to_multiple_of", "shuffle_buffer_size"):
+        for name in (
+            "max_seq_length",
+            "train_batch_size",
+            "eval_batch_size",
+            "pad_to_multiple_of",
+            "shuffle_buffer_size",
+        ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
         if self.num_train_epochs <= 0 or self.learning_rate <= 0:

@@ -138,7 +138,9 @@ def batches(
             if batching.training:
                 dataset = dataset.shuffle(4 * batching.batch_size, seed=batching.seed)
             dataset = dataset.padded_batch(
-                batching.batch_size, padding_values=padding, drop_remainder=batching.static and batching.training
+                batching.batch_size,
+                padding_values=padding,
+                drop_remainder=batching.static and batching.training,
             )
     if batching.static and not batching.training:
         dataset = dataset.map(lambda element: _fill_batch(element, batching.batch_size))
@@ -201,4 +203,3 @@ def keras_inputs(dataset: tf.data.Dataset, with_weights: bool = False) -> tf.dat
     if with_weights:
         return dataset.map(lambda element: (element["inputs"], element["labels"], element["weight"]))
     return dataset.map(lambda element: (element["inputs"], element["labels"]))
-

@@ -25,9 +25,9 @@ from bert_tf.models import (
     BertSpanLabeler,
     BertTokenClassifier,
 )
+from bert_tf.preprocessing.spans import doc_windows, is_max_context
 from bert_tf.serving.exporter import export_saved_model
 from bert_tf.serving.saving import ExportError
-from bert_tf.preprocessing.spans import doc_windows, is_max_context
 from bert_tf.serving.task import TaskServing
 from bert_tf.tasks import squad
 from bert_tf.tasks.adapters import make_adapter
@@ -50,20 +50,35 @@ def reference_windows(tokenizer, examples, seq_length, doc_stride, max_query_len
     features, inputs = [], {"input_ids": [], "input_mask": [], "segment_ids": []}
     for index, example in enumerate(examples):
         windows = original_rules.squad_features(
-            tokenizer, example.question_text, example.context, None, None, seq_length, doc_stride, max_query_length
+            tokenizer,
+            example.question_text,
+            example.context,
+            None,
+            None,
+            seq_length,
+            doc_stride,
+            max_query_length,
         )
         for span_index, window in enumerate(windows):
             ids = window["input_ids"]
             features.append(
                 squad.SquadFeature(
-                    1000000000 + len(features), index, span_index, [tokenizer.vocab[i] for i in ids],
-                    window["token_to_orig"], window["token_is_max_context"], [], [], [],
+                    1000000000 + len(features),
+                    index,
+                    span_index,
+                    [tokenizer.vocab[i] for i in ids],
+                    window["token_to_orig"],
+                    window["token_is_max_context"],
+                    [],
+                    [],
+                    [],
                 )
             )
             inputs["input_ids"].append(ids)
             inputs["input_mask"].append([1] * len(ids))
             inputs["segment_ids"].append(window["segment_ids"])
     return features, {name: padded(rows, seq_length) for name, rows in inputs.items()}
+
 
 SEQ_LENGTH = 20
 TEXTS = ["a good movie", "a bad film", "", "naïve café — 東京 😀 " * 10, "good good good"]
@@ -373,7 +388,9 @@ class TaskExportTest(tf.test.TestCase):
         rows, positions = [], []
         for text in NER_TEXTS:
             words = [m.group() for m in re.finditer(r"\w+|[^\w\s]", text)]
-            ids, _, first, _ = original_rules.tagger_features(self.tokenizer, words, None, NER_LABELS, SEQ_LENGTH)
+            ids, _, first, _ = original_rules.tagger_features(
+                self.tokenizer, words, None, NER_LABELS, SEQ_LENGTH
+            )
             rows.append(ids)
             positions.append(first)
         x = {
@@ -383,7 +400,8 @@ class TaskExportTest(tf.test.TestCase):
         }
         best = self.models["ner"].predict(x, verbose=0).argmax(axis=-1)
         tags = [
-            [NER_LABELS[best[row, p]] if p >= 0 else "O" for p in first] for row, first in enumerate(positions)
+            [NER_LABELS[best[row, p]] if p >= 0 else "O" for p in first]
+            for row, first in enumerate(positions)
         ]
         total = 0
         for row, text in enumerate(NER_TEXTS):
@@ -505,7 +523,9 @@ class TaskExportTest(tf.test.TestCase):
         rows, segments, truncated = [], [], 0
         for context, endings in zip(CHOICE_CONTEXTS, CHOICE_ENDINGS, strict=True):
             for ending in endings:
-                ids, segment_ids, cut = original_rules.classifier_features(self.tokenizer, context, ending, SEQ_LENGTH)
+                ids, segment_ids, cut = original_rules.classifier_features(
+                    self.tokenizer, context, ending, SEQ_LENGTH
+                )
                 rows.append(ids)
                 segments.append(segment_ids)
                 truncated += cut
@@ -609,7 +629,9 @@ class SquadWindowsTest(tf.test.TestCase):
             for doc_stride in strides:
                 lengths = [(n, q) for n, q, stride in cases if stride == doc_stride]
                 examples = [
-                    squad.SquadExample(str(i), " ".join(["the"] * q), ["the"] * n, context=" ".join(["the"] * n))
+                    squad.SquadExample(
+                        str(i), " ".join(["the"] * q), ["the"] * n, context=" ".join(["the"] * n)
+                    )
                     for i, (n, q) in enumerate(lengths)
                 ]
                 features, _ = reference_windows(tokenizer, examples, seq_length, doc_stride, 6)

@@ -45,7 +45,7 @@ def tagger_features(tokenizer, words, tags, label_list, max_seq_length):
     """(input_ids, label_ids, first-piece position of each word or -1, truncated)."""
     index = {tag: i for i, tag in enumerate(label_list)}
     ids, labels, positions, truncated = [tokenizer.cls_id], [IGNORE], [], False
-    for word, pieces in zip(words, pieces_of(tokenizer, words), strict=True):
+    for pieces in pieces_of(tokenizer, words):
         pieces = pieces or [tokenizer.unk_id]  # a word of removed characters keeps a position
         if truncated or len(ids) + len(pieces) > max_seq_length - 1:
             truncated = True
@@ -98,7 +98,9 @@ def _check_is_max_context(spans, span_index, position):
     return span_index == best_index
 
 
-def squad_features(tokenizer, question, context, answer_text, answer_start, max_seq_length, doc_stride, max_query_length):
+def squad_features(
+    tokenizer, question, context, answer_text, answer_start, max_seq_length, doc_stride, max_query_length
+):
     """Window dicts: input_ids, segment_ids, token_to_orig {position: word},
     token_is_max_context {position: bool}, start, end (training: answer_start not None)."""
     query = pieces_of(tokenizer, [question])[0][:max_query_length]
@@ -146,7 +148,13 @@ def squad_features(tokenizer, question, context, answer_text, answer_start, max_
                 start = tok_start - span_start + len(query) + 2
                 end = tok_end - span_start + len(query) + 2
         windows.append(
-            {"input_ids": ids, "segment_ids": segments, "token_to_orig": to_orig,
-             "token_is_max_context": max_context, "start": start, "end": end}
+            {
+                "input_ids": ids,
+                "segment_ids": segments,
+                "token_to_orig": to_orig,
+                "token_is_max_context": max_context,
+                "start": start,
+                "end": end,
+            }
         )
     return windows

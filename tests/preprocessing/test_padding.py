@@ -43,7 +43,8 @@ class PaddingInvarianceTest(tf.test.TestCase):
         model = models.classifier(num_classes=3, config=self.config, dropout_rate=0.0)
         for x in (tf.constant(TEXTS), (tf.constant(TEXTS), tf.constant(OTHER))):
             dynamic, static = self.both(
-                lambda m: preprocessing.TextClassifierPreprocessor(self.tokenizer, SEQ, pad_to_multiple_of=m), x
+                lambda m: preprocessing.TextClassifierPreprocessor(self.tokenizer, SEQ, pad_to_multiple_of=m),
+                x,
             )
             self.assertLess(dynamic["input_ids"].shape[1], SEQ)
             self.assert_same(self.run_model(model, dynamic), self.run_model(model, static))

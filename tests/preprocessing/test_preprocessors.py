@@ -169,8 +169,14 @@ class PreprocessorTest(tf.test.TestCase):
             self.assertGreater(int(tf.reduce_sum(tf.cast(labels["start_logits"] > 0, tf.int32))), 20)
             for case in range(len(questions)):
                 windows = original_rules.squad_features(
-                    self.tokenizer, questions[case], contexts[case], answers[case], starts[case],
-                    sequence_length, doc_stride, max_query_length,
+                    self.tokenizer,
+                    questions[case],
+                    contexts[case],
+                    answers[case],
+                    starts[case],
+                    sequence_length,
+                    doc_stride,
+                    max_query_length,
                 )
                 got = np.flatnonzero(example_index == case)
                 self.assertLen(got, max(1, len(windows)))
@@ -180,7 +186,8 @@ class PreprocessorTest(tf.test.TestCase):
                     to_orig = features["token_to_orig"][row].numpy()
                     max_context = features["token_is_max_context"][row].numpy()
                     self.assertEqual(
-                        {int(p): int(to_orig[p]) for p in np.flatnonzero(to_orig >= 0)}, window["token_to_orig"]
+                        {int(p): int(to_orig[p]) for p in np.flatnonzero(to_orig >= 0)},
+                        window["token_to_orig"],
                     )
                     self.assertEqual(
                         {p: bool(max_context[p]) for p in window["token_is_max_context"]},
@@ -196,6 +203,7 @@ class PreprocessorTest(tf.test.TestCase):
 def _char_of_word(context, word_index):
     _, char_to_word = original_rules.doc_tokens_of(context)
     return next(
-        i for i, w in enumerate(char_to_word)
+        i
+        for i, w in enumerate(char_to_word)
         if w == word_index and not original_rules._is_whitespace(context[i])
     )
