@@ -175,6 +175,30 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     flags.DEFINE_integer(
         "seed", _DEFAULTS.seed, "Random seed (initialisation, dropout, shuffling).", flag_values=flag_values
     )
+    flags.DEFINE_integer(
+        "pad_to_multiple_of",
+        _DEFAULTS.pad_to_multiple_of,
+        "Dynamic padding: each batch is padded to its longest row rounded up to this multiple.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_bool(
+        "static_shapes",
+        _DEFAULTS.static_shapes,
+        "Pad every row to max_seq_length in fixed-size batches (always on TPUs).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_bool(
+        "length_buckets",
+        _DEFAULTS.length_buckets,
+        "Batch training rows of similar length together (less padding, less shuffling).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "shuffle_buffer_size",
+        _DEFAULTS.shuffle_buffer_size,
+        "Training examples held for shuffling (the data is streamed, never held whole).",
+        flag_values=flag_values,
+    )
     distribute.define_strategy_flags(flag_values)
     flags.adopt_module_key_flags(distribute, flag_values=flag_values)  # listed by --helpshort
     flags.DEFINE_bool(
