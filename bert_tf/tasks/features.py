@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import dataclasses
 
+from bert_tf.errors import BertTfError
 
-class TaskDataError(ValueError):
+
+class TaskDataError(BertTfError, ValueError):
     """Input data a user must fix; the message names the file, row and value."""
 
 
