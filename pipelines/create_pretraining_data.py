@@ -9,7 +9,9 @@ create_pretraining_data.py, so either trainer can read what this writes:
 
 Several output files are shards written round-robin. `--dynamic_masking` writes
 unmasked records instead, which `pipelines.pretraining_dataset` masks afresh every
-epoch. The library call behind it is `pipelines.generate.create_pretraining_data`.
+epoch. For Chinese, `--do_whole_word_mask --word_segmenter=jieba` masks the characters
+of a segmented word together (see `pipelines.segmenters`). The library call behind it is
+`pipelines.generate.create_pretraining_data`.
 """
 
 from __future__ import annotations

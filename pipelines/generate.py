@@ -24,7 +24,7 @@ from absl import logging
 
 from bert_tf.cli import setting
 from bert_tf.errors import BertTfError, UsageError
-from pipelines import masking, records, text_dataset, text_input
+from pipelines import masking, records, segmenters, text_dataset, text_input
 
 # Records shuffled together (serialized, ~0.7 KB each at length 128): the bound on memory
 # that replaces the original's shuffle of all instances in memory.
@@ -33,7 +33,7 @@ DEFAULT_SHUFFLE_BUFFER_SIZE = 50_000
 
 @dataclasses.dataclass(frozen=True)
 class GenerationConfig:
-    """The flags of the original create_pretraining_data.py, plus two of ours."""
+    """The flags of the original create_pretraining_data.py, plus some of ours."""
 
     input_file: str = dataclasses.field(metadata={"help": "Input raw text file(s): comma-separated globs."})
     output_file: str = dataclasses.field(
@@ -56,6 +56,13 @@ class GenerationConfig:
     accept_non_text: bool = setting(
         False, "Use the input even if most of its lines are not text (invalid UTF-8, or no word pieces)."
     )
+    # Ours: a name from pipelines.segmenters.SEGMENTERS, or (from Python) a callable from
+    # text to (start, end) word spans.
+    word_segmenter: str | segmenters.Segmenter | None = setting(
+        None,
+        "With --do_whole_word_mask: segment CJK text into words with this segmenter (jieba) and mask all "
+        'characters of a word together; pip install "bert_tf[chinese]".',
+    )
 
     def validate(self) -> None:
         problems = []
@@ -75,6 +82,9 @@ class GenerationConfig:
             problems.append(f"shuffle_buffer_size must be >= 1, got {self.shuffle_buffer_size}")
         if not [o for o in self.output_file.split(",") if o.strip()]:
             problems.append(f"output_file names no file: {self.output_file!r}")
+        problems += segmenters.setting_problems(
+            self.word_segmenter, whole_word_mask=self.do_whole_word_mask, dynamic_masking=self.dynamic_masking
+        )
         if problems:
             raise UsageError("; ".join(problems))
 
@@ -186,6 +196,9 @@ def create_pretraining_data(config: GenerationConfig, *, progress: bool = True, 
     text_input.check_mostly_text(files, tokenizer, "--input_file", accept=config.accept_non_text)
     _make_output_dirs(outputs)
     masking_vocab = masking.MaskingVocab.from_vocab(tokenizer.vocab)
+    word_marker = None
+    if config.word_segmenter is not None:
+        word_marker = segmenters.WordMarker(config.word_segmenter, tokenizer.vocab, tokenizer.lower_case)
     total_bytes = sum(tf.io.gfile.stat(f).length for f in files)
 
     read_stats = text_input.ReadStats()
@@ -198,6 +211,7 @@ def create_pretraining_data(config: GenerationConfig, *, progress: bool = True, 
         seed=config.random_seed,
         num_passes=config.dupe_factor,
         stats=read_stats,
+        word_marker=word_marker,
     )
 
     # Plain graph code: skipping AutoGraph's conversion saves seconds of start-up.
@@ -216,6 +230,7 @@ def create_pretraining_data(config: GenerationConfig, *, progress: bool = True, 
                     max_predictions_per_seq=config.max_predictions_per_seq,
                     masked_lm_prob=config.masked_lm_prob,
                     whole_word_mask=config.do_whole_word_mask,
+                    word_continues=block.get("word_continues"),
                 )
             )
             predictions = tf.reduce_sum(tf.cast(features["masked_lm_weights"], tf.int64))

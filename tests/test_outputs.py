@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+import tempfile
 
 import tensorflow as tf
 
@@ -14,7 +15,7 @@ from bert_tf.serving.saving import atomic_export_dir
 
 class OutputPolicyTest(tf.test.TestCase):
     def test_fresh_resume_finished_and_overwrite(self):
-        root = self.create_tempdir().full_path
+        root = tempfile.mkdtemp()
         folder = os.path.join(root, "run")
         finished = ("eval_results.json", "model")
         self.assertEqual(check_output(folder, "--output_dir", overwrite=False, finished=finished), "fresh")
@@ -27,7 +28,7 @@ class OutputPolicyTest(tf.test.TestCase):
         self.assertEqual(check_output(folder, "--output_dir", overwrite=True, finished=finished), "overwrite")
 
     def test_files_and_folders_in_the_wrong_place(self):
-        root = self.create_tempdir().full_path
+        root = tempfile.mkdtemp()
         a_file = os.path.join(root, "notes.txt")
         open(a_file, "w").close()
         with self.assertRaisesRegex(UsageError, f"is under {a_file}, which is a file"):
@@ -42,7 +43,7 @@ class OutputPolicyTest(tf.test.TestCase):
             check_output(a_file, "--output_file", overwrite=False, is_file=True)
 
     def test_partial_file_is_all_or_nothing(self):
-        folder = self.create_tempdir().full_path
+        folder = tempfile.mkdtemp()
         target = os.path.join(folder, "out.txt")
         with self.assertRaises(RuntimeError):
             with partial_file(target) as partial:
@@ -58,7 +59,7 @@ class OutputPolicyTest(tf.test.TestCase):
     def test_export_folders_and_private_files_get_the_umask_mode(self):
         previous = os.umask(0o027)
         try:
-            target = os.path.join(self.create_tempdir().full_path, "export")
+            target = os.path.join(tempfile.mkdtemp(), "export")
             with atomic_export_dir(target) as staging:
                 open(os.path.join(staging, "saved_model.pb"), "w").close()
             self.assertEqual(stat.S_IMODE(os.stat(target).st_mode), 0o750)

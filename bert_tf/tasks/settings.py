@@ -14,6 +14,8 @@ import dataclasses
 from bert_tf.cli import setting
 from bert_tf.errors import UsageError
 
+PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
+
 
 @dataclasses.dataclass
 class FinetuneSettings:
@@ -71,7 +73,59 @@ class FinetuneSettings:
         False, "Also score the training data (train_* metrics in eval_results.json)."
     )
     overwrite: bool = setting(False, "Replace the finished results of an earlier run in --output_dir.")
-    verbose: int | str = setting(2, "", flag=None)  # Keras fit verbosity: 2 = one line per epoch
+    # -- how training runs (the defaults are the original recipe's) ---------------------------
+    mixed_precision: str = setting(
+        "float32",
+        "Keras dtype policy of training: float32, mixed_bfloat16 (TPUs, CPUs with AMX or "
+        "AVX512-BF16) or mixed_float16 (GPUs; with loss scaling). Heads' logits stay float32. "
+        "float32 is the fastest on CPUs without bfloat16 units.",
+        choices=PRECISIONS,
+    )
+    jit_compile: bool | None = setting(
+        None, "Compile the training step with XLA (default: Keras' choice: on a GPU, not on a CPU)."
+    )
+    gradient_accumulation_steps: int = setting(
+        1,
+        "Average the gradients of this many micro-batches of train_batch_size / N before each "
+        "update: the recipe of --train_batch_size in less memory.",
+    )
+    eval_every_steps: int | None = setting(
+        None,
+        "Score the eval data with the task's metrics every N updates during training "
+        "(default: after every epoch; 0: only after training). Needs eval data.",
+    )
+    early_stopping_patience: int | None = setting(
+        None, "Stop after this many evaluations in a row without a better main metric."
+    )
+    keep_best_model: bool = setting(
+        False,
+        "Finish with the weights of the evaluation with the best main metric (accuracy, F1, "
+        "Matthews or Pearson correlation, as the task reports) instead of the last ones.",
+    )
+    save_checkpoints_steps: int = setting(
+        1000,
+        "Back up the training state every N updates (and after each evaluation, and on "
+        "SIGTERM) in OUTPUT_DIR/backup; rerunning the same command continues from it.",
+    )
+    log_every_steps: int = setting(
+        100, "Progress line (when not on a terminal) and TensorBoard scalars every N updates."
+    )
+    verbose: int | str = setting(  # 0: silent, 1: a progress line, in place on a terminal
+        1, "", flag=None
+    )
+    # -- the input pipeline -----------------------------------------------------------------
+    pad_to_multiple_of: int = setting(
+        8, "Dynamic padding: each batch is padded to its longest row rounded up to this multiple."
+    )
+    static_shapes: bool = setting(
+        False, "Pad every row to max_seq_length in fixed-size batches (always under TPUStrategy)."
+    )
+    length_buckets: bool = setting(
+        False, "Batch training rows of similar length together (less padding; less shuffling)."
+    )
+    shuffle_buffer_size: int = setting(
+        10_000, "Training examples held for shuffling (the data is streamed, never held whole)."
+    )
 
     def __post_init__(self):
         if self.max_seq_length is None:
@@ -80,6 +134,8 @@ class FinetuneSettings:
             "max_seq_length",
             "train_batch_size",
             "eval_batch_size",
+            "pad_to_multiple_of",
+            "shuffle_buffer_size",
             "doc_stride",
             "n_best_size",
             "max_query_length",
@@ -95,5 +151,26 @@ class FinetuneSettings:
             raise UsageError(f"--warmup_proportion must be in [0, 1), got {self.warmup_proportion}")
         if self.num_gpus < 0:
             raise UsageError(f"--num_gpus must be >= 0, got {self.num_gpus}")
+        for name in ("gradient_accumulation_steps", "save_checkpoints_steps", "log_every_steps"):
+            if getattr(self, name) < 1:
+                raise UsageError(f"--{name} must be a positive integer, got {getattr(self, name)}")
+        if self.train_batch_size % self.gradient_accumulation_steps:
+            raise UsageError(
+                f"--train_batch_size={self.train_batch_size} is not a multiple of "
+                f"--gradient_accumulation_steps={self.gradient_accumulation_steps}; each update "
+                "averages that many equal micro-batches: choose a divisor of the batch size"
+            )
+        if self.eval_every_steps is not None and self.eval_every_steps < 0:
+            raise UsageError(
+                f"--eval_every_steps must be >= 0 (0: only after training), got {self.eval_every_steps}"
+            )
+        if self.early_stopping_patience is not None and self.early_stopping_patience < 1:
+            raise UsageError(
+                f"--early_stopping_patience must be >= 1 evaluation, got {self.early_stopping_patience}"
+            )
+        if self.mixed_precision not in PRECISIONS:
+            raise UsageError(
+                f"--mixed_precision={self.mixed_precision} is not a dtype policy; use one of {', '.join(PRECISIONS)}"
+            )
         if not self.output_dir:
             raise UsageError("--output_dir is empty; name the folder the results go to")

@@ -83,6 +83,11 @@ class PretrainingConfig:
     )
     masked_lm_prob: float = setting(0.15, "Raw text: fraction of tokens masked.")
     whole_word_mask: bool = setting(False, "Raw text: mask whole words.")
+    word_segmenter: str | None = setting(
+        None,
+        "Raw text with --whole_word_mask: segment CJK text into words (jieba) and mask all characters of a "
+        'word together; pip install "bert_tf[chinese]".',
+    )
     dupe_factor: int = setting(1, "Raw text: maskings of each document per epoch.")
     accept_non_text: bool = setting(
         False, "Raw text: train on a corpus even if most of its lines are not text (invalid UTF-8, no word pieces)."
@@ -117,6 +122,16 @@ class PretrainingConfig:
             raise UsageError(f"unknown --optimizer={self.optimizer}; use adamw or lamb")
         if self.train_files and self.corpus:
             raise UsageError("pass --train_files (TFRecords) or --corpus (raw text), not both")
+        if self.word_segmenter is not None:
+            from pipelines import segmenters
+
+            problems = segmenters.setting_problems(
+                self.word_segmenter, whole_word_mask=self.whole_word_mask, whole_word_setting="--whole_word_mask"
+            )
+            if self.train_files:
+                problems.append("--word_segmenter applies to raw text (--corpus), not to --train_files TFRecords")
+            if problems:
+                raise UsageError("; ".join(problems))
         if not 0.0 <= self.phase2_fraction < 1.0:
             raise UsageError(f"--phase2_fraction must be in [0, 1), got {self.phase2_fraction}")
         for name in (
@@ -306,6 +321,8 @@ def _dataset_fn(
             max_predictions_per_seq=predictions,
             masked_lm_prob=settings.masked_lm_prob,
             whole_word_mask=settings.whole_word_mask,
+            # Raw text only: records (eval files may be some) keep no word boundaries.
+            word_segmenter=None if inputs.is_tfrecord(files[0]) else settings.word_segmenter,
             dupe_factor=settings.dupe_factor,
             shuffle=training,
             seed=seed,

@@ -38,7 +38,7 @@ class IntegrityTest(tf.test.TestCase):
         )
 
     def damaged_copy(self, name: str, keep: float, drop: tuple[str, ...] = ()) -> str:
-        target = os.path.join(self.create_tempdir().full_path, "ckpt")
+        target = os.path.join(tempfile.mkdtemp(), "ckpt")
         shutil.copytree(self.checkpoint, target)
         for other in drop:
             os.remove(os.path.join(target, other))
@@ -95,12 +95,15 @@ class IntegrityTest(tf.test.TestCase):
         ):
             from_pretrained(directory)
         directory = self.damaged_copy("vocab.txt", 0.5)
-        with self.assertRaisesRegex(BertTfError, "vocab.txt has 6 tokens but the config says vocab_size=12"):
+        with self.assertRaisesRegex(
+            BertTfError,
+            r"vocab.txt has \d+ tokens but the config says vocab_size=12: the vocab file is truncated",
+        ):
             from_pretrained(directory)
 
     def test_keras_archive_cut_anywhere_is_named(self):
         model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
-        path = os.path.join(self.create_tempdir().full_path, "model.keras")
+        path = os.path.join(tempfile.mkdtemp(), "model.keras")
         model.save(path)
         integrity.check_keras_archive(path)
         whole = open(path, "rb").read()
@@ -112,7 +115,7 @@ class IntegrityTest(tf.test.TestCase):
                     integrity.check_keras_archive(path)
 
     def test_unreadable_checkpoint_state_is_an_error_not_a_fresh_start(self):
-        directory = self.create_tempdir().full_path
+        directory = tempfile.mkdtemp()
         self.assertIsNone(integrity.latest_checkpoint(directory))
         state = os.path.join(directory, "checkpoint")
         for content, message in (
@@ -129,7 +132,7 @@ class IntegrityTest(tf.test.TestCase):
                     integrity.latest_checkpoint(directory)
 
     def test_truncated_tfrecord_is_named(self):
-        path = os.path.join(self.create_tempdir().full_path, "data.tfrecord")
+        path = os.path.join(tempfile.mkdtemp(), "data.tfrecord")
         with tf.io.TFRecordWriter(path) as writer:
             for length in (5, 50, 500):
                 writer.write(bytes(length))
@@ -143,7 +146,7 @@ class IntegrityTest(tf.test.TestCase):
                     records.check_framing(path)
 
     def test_pretraining_model_dir_loads_its_export(self):
-        model_dir = self.create_tempdir().full_path
+        model_dir = tempfile.mkdtemp()
         with open(os.path.join(model_dir, "bert_config.json"), "w") as file:
             file.write(CONFIG.to_json_string())
         open(os.path.join(model_dir, "ckpt-10.index"), "w").close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import tempfile
 
 import tensorflow as tf
 
@@ -20,7 +21,7 @@ class MostlyTextTest(tf.test.TestCase):
         cls.tokenizer = BertTokenizer(VOCAB)
 
     def write(self, content: bytes) -> str:
-        path = os.path.join(self.create_tempdir().full_path, "corpus.txt")
+        path = os.path.join(tempfile.mkdtemp(), "corpus.txt")
         with open(path, "wb") as file:
             file.write(content)
         return path
@@ -40,7 +41,7 @@ class MostlyTextTest(tf.test.TestCase):
         # Valid UTF-8 that gives no word piece (control characters are deleted by the cleaner).
         path = self.write(b"the cat sat.\n" + b"\x01\x02\x03\n" * 3)
         with self.assertRaisesRegex(
-            InputFileError, r"3 of the first 4 lines .* 0 have invalid UTF-8, 3 give no word piece"
+            InputFileError, r"3 of the first 4 lines .* \(0 have invalid UTF-8, 3 give no word piece"
         ):
             check_mostly_text([path], self.tokenizer, "--input_file")
 
