@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import itertools
 import multiprocessing
 import os
 import pickle
@@ -50,12 +51,17 @@ Segmenter = Callable[[str], Iterable[tuple[int, int]]]
 INSTALL_HINT = 'pip install "bert_tf[chinese]"'
 
 
-def cjk_pattern() -> re.Pattern:
-    """One character the tokenizer treats as a CJK ideograph (each is its own token)."""
+def cjk_ranges() -> tuple[tuple[int, int], ...]:
+    """The code point ranges the tokenizer treats as CJK ideographs (each is its own token)."""
     # Imported here: worker processes unpickle a WordMarker without loading TensorFlow.
     from bert_tf.basic_tokenizer import CJK_RANGES
 
-    return re.compile("[" + "".join(f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in CJK_RANGES) + "]")
+    return CJK_RANGES
+
+
+def cjk_pattern() -> re.Pattern:
+    """One character the tokenizer treats as a CJK ideograph."""
+    return re.compile("[" + "".join(f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in cjk_ranges()) + "]")
 
 
 class SegmenterError(UsageError):
@@ -98,13 +104,8 @@ class JiebaSegmenter:
         self._load()
 
     def __call__(self, text: str) -> list[tuple[int, int]]:
-        spans = []
-        start = 0
-        for word in self._cut(text):
-            end = start + len(word)
-            spans.append((start, end))
-            start = end
-        return spans
+        ends = list(itertools.accumulate(map(len, self._cut(text))))
+        return list(zip([0, *ends[:-1]], ends, strict=True))
 
 
 SEGMENTERS: dict[str, Callable[[], Segmenter]] = {"jieba": JiebaSegmenter}
@@ -186,62 +187,81 @@ class WordMarker:
     def __init__(self, segmenter: str | Segmenter, vocab: Sequence[str], lower_case: bool):
         self.segmenter = get_segmenter(segmenter)
         self._cjk = cjk_pattern()
-        self._known = known_cjk_characters(vocab, lower_case)
+        self._cjk_ranges = cjk_ranges()
+        self._known_code_points = np.array(sorted(map(ord, known_cjk_characters(vocab, lower_case))), np.uint32)
         self.token_is_cjk = np.asarray(
             [len(token) == 1 and bool(self._cjk.fullmatch(token)) for token in vocab]
         )
         # A segmenter that returns something else than spans fails here, not deep in tf.data.
         self.marks("中文分词测试，自然语言处理")
 
-    def _spans(self, line: str) -> tuple[list[int], list[int]]:
-        starts, ends = [], []
-        previous_end = 0
-        spans = self.segmenter(line)
-        if not isinstance(spans, Iterable):
+    def _spans(self, lines: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """The segmenter's spans of the lines with CJK, checked: (int64 [words, 2], line of each)."""
+        per_line, line_index = [], []
+        for index, line in enumerate(lines):
+            if self._cjk.search(line):  # no CJK: the segmenter is not even called
+                spans = self.segmenter(line)
+                try:
+                    per_line.append(list(spans))
+                except TypeError:
+                    per_line.append([spans])  # reported below
+                line_index.append(index)
+        count = sum(map(len, per_line))
+        try:
+            flat = itertools.chain.from_iterable(itertools.chain.from_iterable(per_line))
+            spans = np.fromiter(flat, np.int64).reshape(count, 2)
+        except (TypeError, ValueError):
+            bad = next(i for i, s in zip(line_index, per_line, strict=True) if not _all_pairs(s))
             raise SegmenterError(
-                f"word segmenter {self.segmenter!r} returned {spans!r} for {line[:80]!r}; "
-                "it must return a list of (start, end) character offsets"
+                f"word segmenter {self.segmenter!r} returned {per_line[line_index.index(bad)]!r} for "
+                f"{lines[bad][:80]!r}; it must return a list of (start, end) character offsets"
+            ) from None
+        line_of = np.repeat(np.asarray(line_index, np.int64), [len(s) for s in per_line])
+        first = np.concatenate([[True], line_of[1:] != line_of[:-1]])
+        previous_end = np.where(first, 0, np.concatenate([[0], spans[:-1, 1]]))
+        lengths = np.asarray([len(line) for line in lines], np.int64)
+        bad = (spans[:, 0] < previous_end) | (spans[:, 0] >= spans[:, 1]) | (spans[:, 1] > lengths[line_of])
+        if bad.any():
+            where = int(np.argmax(bad))
+            line = lines[line_of[where]]
+            raise SegmenterError(
+                f"word segmenter {self.segmenter!r} returned the span {tuple(spans[where].tolist())} for a line "
+                f"of {len(line)} characters ({line[:80]!r}); spans must be increasing, not overlapping and "
+                "inside the text"
             )
-        for span in spans:
-            try:
-                start, end = (int(x) for x in span)
-            except (TypeError, ValueError):
-                raise SegmenterError(
-                    f"word segmenter {self.segmenter!r} returned {span!r} for {line[:80]!r}; "
-                    "it must return (start, end) character offsets"
-                ) from None
-            if not previous_end <= start < end <= len(line):
-                raise SegmenterError(
-                    f"word segmenter {self.segmenter!r} returned the span {(start, end)} for a line of "
-                    f"{len(line)} characters ({line[:80]!r}); spans must be increasing, not overlapping "
-                    "and inside the text"
-                )
-            starts.append(start)
-            ends.append(end)
-            previous_end = end
-        return starts, ends
+        return spans, line_of
 
     def marks(self, line: str) -> list[bool]:
-        positions = [match.start() for match in self._cjk.finditer(line)]
-        if not positions:
-            return []  # no CJK: the segmenter is not even called
-        starts, ends = self._spans(line)
-        marks = []
-        span = 0
-        previous_position, previous_word = -2, None
-        for position in positions:  # increasing, as the spans are: one merge pass
-            while span < len(ends) and ends[span] <= position:
-                span += 1
-            # A position outside every span is a word of its own (a key no other has).
-            word = span if span < len(starts) and starts[span] <= position else -1 - position
-            if line[position] in self._known:
-                marks.append(position == previous_position + 1 and word == previous_word)
-            previous_position, previous_word = position, word
-        return marks
+        return self([line]).tolist()
 
-    def __call__(self, lines: Sequence[str]) -> list[bool]:
-        """The marks of all lines, concatenated (the order of the block's tokens)."""
-        return [mark for line in lines for mark in self.marks(line)]
+    def __call__(self, lines: Sequence[str]) -> np.ndarray:
+        """The marks of all lines, concatenated (the order of the block's tokens): bool [marks]."""
+        # The whole block at once: "\n" between lines is not CJK, so no word crosses lines.
+        code_points = np.frombuffer("\n".join(lines).encode("utf-32-le", "surrogatepass"), np.uint32)
+        is_cjk = np.zeros(len(code_points), bool)
+        for lo, hi in self._cjk_ranges:
+            is_cjk |= (code_points >= lo) & (code_points <= hi)
+        if not is_cjk.any():
+            return np.zeros([0], bool)
+        spans, line_of = self._spans(lines)
+        line_start = np.cumsum([0] + [len(line) + 1 for line in lines[:-1]])
+        spans = spans + line_start[line_of][:, np.newaxis]
+        spans = spans[spans[:, 1] - spans[:, 0] > 1]
+        # +1 at each word's second character, -1 after its last (never the same place, as
+        # spans do not overlap): the running sum is 1 on the characters that continue a word.
+        inside = np.zeros(len(code_points) + 1, np.int64)
+        inside[spans[:, 0] + 1] += 1
+        inside[spans[:, 1]] -= 1
+        continues = (np.cumsum(inside[:-1]) > 0) & np.concatenate([[False], is_cjk[:-1]])
+        known = np.isin(code_points, self._known_code_points)
+        return continues[is_cjk & known]
+
+
+def _all_pairs(spans) -> bool:
+    try:
+        return all(len(span) == 2 and all(isinstance(x, int | np.integer) for x in span) for span in spans)
+    except TypeError:
+        return False
 
 
 Item = TypeVar("Item")
@@ -260,7 +280,7 @@ def _start_worker(marker: WordMarker) -> None:
 
 
 def _mark_in_worker(lines: list[str]) -> np.ndarray:
-    return np.asarray(_worker_marker(lines), bool)
+    return _worker_marker(lines)
 
 
 def marked(
@@ -280,7 +300,7 @@ def marked(
     """
 
     def here(item: Item) -> np.ndarray:
-        return np.asarray(marker(lines_of(item)), bool)
+        return marker(lines_of(item))
 
     processes = default_processes() if processes is None else processes
     try:

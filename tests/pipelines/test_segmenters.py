@@ -96,7 +96,7 @@ class WordMarkerTest(tf.test.TestCase):
         got = list(segmenters.marked(iter(blocks), marker, lambda block: block[1], processes=2))
         self.assertEqual([block for block, _ in got], [block for block, _ in expected])
         for (_, ours), (_, theirs) in zip(got, expected, strict=True):
-            self.assertEqual(ours.tolist(), theirs)
+            self.assertEqual(ours.tolist(), theirs.tolist())
         # A segmenter that cannot be sent to a worker (a lambda) runs in this process.
         local = segmenters.WordMarker(lambda text: [(0, len(text))], ["中", "文"], True)
         self.assertEqual([m.tolist() for _, m in segmenters.marked([["中文"]], local, list, processes=2)], [[False, True]])
@@ -130,7 +130,7 @@ class WordMarkerTest(tf.test.TestCase):
         ):
             segmenters.WordMarker(lambda text: [(0, 50)], ["中"], True)
         with self.assertRaisesRegex(
-            segmenters.SegmenterError, "must return \\(start, end\\) character offsets"
+            segmenters.SegmenterError, "must return a list of \\(start, end\\) character offsets"
         ):
             segmenters.WordMarker(lambda text: ["中文"], ["中"], True)
         with self.assertRaisesRegex(segmenters.SegmenterError, "must return a list of"):
