@@ -247,6 +247,7 @@ class BadInputTest(tf.test.TestCase):
             "--task=classification",
             f"--bert_config_file={self.paths['config.json']}",
             f"--vocab_file={self.paths['vocab.txt']}",
+            "--max_seq_length=32",  # the test model has 64 positions
         ]
         train = f"--train_file={self.paths['train.csv']}"
         cases = [
@@ -309,7 +310,7 @@ class BadInputTest(tf.test.TestCase):
                 f"--init_checkpoint={self.paths['unrelated']}",
             ],
             1,
-            "holds no BERT checkpoint",
+            "has no bert_config.json or config.json",
             out,
         )
         out = self.output("pretrain_state", existing=True)
@@ -349,6 +350,8 @@ class BadInputTest(tf.test.TestCase):
                 f"--input_file={self.paths['corpus.txt']}",
                 f"--output_file={out}",
                 f"--init_checkpoint={self.paths['ckpt']}",
+                "--layers=-1",
+                "--max_seq_length=16",
             ],
         )
         self.assertEqual(result.returncode, 0, result.stderr[-3000:])
