@@ -17,10 +17,13 @@ import os
 # user of this command; set TF_CPP_MIN_LOG_LEVEL=0 to see them.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import io
 import json
 import sys
 
 from absl import app, flags
+
+from bert_tf import fileio
 
 FLAGS = flags.FLAGS
 
@@ -77,8 +80,8 @@ def main(argv: list[str]) -> None:
     except ValueError:
         sys.exit(f"bert_tf.extract_features: error: --layers must be integers, got {FLAGS.layers}")
     try:
-        with open(FLAGS.input_file, encoding="utf-8") as file:
-            lines = [line.rstrip("\n") for line in file]
+        # Universal newlines, as a text-mode open() reads them.
+        lines = [line.rstrip("\n") for line in io.StringIO(fileio.read_text(FLAGS.input_file), newline=None)]
         encoder, _, settings = load_pretrained(FLAGS.init_checkpoint, "encoder")
         tokenizer = BertTokenizer(settings.vocab_file, lower_case=settings.lower_case)
         extractor = FeatureExtractor(
@@ -87,7 +90,7 @@ def main(argv: list[str]) -> None:
     except (OSError, ValueError) as error:
         sys.exit(f"bert_tf.extract_features: error: {error}")
     bar = keras.utils.Progbar(len(lines), unit_name="line")
-    with open(FLAGS.output_file, "w", encoding="utf-8") as output:
+    with fileio.writing(FLAGS.output_file) as output:
         for record in extractor.extract(lines, progress=bar.update):
             output.write(json.dumps(record, ensure_ascii=False) + "\n")
     print(f"wrote {len(lines)} records to {FLAGS.output_file}", file=sys.stderr)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import tensorflow as tf
 
 from pipelines import instances, text_input
@@ -37,27 +38,58 @@ def block_seed(seed: int, pass_index: tf.Tensor, block_index: tf.Tensor) -> tf.T
     )
 
 
-def _document_stream(
+def _block_stream(
     files: Sequence[str],
     num_passes: int | None,
     stats: text_input.ReadStats | None,
     min_documents: int,
     num_shards: int,
     shard_index: int,
-):
-    """A generator factory yielding (pass, block, lines, sentences_per_document)."""
+) -> tf.data.Dataset:
+    """Elements (pass, block, lines, sentences_per_document) of this shard, read in order.
 
-    def generate():
-        pass_index = 0
-        while num_passes is None or pass_index < num_passes:
-            pass_stats = stats if (stats is not None and pass_index == 0) else text_input.ReadStats()
-            blocks = text_input.document_blocks(files, min_documents=min_documents, stats=pass_stats)
-            for block_index, (lines, lengths) in enumerate(blocks):
-                if block_index % num_shards == shard_index:
-                    yield pass_index, block_index, lines, lengths
-            pass_index += 1
+    The reader's position (pass, block, file, byte offset) is the state of a `scan`, so
+    tf.data's iterator checkpoint holds it: a restored iterator reads on from that offset
+    instead of re-reading the corpus. The Python read is a pure function of the position,
+    which is why the pipeline may ignore its "external state" when it is saved.
+    """
+    end_file = len(files)
 
-    return generate
+    def read(pass_index, file_index, offset):
+        pass_stats = stats if (stats is not None and pass_index == 0) else text_input.ReadStats()
+        lines, lengths, (next_file, next_offset) = text_input.read_block(
+            files, (int(file_index), int(offset)), min_documents=min_documents, stats=pass_stats
+        )
+        encoded = np.array([line.encode("utf-8") for line in lines], dtype=object).reshape([-1])
+        return encoded, np.array(lengths, np.int64), np.int64(next_file), np.int64(next_offset)
+
+    @tf.autograph.experimental.do_not_convert
+    def next_block(state, _):
+        pass_index, block_index, file_index, offset = state
+        lines, lengths, next_file, next_offset = tf.numpy_function(
+            read, [pass_index, file_index, offset], [tf.string, tf.int64, tf.int64, tf.int64], stateful=False
+        )
+        lines.set_shape([None])
+        lengths.set_shape([None])
+        pass_ends = next_file >= end_file
+        zero = tf.constant(0, tf.int64)
+        state = (
+            tf.where(pass_ends, pass_index + 1, pass_index),
+            tf.where(pass_ends, zero, block_index + 1),
+            tf.where(pass_ends, zero, next_file),
+            tf.where(pass_ends, zero, next_offset),
+        )
+        return state, (pass_index, block_index, lines, lengths)
+
+    start = tuple(tf.constant(0, tf.int64) for _ in range(4))
+    blocks = tf.data.Dataset.from_tensors(0).repeat().scan(start, next_block)
+    if num_passes is not None:
+        blocks = blocks.take_while(lambda pass_index, *_: pass_index < num_passes)
+    return blocks.filter(
+        lambda pass_index, block_index, lines, lengths: tf.logical_and(
+            tf.size(lengths) > 0, block_index % num_shards == shard_index
+        )
+    )
 
 
 def pair_blocks(
@@ -81,15 +113,7 @@ def pair_blocks(
     `stats` is filled by the first pass over the files.
     """
     cls_id, sep_id = int(tokenizer.cls_id), int(tokenizer.sep_id)
-    documents = tf.data.Dataset.from_generator(
-        _document_stream(files, num_passes, stats, min_documents, num_shards, shard_index),
-        output_signature=(
-            tf.TensorSpec([], tf.int64),
-            tf.TensorSpec([], tf.int64),
-            tf.TensorSpec([None], tf.string),
-            tf.TensorSpec([None], tf.int64),
-        ),
-    )
+    documents = _block_stream(files, num_passes, stats, min_documents, num_shards, shard_index)
 
     # Plain graph code: skipping AutoGraph's conversion saves seconds of start-up.
     @tf.autograph.experimental.do_not_convert
@@ -134,4 +158,7 @@ def single_threaded_ops() -> tf.data.Options:
     """
     options = tf.data.Options()
     options.threading.max_intra_op_parallelism = 1
+    # The one Python step (reading a block at a position) is a pure function of its input:
+    # an iterator checkpoint may leave it out (see _block_stream).
+    options.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.IGNORE
     return options

@@ -23,14 +23,14 @@ Example (a tiny random-init model on a two-row CSV):
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
-import shutil
+import tempfile
 
 import keras
 
+from bert_tf import fileio
 from bert_tf.tasks.adapters import TaskData, make_adapter
 from bert_tf.tasks.features import TaskDataError
 from bert_tf.tasks.settings import FinetuneSettings
@@ -74,11 +74,10 @@ def _finetuned_info(settings: FinetuneSettings) -> dict | None:
     """
     directory = settings.init_checkpoint
     if not directory or not all(
-        os.path.isfile(os.path.join(directory, name)) for name in (MODEL_FILE, TASK_FILE)
+        fileio.isfile(fileio.join(directory, name)) for name in (MODEL_FILE, TASK_FILE)
     ):
         return None  # a pretrained checkpoint (or nothing from_pretrained can read: it says so)
-    with open(os.path.join(directory, TASK_FILE), encoding="utf-8") as handle:
-        info = json.load(handle)
+    info = fileio.read_json(fileio.join(directory, TASK_FILE))
     if info["task"].lower() != settings.task.lower():
         raise TaskDataError(
             f"{directory} holds a model fine-tuned for task {info['task']!r}, not {settings.task!r}; "
@@ -122,7 +121,7 @@ def run(settings: FinetuneSettings) -> dict[str, float]:
     from bert_tf.training.distribute import get_strategy
 
     keras.utils.set_random_seed(settings.seed)
-    os.makedirs(settings.output_dir, exist_ok=True)
+    fileio.makedirs(settings.output_dir)
     strategy = get_strategy(settings.strategy, settings.tpu, settings.num_gpus)
     finetuned = _finetuned_info(settings)
     with strategy.scope():
@@ -197,15 +196,15 @@ def run(settings: FinetuneSettings) -> dict[str, float]:
         results.update({f"{name}{suffix}": float(value) for name, value in scores.items()})
         adapter.write(data, outputs, settings.output_dir)
     if scored:
-        _write_json(os.path.join(settings.output_dir, "eval_results.json"), results)
+        _write_json(fileio.join(settings.output_dir, "eval_results.json"), results)
         logger.info("eval results: %s", results)
     for data in predicts:
         outputs = model.predict(data.x, batch_size=settings.eval_batch_size, verbose=0)
         for path in adapter.write(data, outputs, settings.output_dir):
             logger.info("wrote %s", path)
-    _write_json(os.path.join(settings.output_dir, "data_stats.json"), data_stats)
+    _write_json(fileio.join(settings.output_dir, "data_stats.json"), data_stats)
     if settings.save_model and train:
-        save_finetuned(os.path.join(settings.output_dir, MODEL_DIR), model, tokenizer, settings, adapter)
+        save_finetuned(fileio.join(settings.output_dir, MODEL_DIR), model, tokenizer, settings, adapter)
     return results
 
 
@@ -224,9 +223,7 @@ class _StopAtStep(keras.callbacks.Callback):
 
 
 def _write_json(path: str, content) -> None:
-    with open(path, "w", encoding="utf-8") as handle:
-        json.dump(content, handle, indent=2, sort_keys=True)
-        handle.write("\n")
+    fileio.write_json(path, content)
 
 
 def save_finetuned(directory: str, model, tokenizer, settings: FinetuneSettings, adapter) -> str:
@@ -239,10 +236,13 @@ def save_finetuned(directory: str, model, tokenizer, settings: FinetuneSettings,
     the null-answer threshold), everything the raw-text export (`bert_tf.serving.task`)
     needs. `load_finetuned(directory)` reads it back.
     """
-    os.makedirs(directory, exist_ok=True)
-    model.save(os.path.join(directory, MODEL_FILE))
-    model.encoder.config.to_json_file(os.path.join(directory, "bert_config.json"))
-    shutil.copyfile(tokenizer.vocab_file, os.path.join(directory, "vocab.txt"))
+    fileio.makedirs(directory)
+    # Keras writes model.keras as a zip through a local file; copied whole to any filesystem.
+    with tempfile.TemporaryDirectory() as local:
+        model.save(os.path.join(local, MODEL_FILE))
+        fileio.copy(os.path.join(local, MODEL_FILE), fileio.join(directory, MODEL_FILE))
+    model.encoder.config.to_json_file(fileio.join(directory, "bert_config.json"))
+    fileio.copy(tokenizer.vocab_file, fileio.join(directory, "vocab.txt"))
     info = {
         "task": settings.task,
         "kind": adapter.kind,
@@ -260,7 +260,7 @@ def save_finetuned(directory: str, model, tokenizer, settings: FinetuneSettings,
             version_2_with_negative=bool(getattr(adapter, "version_2", False)),
             null_score_diff_threshold=settings.null_score_diff_threshold,
         )
-    _write_json(os.path.join(directory, TASK_FILE), info)
+    _write_json(fileio.join(directory, TASK_FILE), info)
     return directory
 
 
@@ -276,13 +276,14 @@ def load_finetuned(directory: str, compile: bool = True):
     import bert_tf.training.optimization  # noqa: F401
     from bert_tf.tokenization import BertTokenizer
 
-    path = os.path.join(directory, MODEL_FILE)
-    if not os.path.isfile(path):
+    path = fileio.join(directory, MODEL_FILE)
+    if not fileio.isfile(path):
         raise FileNotFoundError(
             f"no {MODEL_FILE} in {directory}; is it the model/ folder of a fine-tuning run?"
         )
-    with open(os.path.join(directory, TASK_FILE), encoding="utf-8") as handle:
-        info = json.load(handle)
-    model = keras.saving.load_model(path, compile=compile)
-    tokenizer = BertTokenizer(os.path.join(directory, "vocab.txt"), lower_case=info["lower_case"])
+    info = fileio.read_json(fileio.join(directory, TASK_FILE))
+    with tempfile.TemporaryDirectory() as local:
+        fileio.copy(path, os.path.join(local, MODEL_FILE))
+        model = keras.saving.load_model(os.path.join(local, MODEL_FILE), compile=compile)
+    tokenizer = BertTokenizer(fileio.join(directory, "vocab.txt"), lower_case=info["lower_case"])
     return model, tokenizer, info

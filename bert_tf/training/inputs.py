@@ -5,11 +5,9 @@ Each check raises `InputError` with what was wrong, the value, and what to do.
 
 from __future__ import annotations
 
-import filecmp
-import os
-
 import tensorflow as tf
 
+from bert_tf import fileio
 from bert_tf.config import BertConfig
 from pipelines import records
 
@@ -24,7 +22,7 @@ def expand_files(patterns: str | list[str], flag: str) -> list[str]:
         patterns = [p for p in patterns.split(",") if p.strip()]
     files: list[str] = []
     for pattern in patterns:
-        matched = sorted(tf.io.gfile.glob(pattern.strip()))
+        matched = fileio.glob(pattern.strip())
         if not matched:
             raise InputError(
                 f"--{flag}={pattern} matches no file; check the path (globs such as data/*.tfrecord work)"
@@ -87,8 +85,8 @@ VOCAB_FILE = "vocab.txt"
 
 def check_model_dir(model_dir: str, config: BertConfig, vocab_file: str | None) -> None:
     """A model_dir from an earlier run must hold the same config (and vocab) as this one."""
-    stored_config = os.path.join(model_dir, CONFIG_FILE)
-    if os.path.exists(stored_config):
+    stored_config = fileio.join(fileio.check_path(model_dir), CONFIG_FILE)
+    if fileio.exists(stored_config):
         stored = BertConfig.from_json_file(stored_config)
         if stored != config:
             differences = ", ".join(
@@ -105,12 +103,8 @@ def check_model_dir(model_dir: str, config: BertConfig, vocab_file: str | None) 
             f"--model_dir={model_dir} holds a checkpoint but no {CONFIG_FILE} to tell which config it "
             "belongs to; use a new --model_dir"
         )
-    stored_vocab = os.path.join(model_dir, VOCAB_FILE)
-    if (
-        vocab_file
-        and os.path.exists(stored_vocab)
-        and not filecmp.cmp(stored_vocab, vocab_file, shallow=False)
-    ):
+    stored_vocab = fileio.join(model_dir, VOCAB_FILE)
+    if vocab_file and fileio.exists(stored_vocab) and not fileio.same_contents(stored_vocab, vocab_file):
         raise InputError(
             f"--model_dir={model_dir} was trained with another vocab ({stored_vocab} differs from "
             f"{vocab_file}); use a new --model_dir or that vocab"

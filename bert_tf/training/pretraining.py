@@ -16,14 +16,13 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import os
-import shutil
 import tempfile
 from pathlib import Path
 
 import keras
 import tensorflow as tf
 
+from bert_tf import fileio
 from bert_tf.cache import cache_dir as default_cache_dir
 from bert_tf.config import load_config
 from bert_tf.training import distribute, inputs, optimization
@@ -303,10 +302,10 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
             keras.utils.set_random_seed(settings.seed)
         is_chief = distribute.is_chief(strategy)
         if is_chief:
-            os.makedirs(model_dir, exist_ok=True)
-            config.to_json_file(os.path.join(model_dir, inputs.CONFIG_FILE))
-            if vocab_file and not os.path.exists(os.path.join(model_dir, inputs.VOCAB_FILE)):
-                shutil.copyfile(vocab_file, os.path.join(model_dir, inputs.VOCAB_FILE))
+            fileio.makedirs(model_dir)
+            config.to_json_file(fileio.join(model_dir, inputs.CONFIG_FILE))
+            if vocab_file and not fileio.exists(fileio.join(model_dir, inputs.VOCAB_FILE)):
+                fileio.copy(vocab_file, fileio.join(model_dir, inputs.VOCAB_FILE))
             print(f"model_dir: {model_dir}", flush=True)
 
         with strategy.scope():
@@ -391,7 +390,7 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
         export_dir = None
         if is_chief:
             export_dir = export_encoder(
-                model, vocab_file, settings.do_lower_case, os.path.join(model_dir, "export")
+                model, vocab_file, settings.do_lower_case, fileio.join(model_dir, "export")
             )
             print(f"saved the pretrained model for from_pretrained: {export_dir}", flush=True)
         fill_mask = None
@@ -415,7 +414,7 @@ def _load_init_checkpoint(model, path: str) -> None:
     from bert_tf.checkpoints.google import is_object_based
 
     # A run's model_dir holds object-based checkpoints; a Google directory a name-based one.
-    ours = tf.train.latest_checkpoint(path) if os.path.isdir(path) else None
+    ours = tf.train.latest_checkpoint(path) if fileio.isdir(path) else None
     if ours and not is_object_based(ours):
         ours = None
     if ours:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from collections.abc import Mapping
 
 import tensorflow as tf
 from tensorflow.core.framework import summary_pb2
+
+from bert_tf import fileio
 
 
 def format_duration(seconds: float) -> str:
@@ -105,4 +106,4 @@ def _scalar(name: str, value: float) -> None:
 
 
 def log_dir(model_dir: str) -> str:
-    return os.path.join(model_dir, "logs")
+    return fileio.join(model_dir, "logs")
