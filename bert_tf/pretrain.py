@@ -217,10 +217,12 @@ def main(argv: list[str]) -> None:
         raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
     from bert_tf.checkpoints import CheckpointError
     from bert_tf.config import ConfigError
+    from bert_tf.fileio import FileSystemError
     from bert_tf.tokenization import VocabError
     from bert_tf.training.distribute import StrategyError
     from bert_tf.training.inputs import InputError
     from bert_tf.training.loop import NonFiniteLossError
+    from bert_tf.training.preemption import Preempted
     from bert_tf.training.pretraining import run_pretraining
     from pipelines.records import RecordFormatError
     from pipelines.text_input import InputFileError
@@ -234,9 +236,13 @@ def main(argv: list[str]) -> None:
         InputFileError,
         RecordFormatError,
         NonFiniteLossError,
+        FileSystemError,
     )
     try:
         run_pretraining(settings_from_flags())
+    except Preempted as stopped:
+        print(str(stopped), file=sys.stderr, flush=True)
+        sys.exit(stopped.exit_code)
     except user_errors as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(1)
