@@ -84,6 +84,12 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     flags.DEFINE_integer(
         "eval_steps", _DEFAULTS.eval_steps, "Batches of --eval_files to evaluate.", flag_values=flag_values
     )
+    flags.DEFINE_integer(
+        "eval_every_steps",
+        _DEFAULTS.eval_every_steps,
+        PretrainingConfig.__dataclass_fields__["eval_every_steps"].metadata["help"],
+        flag_values=flag_values,
+    )
     flags.DEFINE_string(
         "phase2_train_files",
         None,

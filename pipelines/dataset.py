@@ -94,6 +94,7 @@ def pretraining_dataset(
     drop_remainder: bool = True,
     input_context: tf.distribute.InputContext | None = None,
     shuffle_buffer_size: int = DEFAULT_SHUFFLE_BUFFER_SIZE,
+    held_out: str | None = None,
 ) -> tf.data.Dataset:
     """Batches of pretraining features from raw text or TFRecord files.
 
@@ -108,7 +109,12 @@ def pretraining_dataset(
         fewer files than pipelines).
       seed: makes the stream reproducible (pairs, masks, shuffles); None draws one.
       repeat: repeat forever (each text pass with new pairs and masks).
+      held_out: None for all the data; "exclude" leaves out an evaluation slice (every
+        20th block of 256 documents of raw text, every 20th record of each TFRecord
+        file), "only" gives just that slice.
     """
+    if held_out not in (None, "exclude", "only"):
+        raise ValueError(f"held_out must be None, 'exclude' or 'only', got {held_out!r}")
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     if dupe_factor < 1:
@@ -167,6 +173,7 @@ def pretraining_dataset(
             num_passes=None if repeat else dupe_factor,
             num_shards=1 if shard_files else num_pipelines,
             shard_index=0 if shard_files else pipeline_id,
+            held_out=held_out,
         )
         names = (*records.SEQUENCE_FEATURES, "next_sentence_labels")
         dataset = blocks.map(
@@ -181,8 +188,21 @@ def pretraining_dataset(
         file_dataset = tf.data.Dataset.from_tensor_slices(files)
         if shuffle:
             file_dataset = file_dataset.shuffle(len(files), seed=seed)
+
+        def read_file(path):
+            records = tf.data.TFRecordDataset(path)
+            if held_out is None:
+                return records
+            every = text_dataset.HELD_OUT_EVERY
+            only = held_out == "only"
+            return (
+                records.enumerate()
+                .filter(lambda index, _: tf.equal(index % every == every - 1, only))
+                .map(lambda _, record: record)
+            )
+
         dataset = file_dataset.interleave(
-            tf.data.TFRecordDataset,
+            read_file,
             cycle_length=min(len(files), 8),
             num_parallel_calls=tf.data.AUTOTUNE,
             deterministic=True,

@@ -27,6 +27,8 @@ import tensorflow as tf
 
 from pipelines import instances, text_input
 
+# The held-out evaluation slice: every 20th block of documents (5%), every 20th record.
+HELD_OUT_EVERY = 20
 COUNTERS = ("documents_in_blocks", "empty_sentences", "empty_documents", "single_sentence_documents")
 
 
@@ -45,8 +47,12 @@ def _block_stream(
     min_documents: int,
     num_shards: int,
     shard_index: int,
+    held_out: str | None = None,
 ) -> tf.data.Dataset:
     """Elements (pass, block, lines, sentences_per_document) of this shard, read in order.
+
+    `held_out="exclude"` leaves out every HELD_OUT_EVERY-th block (an evaluation slice of
+    the documents), `"only"` keeps just those; None keeps everything.
 
     The reader's position (pass, block, file, byte offset) is the state of a `scan`, so
     tf.data's iterator checkpoint holds it: a restored iterator reads on from that offset
@@ -85,11 +91,15 @@ def _block_stream(
     blocks = tf.data.Dataset.from_tensors(0).repeat().scan(start, next_block)
     if num_passes is not None:
         blocks = blocks.take_while(lambda pass_index, *_: pass_index < num_passes)
-    return blocks.filter(
-        lambda pass_index, block_index, lines, lengths: tf.logical_and(
-            tf.size(lengths) > 0, block_index % num_shards == shard_index
-        )
-    )
+
+    def wanted(pass_index, block_index, lines, lengths):
+        keep = tf.logical_and(tf.size(lengths) > 0, block_index % num_shards == shard_index)
+        if held_out is not None:
+            is_held_out = block_index % HELD_OUT_EVERY == HELD_OUT_EVERY - 1
+            keep = tf.logical_and(keep, is_held_out if held_out == "only" else tf.logical_not(is_held_out))
+        return keep
+
+    return blocks.filter(wanted)
 
 
 def pair_blocks(
@@ -104,6 +114,7 @@ def pair_blocks(
     num_shards: int = 1,
     shard_index: int = 0,
     stats: text_input.ReadStats | None = None,
+    held_out: str | None = None,
 ) -> tf.data.Dataset:
     """A dataset of blocks of unmasked pairs (num_passes=None: forever).
 
@@ -113,7 +124,7 @@ def pair_blocks(
     `stats` is filled by the first pass over the files.
     """
     cls_id, sep_id = int(tokenizer.cls_id), int(tokenizer.sep_id)
-    documents = _block_stream(files, num_passes, stats, min_documents, num_shards, shard_index)
+    documents = _block_stream(files, num_passes, stats, min_documents, num_shards, shard_index, held_out)
 
     # Plain graph code: skipping AutoGraph's conversion saves seconds of start-up.
     @tf.autograph.experimental.do_not_convert

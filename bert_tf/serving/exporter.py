@@ -80,7 +80,9 @@ def export_saved_model(
     """
     if kind not in KINDS:
         raise ExportError(f"unknown --kind={kind!r}; use one of {', '.join(KINDS)}")
-    check_export_dir(fileio.abspath(fileio.check_path(export_dir)), overwrite)  # fail before loading a big model
+    check_export_dir(
+        fileio.abspath(fileio.check_path(export_dir)), overwrite
+    )  # fail before loading a big model
     check_init_checkpoint(init_checkpoint)
     if kind == "task":
         from bert_tf.serving import task

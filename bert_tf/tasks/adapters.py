@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from bert_tf import fileio
 from bert_tf.tasks import classification, glue, metrics, ner, squad, swag, tfds_sources
 from bert_tf.tasks.features import ConversionStats, TaskDataError
 from bert_tf.tasks.squad_postprocess import postprocess, write_predictions
@@ -153,7 +154,7 @@ class ClassificationAdapter:
             glue.write_submission(path, self.glue, data.meta, values)
             return [path]
         path = os.path.join(output_dir, f"{data.name}_predictions.tsv")
-        with open(path, "w", encoding="utf-8") as handle:
+        with fileio.writing(path) as handle:
             handle.write("id\tprediction\n")
             for example, value in zip(data.meta, values, strict=True):
                 label = f"{float(value):.6g}" if self.kind == "regression" else self.label_list[int(value)]
@@ -302,7 +303,7 @@ class ChoiceAdapter:
 
     def write(self, data: TaskData, outputs, output_dir: str) -> list[str]:
         path = os.path.join(output_dir, f"{data.name}_predictions.tsv")
-        with open(path, "w", encoding="utf-8") as handle:
+        with fileio.writing(path) as handle:
             handle.write("id\tprediction\n")
             for example, choice in zip(data.meta, np.asarray(outputs).argmax(axis=-1), strict=True):
                 handle.write(f"{example.guid}\t{int(choice)}\n")

@@ -109,3 +109,32 @@ def check_model_dir(model_dir: str, config: BertConfig, vocab_file: str | None) 
             f"--model_dir={model_dir} was trained with another vocab ({stored_vocab} differs from "
             f"{vocab_file}); use a new --model_dir or that vocab"
         )
+
+
+def check_holdout(files: list[str], flag: str) -> None:
+    """--eval_every_steps without --eval_files holds out a slice of the training data: there must be one."""
+    from pipelines import text_dataset, text_input
+
+    every = text_dataset.HELD_OUT_EVERY
+    if is_tfrecord(files[0]):
+        counts = []
+        for path in files:
+            counts.append(sum(1 for _ in tf.data.TFRecordDataset(path).take(every)))
+            if counts[-1] == every:
+                return
+        found = f"its files hold {max(counts)} record(s) at most"
+        needed = f"a file of at least {every} records (every {every}th record is held out)"
+    else:
+        blocks = 0
+        for _ in text_input.document_blocks(files):
+            blocks += 1
+            if blocks == every:
+                return
+        size = text_input.DEFAULT_MIN_DOCUMENTS
+        found = f"it holds {blocks} block(s) of {size} documents"
+        needed = f"{every} blocks (every {every}th block of {size} documents is held out)"
+    raise InputError(
+        f"--eval_every_steps without --eval_files evaluates on a slice held out of --{flag}, but the "
+        f"corpus is too small to hold some out: {found}, and it needs {needed}; pass --eval_files, "
+        f"or a larger --{flag}"
+    )

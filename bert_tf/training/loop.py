@@ -122,6 +122,7 @@ class Trainer:
         jit_compile: bool = False,
         max_checkpoints_to_keep: int = 3,
         save_final_checkpoint: bool = True,
+        loop_end_every_steps: int = 0,
         verbose: bool = True,
     ):
         replicas = strategy.num_replicas_in_sync
@@ -156,6 +157,8 @@ class Trainer:
         self.jit_compile = jit_compile
         self.save_final_checkpoint = save_final_checkpoint
         self.max_checkpoints_to_keep = max_checkpoints_to_keep
+        # Loops also end at multiples of this (e.g. evaluation steps), so on_loop_end sees them.
+        self.loop_end_every_steps = loop_end_every_steps
         self.is_chief = distribute.is_chief(strategy)
         self.verbose = verbose and self.is_chief
 
@@ -339,6 +342,9 @@ class Trainer:
                     while step < phase.end_step:
                         next_save = (step // self.save_checkpoints_steps + 1) * self.save_checkpoints_steps
                         num_steps = min(self.steps_per_loop, phase.end_step - step, next_save - step)
+                        if self.loop_end_every_steps:
+                            every = self.loop_end_every_steps
+                            num_steps = min(num_steps, (step // every + 1) * every - step)
                         metrics = self._train_loop(iterator, tf.constant(num_steps, tf.int32))
                         metrics = {name: float(value.numpy()) for name, value in metrics.items()}
                         if not np.isfinite(metrics["loss"]):
@@ -356,11 +362,13 @@ class Trainer:
                         if reporter.sequences_per_second is not None:
                             history[-1]["sequences_per_second"] = reporter.sequences_per_second
                         at_end = step == total_steps and self.save_final_checkpoint
-                        if step % self.save_checkpoints_steps == 0 or at_end or signals.received:
+                        if step % self.save_checkpoints_steps == 0 or at_end:
                             last_saved = self.save()
                         if on_loop_end is not None:
                             on_loop_end(step, metrics)
                         if signals.received:
+                            if not (last_saved or "").endswith(f"ckpt-{step}"):
+                                last_saved = self.save()
                             raise Preempted(
                                 f"stopped on {signals.received} at step {step}; saved {last_saved}. "
                                 "Rerun the same command to resume from it."

@@ -51,6 +51,15 @@ class PretrainingConfig:
     corpus: str | None = None
     eval_files: str | None = None
     eval_steps: int = 20
+    eval_every_steps: int = dataclasses.field(
+        default=0,
+        metadata={
+            "help": "Evaluate every N steps (0: only at the end, with --eval_files): MLM loss and accuracy, "
+            "NSP accuracy to the progress line and model_dir/logs/eval; the best checkpoint by eval MLM "
+            "loss is kept in model_dir/best. Without --eval_files, every 20th block of 256 documents "
+            "(raw text) or every 20th record (TFRecords) is held out of training for it."
+        },
+    )
     phase2_train_files: str | None = None
     train_batch_size: int = 64
     num_train_steps: int = 1800
@@ -92,6 +101,11 @@ class PretrainingConfig:
         for name in ("train_batch_size", "num_train_steps", "max_seq_length", "max_predictions_per_seq"):
             if getattr(self, name) < 1:
                 raise inputs.InputError(f"--{name} must be >= 1, got {getattr(self, name)}")
+        if self.eval_every_steps < 0 or self.eval_steps < 1:
+            raise inputs.InputError(
+                f"--eval_every_steps must be >= 0 and --eval_steps >= 1, got {self.eval_every_steps} "
+                f"and {self.eval_steps}"
+            )
         if self.num_warmup_steps < 0 or self.num_warmup_steps > self.num_train_steps:
             raise inputs.InputError(
                 f"--num_warmup_steps={self.num_warmup_steps} must be in [0, --num_train_steps={self.num_train_steps}]"
@@ -115,6 +129,7 @@ class PretrainingResult:
     train: TrainResult
     eval_metrics: dict | None
     fill_mask: list[tuple[str, float]] | None
+    eval_history: list[dict] = dataclasses.field(default_factory=list)  # one dict per periodic eval
 
 
 def cache_dir(settings: PretrainingConfig) -> Path:
@@ -198,6 +213,7 @@ def _dataset_fn(
     predictions: int,
     seed: int | None,
     training: bool = True,
+    held_out: str | None = None,
 ):
     from pipelines import pretraining_dataset
 
@@ -218,6 +234,7 @@ def _dataset_fn(
             repeat=True,
             drop_remainder=True,
             input_context=input_context,
+            held_out=held_out,
         )
 
     return dataset_fn
@@ -275,6 +292,8 @@ def run_pretraining(settings: PretrainingConfig) -> PretrainingResult:
             phase2_files, settings.phase2_seq_length, settings.phase2_predictions, "phase2_train_files"
         )
     eval_files = inputs.expand_files(settings.eval_files, "eval_files") if settings.eval_files else None
+    if settings.eval_every_steps and not eval_files:
+        inputs.check_holdout(train_files, "train_files" if settings.train_files else "corpus")
     if eval_files:
         inputs.check_record_shapes(
             eval_files, settings.max_seq_length, settings.max_predictions_per_seq, "eval_files"
@@ -332,11 +351,14 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
             save_checkpoints_steps=settings.save_checkpoints_steps,
             gradient_accumulation_steps=settings.gradient_accumulation_steps,
             jit_compile=settings.jit_compile,
+            loop_end_every_steps=settings.eval_every_steps,
         )
         if settings.init_checkpoint and not tf.train.latest_checkpoint(model_dir):
             _load_init_checkpoint(model, settings.init_checkpoint)
 
         seed = settings.seed
+        # Without --eval_files, periodic evaluation reads a slice held out of phase 1's data.
+        holdout = bool(settings.eval_every_steps and not eval_files)
         phases = [
             Phase(
                 f"1 (seq {settings.max_seq_length})",
@@ -349,6 +371,7 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
                     settings.max_seq_length,
                     settings.max_predictions_per_seq,
                     seed,
+                    held_out="exclude" if holdout else None,
                 ),
             )
         ]
@@ -370,19 +393,33 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
             )
         if phases[0].end_step == 0:
             phases = phases[1:]
-        result = trainer.train(phases)
-
-        eval_metrics = None
-        if eval_files:
+        eval_fn = None
+        if eval_files or holdout:
             eval_fn = _dataset_fn(
                 settings,
-                eval_files,
+                eval_files or train_files,
                 vocab_file,
                 settings.max_seq_length,
                 settings.max_predictions_per_seq,
                 seed,
                 training=False,
+                held_out="only" if holdout else None,
             )
+        evaluator = None
+        if settings.eval_every_steps:
+            from bert_tf.training.evaluation import PeriodicEvaluator
+
+            evaluator = PeriodicEvaluator(trainer, eval_fn, settings.eval_steps, settings.eval_every_steps)
+        try:
+            result = trainer.train(phases, on_loop_end=evaluator)
+        finally:
+            if evaluator is not None:
+                evaluator.close()
+
+        eval_metrics = None
+        if evaluator is not None and evaluator.history and evaluator.history[-1]["step"] == result.step:
+            eval_metrics = {k: v for k, v in evaluator.history[-1].items() if k != "step"}
+        elif eval_fn is not None:
             eval_metrics = trainer.evaluate(eval_fn, settings.eval_steps)
             if is_chief:
                 print("eval: " + "  ".join(f"{k} {v:.4f}" for k, v in eval_metrics.items()), flush=True)
@@ -403,7 +440,9 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
             from bert_tf.training.fill_mask import fill_mask_demo
 
             fill_mask = fill_mask_demo(model, vocab_file, settings.do_lower_case, train_files[0])
-        return PretrainingResult(model_dir, export_dir, result, eval_metrics, fill_mask)
+        return PretrainingResult(
+            model_dir, export_dir, result, eval_metrics, fill_mask, evaluator.history if evaluator else []
+        )
     finally:
         keras.mixed_precision.set_global_policy(previous_policy)
 

@@ -80,13 +80,10 @@ class ProgressReporter:
         if self.enabled:
             print(line, file=self.stream, flush=True)
         if self._writer is not None:
-            with self._writer.as_default(step=step):
-                for name, value in metrics.items():
-                    _scalar(name, value)
-                _scalar("learning_rate", learning_rate)
-                if self._loops > 1:
-                    _scalar("sequences_per_second", sequences_per_second)
-            self._writer.flush()
+            scalars = {**metrics, "learning_rate": learning_rate}
+            if self._loops > 1:
+                scalars["sequences_per_second"] = sequences_per_second
+            write_scalars(self._writer, step, scalars)
         return line
 
     def close(self) -> None:
@@ -103,6 +100,14 @@ _SCALAR_METADATA = summary_pb2.SummaryMetadata(
 
 def _scalar(name: str, value: float) -> None:
     tf.summary.write(name, tf.constant(value, tf.float32), metadata=_SCALAR_METADATA)
+
+
+def write_scalars(writer, step: int, scalars: Mapping[str, float]) -> None:
+    """Writes `scalars` at `step` to a tf.summary writer, flushed."""
+    with writer.as_default(step=step):
+        for name, value in scalars.items():
+            _scalar(name, value)
+    writer.flush()
 
 
 def log_dir(model_dir: str) -> str:
