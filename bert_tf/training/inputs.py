@@ -22,7 +22,10 @@ def expand_files(patterns: str | list[str], flag: str) -> list[str]:
         patterns = [p for p in patterns.split(",") if p.strip()]
     files: list[str] = []
     for pattern in patterns:
-        matched = fileio.glob(pattern.strip())
+        try:
+            matched = fileio.glob(pattern.strip())
+        except fileio.FileSystemError as error:
+            raise InputError(f"--{flag}={pattern}: {error}") from None
         if not matched:
             raise InputError(
                 f"--{flag}={pattern} matches no file; check the path (globs such as data/*.tfrecord work)"
@@ -85,7 +88,11 @@ VOCAB_FILE = "vocab.txt"
 
 def check_model_dir(model_dir: str, config: BertConfig, vocab_file: str | None) -> None:
     """A model_dir from an earlier run must hold the same config (and vocab) as this one."""
-    stored_config = fileio.join(fileio.check_path(model_dir), CONFIG_FILE)
+    try:
+        fileio.check_path(model_dir)
+    except fileio.FileSystemError as error:
+        raise InputError(f"--model_dir={model_dir}: {error}") from None
+    stored_config = fileio.join(model_dir, CONFIG_FILE)
     if fileio.exists(stored_config):
         stored = BertConfig.from_json_file(stored_config)
         if stored != config:
@@ -109,6 +116,12 @@ def check_model_dir(model_dir: str, config: BertConfig, vocab_file: str | None) 
             f"--model_dir={model_dir} was trained with another vocab ({stored_vocab} differs from "
             f"{vocab_file}); use a new --model_dir or that vocab"
         )
+    try:  # the last check: creating the directory is the first write
+        fileio.makedirs(model_dir)
+    except fileio.FileSystemError as error:
+        raise InputError(
+            f"--model_dir={model_dir} cannot be written ({error}); pass a directory you can write to"
+        ) from None
 
 
 def check_holdout(files: list[str], flag: str) -> None:

@@ -190,6 +190,19 @@ class Trainer:
         )
         self._train_loop = self._build_train_loop()
         self._feed: InputFeed | None = None
+        self._preemption_handler = None
+        if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) and (
+            distribute.input_pipeline(strategy)[0] > 1
+        ):
+            # A SIGTERM reaches one worker; every worker must save at the same step, which
+            # TensorFlow's handler agrees on through the cluster's coordination service.
+            self._preemption_handler = tf.distribute.experimental.PreemptionCheckpointHandler(
+                strategy.cluster_resolver,
+                self.manager,
+                termination_config=tf.distribute.experimental.TerminationConfig(
+                    exit_fn=self._stop_preempted, save_fn=self.save
+                ),
+            )
 
     # --- checkpoints ---------------------------------------------------------
 
@@ -215,6 +228,13 @@ class Trainer:
         if not self.is_chief:
             fileio.rmtree(self._save_dir)
         return path
+
+    def _stop_preempted(self) -> None:
+        step = int(self.global_step.numpy())
+        raise Preempted(
+            f"stopped on a preemption notice (SIGTERM) at step {step}; saved "
+            f"{tf.train.latest_checkpoint(self.model_dir) or 'a checkpoint'}. Rerun the same command to resume."
+        )
 
     # --- the compiled loop ---------------------------------------------------
 
@@ -320,7 +340,8 @@ class Trainer:
         )
         history: list[dict] = []
         last_saved = tf.train.latest_checkpoint(self.model_dir)
-        with StopSignals() as signals:
+        # Under multi-worker training TensorFlow's handler watches SIGTERM instead.
+        with StopSignals(enabled=self._preemption_handler is None) as signals:
             try:
                 for phase_index, phase in enumerate(phases):
                     if step >= phase.end_step:
@@ -366,6 +387,8 @@ class Trainer:
                             last_saved = self.save()
                         if on_loop_end is not None:
                             on_loop_end(step, metrics)
+                        if self._preemption_handler is not None:
+                            self._preemption_handler.save_checkpoint_if_preempted()
                         if signals.received:
                             if not (last_saved or "").endswith(f"ckpt-{step}"):
                                 last_saved = self.save()

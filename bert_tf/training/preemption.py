@@ -41,8 +41,9 @@ class StopSignals:
 
     SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
-    def __init__(self):
+    def __init__(self, enabled: bool = True):
         self.received: str | None = None
+        self.enabled = enabled
         self._previous: dict = {}
 
     def _handle(self, number, frame) -> None:
@@ -52,7 +53,7 @@ class StopSignals:
         print(f"\nreceived {self.received}: stopping after this loop, with a checkpoint", flush=True)
 
     def __enter__(self) -> StopSignals:
-        if threading.current_thread() is threading.main_thread():
+        if self.enabled and threading.current_thread() is threading.main_thread():
             for number in self.SIGNALS:
                 self._previous[number] = signal.signal(number, self._handle)
         return self
