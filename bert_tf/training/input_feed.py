@@ -61,6 +61,7 @@ class InputFeed:
         self.phase_index = phase_index
         self.max_to_keep = max_to_keep
         self.iterator = None
+        self._warned = False
 
     def _dataset(self) -> tf.data.Dataset:
         context = tf.distribute.InputContext(
@@ -107,9 +108,22 @@ class InputFeed:
         self.iterator = iter(skipped.prefetch(tf.data.AUTOTUNE))
         return "skipped"
 
-    def save(self, step: int) -> str:
-        """Writes this worker's position at `step`; keeps the latest `max_to_keep`."""
-        prefix = tf.train.Checkpoint(iterator=self.iterator).write(self._prefix(step))
+    def save(self, step: int) -> str | None:
+        """Writes this worker's position at `step`; keeps the latest `max_to_keep`.
+
+        A pipeline whose state cannot be saved is not a reason to stop training: it says so
+        once, and a resume from this step skips the consumed batches instead.
+        """
+        try:
+            prefix = tf.train.Checkpoint(iterator=self.iterator).write(self._prefix(step))
+        except (tf.errors.OpError, ValueError) as error:
+            if not self._warned:
+                print(
+                    f"warning: the input position cannot be saved ({error}); a resume will skip batches",
+                    flush=True,
+                )
+                self._warned = True
+            return None
         self._prune()
         return prefix
 
