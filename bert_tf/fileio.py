@@ -36,13 +36,15 @@ from typing import Any
 
 import tensorflow as tf
 
+from bert_tf.errors import BertTfError
+
 # Filesystems TensorFlow itself ships; others come from plugins (tensorflow-io).
 BUILTIN_SCHEMES = ("gs", "ram")
 # Stores where a rename is a copy and a delete: no atomic rename of a file or a directory.
 OBJECT_STORE_SCHEMES = ("gs", "s3", "az", "oss", "hdfs+s3")
 
 
-class FileSystemError(OSError):
+class FileSystemError(BertTfError, OSError):
     """A path on a filesystem TensorFlow cannot reach, or that cannot be written."""
 
 

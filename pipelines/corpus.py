@@ -10,7 +10,7 @@ Example:
 
 >>> from pipelines import corpus
 >>> documents = list(corpus.documents())
->>> len(documents) > 300 and all(documents)
+>>> len(documents) > 200 and all(documents)
 True
 >>> path = corpus.write_corpus("/tmp/pydoc_corpus.txt")
 """

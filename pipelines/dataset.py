@@ -35,7 +35,7 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
-from pipelines import masking, records, text_dataset, text_input
+from pipelines import masking, records, segmenters, text_dataset, text_input
 
 DEFAULT_SHUFFLE_BUFFER_SIZE = 10_000
 
@@ -95,6 +95,7 @@ def pretraining_dataset(
     input_context: tf.distribute.InputContext | None = None,
     shuffle_buffer_size: int = DEFAULT_SHUFFLE_BUFFER_SIZE,
     held_out: str | None = None,
+    word_segmenter: str | segmenters.Segmenter | None = None,
 ) -> tf.data.Dataset:
     """Batches of pretraining features from raw text or TFRecord files.
 
@@ -112,6 +113,9 @@ def pretraining_dataset(
       held_out: None for all the data; "exclude" leaves out an evaluation slice (every
         20th block of 256 documents of raw text, every 20th record of each TFRecord
         file), "only" gives just that slice.
+      word_segmenter: raw text with `whole_word_mask`: a segmenter name ("jieba") or a
+        callable from text to (start, end) word spans; the CJK characters of a word are
+        masked together (see `pipelines.segmenters`).
     """
     if held_out not in (None, "exclude", "only"):
         raise ValueError(f"held_out must be None, 'exclude' or 'only', got {held_out!r}")
@@ -123,6 +127,9 @@ def pretraining_dataset(
         raise ValueError(
             f"max_predictions_per_seq must be in [1, max_seq_length={max_seq_length}], got {max_predictions_per_seq}"
         )
+    problems = segmenters.setting_problems(word_segmenter, whole_word_mask=whole_word_mask)
+    if problems:
+        raise segmenters.SegmenterError("; ".join(problems))
     files = text_input.expand_input_patterns(input_files)
     num_pipelines, pipeline_id = 1, 0
     if input_context is not None:
@@ -134,6 +141,11 @@ def pretraining_dataset(
     if seed is None:
         seed = random.SystemRandom().randrange(1 << 62)
     input_format = _detect_format(files, max_seq_length, max_predictions_per_seq)
+    if word_segmenter is not None and input_format != "text":
+        raise segmenters.SegmenterError(
+            f"word_segmenter applies to raw text input, but {files[0]} holds {input_format} TFRecords "
+            "(records keep only token ids, not word boundaries); drop word_segmenter or pass the raw text"
+        )
 
     masking_vocab = None
     if input_format != "masked":
@@ -150,6 +162,7 @@ def pretraining_dataset(
     @tf.autograph.experimental.do_not_convert
     def mask(features, mask_seed):
         features = dict(features)
+        word_continues = features.pop("word_continues", None)
         features.update(
             masking.mask_sequences(
                 features["input_ids"],
@@ -159,11 +172,15 @@ def pretraining_dataset(
                 max_predictions_per_seq=max_predictions_per_seq,
                 masked_lm_prob=masked_lm_prob,
                 whole_word_mask=whole_word_mask,
+                word_continues=word_continues,
             )
         )
         return features
 
     if input_format == "text":
+        word_marker = None
+        if word_segmenter is not None:
+            word_marker = segmenters.WordMarker(word_segmenter, tokenizer.vocab, lower_case)
         blocks = text_dataset.pair_blocks(
             files,
             tokenizer,
@@ -174,8 +191,11 @@ def pretraining_dataset(
             num_shards=1 if shard_files else num_pipelines,
             shard_index=0 if shard_files else pipeline_id,
             held_out=held_out,
+            word_marker=word_marker,
         )
         names = (*records.SEQUENCE_FEATURES, "next_sentence_labels")
+        if word_marker is not None:
+            names += ("word_continues",)
         dataset = blocks.map(
             lambda block: mask({name: block[name] for name in names}, block["seed"]),
             num_parallel_calls=tf.data.AUTOTUNE,

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow as tf
 
-from pipelines import instances, text_input
+from pipelines import instances, segmenters, text_input
 
 # The held-out evaluation slice: every 20th block of documents (5%), every 20th record.
 HELD_OUT_EVERY = 20
@@ -102,6 +102,66 @@ def _block_stream(
     return blocks.filter(wanted)
 
 
+def _document_stream(
+    files: Sequence[str],
+    num_passes: int | None,
+    stats: text_input.ReadStats | None,
+    min_documents: int,
+    num_shards: int,
+    shard_index: int,
+    held_out: str | None,
+    word_marker: segmenters.WordMarker | None,
+):
+    """A generator factory yielding (pass, block, lines, sentences_per_document[, word marks]).
+
+    Used with a word segmenter, whose worker processes run a few blocks ahead; unlike
+    `_block_stream` its position is not saved with a checkpoint (a resume skips batches).
+    """
+
+    def blocks():
+        pass_index = 0
+        while num_passes is None or pass_index < num_passes:
+            pass_stats = stats if (stats is not None and pass_index == 0) else text_input.ReadStats()
+            blocks = text_input.document_blocks(files, min_documents=min_documents, stats=pass_stats)
+            for block_index, (lines, lengths) in enumerate(blocks):
+                held = block_index % HELD_OUT_EVERY == HELD_OUT_EVERY - 1
+                if block_index % num_shards == shard_index and (
+                    held_out is None or held == (held_out == "only")
+                ):
+                    yield pass_index, block_index, lines, lengths
+            pass_index += 1
+
+    def generate():
+        if word_marker is None:
+            yield from blocks()
+            return
+        # Segmented in worker processes, a few blocks ahead (see segmenters.marked).
+        for block, marks in segmenters.marked(blocks(), word_marker, lambda block: block[2]):
+            yield (*block, marks)
+
+    return generate
+
+
+def word_continues(pieces: tf.RaggedTensor, marks: tf.Tensor, token_is_cjk) -> tf.Tensor:
+    """The segmenter's marks spread over the pieces: bool [pieces of pieces.flat_values].
+
+    `marks` (bool [marked characters]) has one entry per piece that `token_is_cjk` (bool
+    [vocab_size]) picks out, in order (see `segmenters.WordMarker`); other pieces get False.
+    """
+    is_cjk = tf.gather(tf.constant(token_is_cjk, tf.bool), pieces.flat_values)
+    count = tf.size(marks, out_type=tf.int64)
+    check = tf.debugging.assert_equal(
+        tf.reduce_sum(tf.cast(is_cjk, tf.int64)),
+        count,
+        message="internal error: the word segmenter's marks do not line up with the CJK tokens",
+    )
+    with tf.control_dependencies([check]):
+        index = tf.cumsum(tf.cast(is_cjk, tf.int64), exclusive=True)
+    # A False past the end keeps the gather in range for the pieces that are not CJK.
+    padded = tf.concat([tf.cast(marks, tf.bool), [False]], axis=0)
+    return is_cjk & tf.gather(padded, tf.minimum(index, count))
+
+
 def pair_blocks(
     files: Sequence[str],
     tokenizer,
@@ -115,22 +175,41 @@ def pair_blocks(
     shard_index: int = 0,
     stats: text_input.ReadStats | None = None,
     held_out: str | None = None,
+    word_marker: segmenters.WordMarker | None = None,
 ) -> tf.data.Dataset:
     """A dataset of blocks of unmasked pairs (num_passes=None: forever).
 
     Each element is a dict: `input_ids`, `input_mask`, `segment_ids` (int64 [pairs,
     max_seq_length], zero padded), `next_sentence_labels` (int64 [pairs, 1]), `seed`
     (int64 [2], for masking the block), and the int64 counters named in COUNTERS.
+    With a `word_marker` (built on the tokenizer's vocab), also `word_continues` (bool
+    [pairs, max_seq_length]) for whole-word masking of segmented words.
     `stats` is filled by the first pass over the files.
     """
     cls_id, sep_id = int(tokenizer.cls_id), int(tokenizer.sep_id)
-    documents = _block_stream(files, num_passes, stats, min_documents, num_shards, shard_index, held_out)
+    if word_marker is None:
+        documents = _block_stream(files, num_passes, stats, min_documents, num_shards, shard_index, held_out)
+    else:
+        signature = (
+            tf.TensorSpec([], tf.int64),
+            tf.TensorSpec([], tf.int64),
+            tf.TensorSpec([None], tf.string),
+            tf.TensorSpec([None], tf.int64),
+            tf.TensorSpec([None], tf.bool),
+        )
+        documents = tf.data.Dataset.from_generator(
+            _document_stream(
+                files, num_passes, stats, min_documents, num_shards, shard_index, held_out, word_marker
+            ),
+            output_signature=signature,
+        )
 
     # Plain graph code: skipping AutoGraph's conversion saves seconds of start-up.
     @tf.autograph.experimental.do_not_convert
-    def make_pairs(pass_index, block_index, lines, sentences_per_document):
+    def make_pairs(pass_index, block_index, lines, sentences_per_document, marks=None):
         seed_of_block = block_seed(seed, pass_index, block_index)
         pieces = tokenizer.tokenize(lines)  # [lines, (pieces)]
+        continues = None if marks is None else word_continues(pieces, marks, word_marker.token_is_cjk)
         block = tf.RaggedTensor.from_row_lengths(
             pieces, sentences_per_document
         )  # [docs, (sentences), (pieces)]
@@ -141,8 +220,9 @@ def pair_blocks(
             cls_id=cls_id,
             sep_id=sep_id,
             short_seq_prob=short_seq_prob,
+            word_continues=continues,
         )
-        return {
+        result = {
             "input_ids": pairs["input_ids"],
             "input_mask": pairs["input_mask"],
             "segment_ids": pairs["segment_ids"],
@@ -153,6 +233,9 @@ def pair_blocks(
             "empty_documents": pairs["empty_documents"],
             "single_sentence_documents": pairs["single_sentence_documents"],
         }
+        if continues is not None:
+            result["word_continues"] = pairs["word_continues"]
+        return result
 
     return documents.map(make_pairs, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).with_options(
         single_threaded_ops()

@@ -35,6 +35,7 @@ from typing import Any
 
 from bert_tf import fileio
 from bert_tf.config import BertConfig
+from bert_tf.errors import BertTfError
 
 EXTRA_DIR = "assets.extra"
 CONFIG_NAME = "bert_config.json"
@@ -42,14 +43,19 @@ VOCAB_NAME = "vocab.txt"
 INFO_NAME = "export_info.json"
 
 
-class ExportError(ValueError):
+class ExportError(BertTfError, ValueError):
     """An export that cannot be made as asked; the message says what to change."""
+
+    exit_code = 2  # a command line to change (the path, --overwrite, --seq_length)
 
 
 def check_export_dir(export_dir: str, overwrite: bool) -> None:
     """Raises ExportError if `export_dir` holds files and `overwrite` is False."""
+    from bert_tf.outputs import check_output
+
     if fileio.isfile(export_dir):
         raise ExportError(f"--export_dir {export_dir} is a file; pass a directory path")
+    check_output(export_dir, "--export_dir", overwrite=True)  # a file above it
     if fileio.isdir(export_dir) and fileio.listdir(export_dir) and not overwrite:
         raise ExportError(
             f"--export_dir {export_dir} exists and is not empty; choose a new directory "

@@ -20,8 +20,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from bert_tf.errors import BertTfError
 
-class TaskDataError(ValueError):
+
+class TaskDataError(BertTfError, ValueError):
     """Input data a user must fix; the message names the file, row and value."""
 
 

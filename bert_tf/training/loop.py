@@ -38,6 +38,7 @@ import tensorflow as tf
 from absl import logging as absl_logging
 
 from bert_tf import fileio
+from bert_tf.errors import BertTfError
 from bert_tf.training import distribute
 from bert_tf.training.input_feed import InputFeed, distributed_batch
 from bert_tf.training.preemption import Preempted, StopSignals
@@ -47,7 +48,7 @@ LossFn = Callable[[Mapping[str, tf.Tensor], Mapping[str, tf.Tensor], Mapping[str
 TotalsFn = Callable[[Mapping[str, tf.Tensor]], dict]
 
 
-class NonFiniteLossError(RuntimeError):
+class NonFiniteLossError(BertTfError, RuntimeError):
     """The loss became NaN or infinite; the last good checkpoint is kept."""
 
 

@@ -24,11 +24,15 @@ import threading
 
 import keras
 
+from bert_tf.errors import BertTfError
+
 EXIT_PREEMPTED = 75  # EX_TEMPFAIL: a temporary failure, try again
 
 
-class Preempted(Exception):
-    """The run stopped on a signal after saving a checkpoint; rerunning resumes it."""
+class Preempted(BertTfError):
+    """The run stopped on a signal after saving a checkpoint; rerunning resumes it.
+
+    The command-line programs print its message and exit with `EXIT_PREEMPTED`."""
 
     exit_code = EXIT_PREEMPTED
 

@@ -98,7 +98,7 @@ _SCALAR_METADATA = summary_pb2.SummaryMetadata(
 ).SerializeToString()
 
 
-def _scalar(name: str, value: float) -> None:
+def write_scalar(name: str, value: float) -> None:
     tf.summary.write(name, tf.constant(value, tf.float32), metadata=_SCALAR_METADATA)
 
 
@@ -106,9 +106,27 @@ def write_scalars(writer, step: int, scalars: Mapping[str, float]) -> None:
     """Writes `scalars` at `step` to a tf.summary writer, flushed."""
     with writer.as_default(step=step):
         for name, value in scalars.items():
-            _scalar(name, value)
+            write_scalar(name, value)
     writer.flush()
 
 
 def log_dir(model_dir: str) -> str:
     return fileio.join(model_dir, "logs")
+
+
+def read_scalars(log_dir: str) -> dict[str, list[tuple[int, float]]]:
+    """{tag: [(step, value), ...]} of the scalars in the TensorBoard event files of `log_dir`."""
+    from tensorflow.core.util import event_pb2
+
+    scalars: dict[str, list[tuple[int, float]]] = {}
+    for name in fileio.listdir(log_dir):
+        if fileio.isdir(fileio.join(log_dir, name)):
+            continue
+        for record in tf.data.TFRecordDataset(fileio.join(log_dir, name)):
+            event = event_pb2.Event.FromString(record.numpy())
+            for value in event.summary.value:
+                number = (
+                    float(tf.make_ndarray(value.tensor)) if value.HasField("tensor") else value.simple_value
+                )
+                scalars.setdefault(value.tag, []).append((int(event.step), number))
+    return scalars
