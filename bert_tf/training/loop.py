@@ -395,7 +395,8 @@ class Trainer:
                                 last_saved = self.save()
                             raise Preempted(
                                 f"stopped on {signals.received} at step {step}; saved {last_saved}. "
-                                "Rerun the same command to resume from it."
+                                "Rerun the same command to resume from it.",
+                                signals.received,
                             )
             finally:
                 reporter.close()

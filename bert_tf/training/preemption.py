@@ -1,12 +1,13 @@
-"""Stopping cleanly when the machine is taken away: save where the run is, say so, exit 75.
+"""Stopping cleanly when the machine is taken away: save where the run is, say so, exit 143.
 
 Preemptible GPU machines and Cloud TPU VMs send SIGTERM and allow a short grace period;
 Ctrl-C sends SIGINT. Inside `StopSignals` neither kills the process: the signal is noted,
 the training loop finishes the loop it is in (TensorFlow runs it to the end anyway),
 saves a checkpoint at the step reached, and raises `Preempted`; the command-line programs
-turn that into exit status `EXIT_PREEMPTED`, distinct from success (0) and from errors (1),
-so a job scheduler knows to rerun the same command, which resumes. A second Ctrl-C stops
-at once, without saving.
+turn that into exit status 128 + the signal's number (143 for SIGTERM, 130 for Ctrl-C, what
+a shell reports for a process the signal ended, and what fine-tuning uses), distinct from
+success (0) and from errors (1, 2), so a job scheduler knows to rerun the same command,
+which resumes. A second Ctrl-C stops at once, without saving.
 
 Example:
 
@@ -26,15 +27,20 @@ import keras
 
 from bert_tf.errors import BertTfError
 
-EXIT_PREEMPTED = 75  # EX_TEMPFAIL: a temporary failure, try again
+EXIT_PREEMPTED = 128 + signal.SIGTERM  # 143
 
 
 class Preempted(BertTfError):
     """The run stopped on a signal after saving a checkpoint; rerunning resumes it.
 
-    The command-line programs print its message and exit with `EXIT_PREEMPTED`."""
+    The command-line programs print its message and exit with `exit_code`: 128 + the
+    signal's number."""
 
     exit_code = EXIT_PREEMPTED
+
+    def __init__(self, message: str, signal_name: str = "SIGTERM"):
+        super().__init__(message)
+        self.exit_code = 128 + signal.Signals[signal_name]
 
 
 class StopSignals:
@@ -80,4 +86,6 @@ class StopOnSignal(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None) -> None:
         if self.signals.received:
             where = self.save()
-            raise Preempted(f"stopped on {self.signals.received}; saved {where}; rerun to resume")
+            raise Preempted(
+                f"stopped on {self.signals.received}; saved {where}; rerun to resume", self.signals.received
+            )

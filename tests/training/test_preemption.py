@@ -57,6 +57,7 @@ class PreemptionTest(tf.test.TestCase):
         with self.assertRaises(Preempted) as caught:
             interrupted.train(phases, on_loop_end=terminate_at_10)
         self.assertEqual(caught.exception.exit_code, EXIT_PREEMPTED)
+        self.assertEqual(EXIT_PREEMPTED, 128 + signal.SIGTERM)
         self.assertIn("stopped on SIGTERM at step 10", str(caught.exception))
         self.assertTrue(tf.train.latest_checkpoint(model_dir).endswith("ckpt-10"))  # not a save step
         self.assertIs(signal.getsignal(signal.SIGTERM), signal.SIG_DFL)  # handlers restored

@@ -311,7 +311,7 @@ class KillAndResumeTest(tf.test.TestCase):
         wait_for(work / "terminated" / "ckpt-30.index", terminated)
         terminated.send_signal(signal.SIGTERM)
         output, _ = terminated.communicate(timeout=300)
-        self.assertEqual(terminated.returncode, 75, output[-3000:])
+        self.assertEqual(terminated.returncode, 128 + signal.SIGTERM, output[-3000:])
         stopped = re.search(r"stopped on SIGTERM at step (\d+)", output)
         self.assertIsNotNone(stopped, output[-3000:])
         stopped_at = int(stopped.group(1))
