@@ -33,7 +33,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf.errors import BertTfError, UsageError
-from bert_tf.serving.packing import pack_segments
+from bert_tf.preprocessing.packing import pack_segments
 
 PAIR_SEPARATOR = " ||| "
 POOLINGS = ("cls", "mean")

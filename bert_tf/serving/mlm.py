@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from bert_tf.serving.packing import pack_segments, tokenize_with_mask_markers
+from bert_tf.preprocessing.packing import pack_segments, tokenize_with_mask_markers
 
 
 class FillMask(tf.Module):

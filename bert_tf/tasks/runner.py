@@ -153,11 +153,6 @@ def check_sequence_lengths(settings: FinetuneSettings, config) -> None:
             f"--max_seq_length={settings.max_seq_length} is above the model's max_position_embeddings="
             f"{config.max_position_embeddings}; pass --max_seq_length={config.max_position_embeddings} or less"
         )
-    if settings.task.lower().startswith("squad") and settings.max_query_length + 3 >= settings.max_seq_length:
-        raise UsageError(
-            f"--max_query_length={settings.max_query_length} leaves no room for the context in "
-            f"--max_seq_length={settings.max_seq_length}; lower it or raise --max_seq_length"
-        )
 
 
 def load_tokenizer(settings: FinetuneSettings, checkpoint_settings=None):
@@ -245,16 +240,6 @@ def _read_task_info(directory: str) -> dict:
     return info
 
 
-def _dataset(data: TaskData, batch_size: int, *, shuffle: bool, seed: int, drop_remainder: bool = False):
-    import tensorflow as tf
-
-    elements = (data.x, data.y) if data.y is not None else data.x
-    dataset = tf.data.Dataset.from_tensor_slices(elements)
-    if shuffle:
-        dataset = dataset.shuffle(len(data.x["input_ids"]), seed=seed, reshuffle_each_iteration=True).repeat()
-    return dataset.batch(batch_size, drop_remainder=drop_remainder).prefetch(tf.data.AUTOTUNE)
-
-
 def _log_stats(data: TaskData) -> dict:
     stats = data.stats.as_dict()
     logger.info("%s data: %s", data.name, stats)
@@ -303,7 +288,11 @@ def _run(settings: FinetuneSettings, strategy, fresh: bool) -> dict[str, float]:
             tokenizer = load_tokenizer(settings, checkpoint_settings)
             config = encoder.config
     check_sequence_lengths(settings, config)
+    import tensorflow as tf
+
     adapter = make_adapter(settings, tokenizer)
+    # TPUs compile one program per shape: pad to max_seq_length, fixed-size batches.
+    adapter.static = adapter.static or isinstance(strategy, tf.distribute.TPUStrategy)
     if finetuned and finetuned.get("label_list") is not None:
         adapter.label_list = list(finetuned["label_list"])
 
@@ -319,14 +308,14 @@ def _run(settings: FinetuneSettings, strategy, fresh: bool) -> dict[str, float]:
         raise TaskDataError(
             f"task {settings.task!r} takes its labels from the training data; pass --train_file"
         )
+    for data in (*train, *evals, *predicts):
+        adapter.count(data)
     data_stats = {data.name: _log_stats(data) for data in (*train, *evals, *predicts)}
-    num_examples = len(train[0].x["input_ids"]) if train else 0
+    # Steps count batches of features (SQuAD: windows, several per long context).
+    num_examples = train[0].stats.num_features if train else 0
     plan = TrainingPlan.make(settings, num_examples, has_eval_data=bool(evals))
-    if fresh:  # --overwrite: nothing of an earlier run is reused
-        for name in (BACKUP_DIR, LOG_DIR):
-            fileio.rmtree(fileio.join(settings.output_dir, name))
-        if fileio.exists(fileio.join(settings.output_dir, HISTORY_FILE)):
-            fileio.remove(fileio.join(settings.output_dir, HISTORY_FILE))
+    if fresh:  # --overwrite: the training state of an earlier run is not reused
+        fileio.rmtree(fileio.join(settings.output_dir, BACKUP_DIR))
     fileio.makedirs(settings.output_dir)
 
     with strategy.scope():
@@ -359,7 +348,7 @@ def _run(settings: FinetuneSettings, strategy, fresh: bool) -> dict[str, float]:
         _write_json(fileio.join(settings.output_dir, "eval_results.json"), results)
         logger.info("eval results: %s", results)
     for data in predicts:
-        outputs = _predict(model, data, settings)
+        outputs = _predict(adapter, model, data, settings)
         for path in adapter.write(data, outputs, settings.output_dir):
             logger.info("wrote %s", path)
     _write_json(fileio.join(settings.output_dir, "data_stats.json"), data_stats)
@@ -370,19 +359,17 @@ def _run(settings: FinetuneSettings, strategy, fresh: bool) -> dict[str, float]:
     return results
 
 
-def _predict(model, data: TaskData, settings: FinetuneSettings):
+def _predict(adapter, model, data: TaskData, settings: FinetuneSettings):
     """The model's outputs on one split (the one place a model runs over eval or predict data)."""
-    return model.predict(data.x, batch_size=settings.eval_batch_size, verbose=0)
+    return adapter.predict(model, data, settings.eval_batch_size)
 
 
 def _evaluate(adapter, model, data: TaskData, settings: FinetuneSettings) -> tuple[dict[str, float], object]:
     """({metric: value}, outputs) of one labelled split, with the names eval_results.json uses."""
-    from bert_tf.tasks import models
-
-    outputs = _predict(model, data, settings)
+    outputs = _predict(adapter, model, data, settings)
     scores = adapter.score(data, outputs)
-    if data.y is not None:
-        scores["eval_loss"] = models.task_loss(adapter.kind, data.y, outputs)
+    if outputs.loss is not None:
+        scores["eval_loss"] = outputs.loss
     if data.name == "train":
         return {f"train_{name.removeprefix('eval_')}": float(v) for name, v in scores.items()}, outputs
     suffix = "" if data.name == "eval" else "_" + data.name.split("_", 1)[1]
@@ -429,6 +416,10 @@ def _train(settings: FinetuneSettings, strategy, model, adapter, train: TaskData
     )
     with strategy.scope():
         start = backup.restore(model)
+    if not start:  # what an earlier attempt without a backup logged is not this run's
+        fileio.rmtree(log_dir)
+        if fileio.exists(fileio.join(output_dir, HISTORY_FILE)):
+            fileio.remove(fileio.join(output_dir, HISTORY_FILE))
     fit_callbacks.append(backup)
     fit_callbacks.append(
         callbacks.ProgressLogger(
@@ -450,13 +441,7 @@ def _train(settings: FinetuneSettings, strategy, model, adapter, train: TaskData
             f" ({accumulation} micro-batches of {plan.micro_batch_size})" if accumulation > 1 else "",
             f", from the backup of step {start}" if start else "",
         )
-        dataset = _dataset(
-            train,
-            plan.micro_batch_size,
-            shuffle=True,
-            seed=settings.seed,
-            drop_remainder=bool(settings.tpu),
-        )
+        dataset = adapter.dataset(train, plan.micro_batch_size, training=True)
         # The batches an uninterrupted run would see from this step on.
         dataset = dataset.skip(start * accumulation)
         model.fit(

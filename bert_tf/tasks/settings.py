@@ -113,6 +113,19 @@ class FinetuneSettings:
     verbose: int | str = setting(  # 0: silent, 1: a progress line, in place on a terminal
         1, "", flag=None
     )
+    # -- the input pipeline -----------------------------------------------------------------
+    pad_to_multiple_of: int = setting(
+        8, "Dynamic padding: each batch is padded to its longest row rounded up to this multiple."
+    )
+    static_shapes: bool = setting(
+        False, "Pad every row to max_seq_length in fixed-size batches (always under TPUStrategy)."
+    )
+    length_buckets: bool = setting(
+        False, "Batch training rows of similar length together (less padding; less shuffling)."
+    )
+    shuffle_buffer_size: int = setting(
+        10_000, "Training examples held for shuffling (the data is streamed, never held whole)."
+    )
 
     def __post_init__(self):
         if self.max_seq_length is None:
@@ -121,6 +134,8 @@ class FinetuneSettings:
             "max_seq_length",
             "train_batch_size",
             "eval_batch_size",
+            "pad_to_multiple_of",
+            "shuffle_buffer_size",
             "doc_stride",
             "n_best_size",
             "max_query_length",
