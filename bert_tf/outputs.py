@@ -59,14 +59,18 @@ def check_output(
         that has files but none of these holds an unfinished run of the same command,
         which resumes. For a file, existing is finished.
     """
+    from bert_tf import fileio
+
     path = os.fspath(path)
+    try:
+        fileio.check_path(path)
+    except fileio.FileSystemError as error:
+        raise UsageError(f"{flag}={path}: {error}") from None
     blocker = _parent_file(path)
     if blocker:
         raise UsageError(
             f"{flag}={path} is under {blocker}, which is a file, not a folder; choose another path"
         )
-    from bert_tf import fileio
-
     if is_file:
         if fileio.isdir(path):
             raise UsageError(f"{flag}={path} is a folder; pass a file path")

@@ -93,7 +93,7 @@ def check_mostly_text(
     lines: list[str] = []
     invalid = 0
     for path in files:
-        for line in _read_lines(path, DEFAULT_MAX_LINE_BYTES, stats):
+        for line, _ in _read_lines(path, DEFAULT_MAX_LINE_BYTES, stats):
             if line:
                 lines.append(line)
                 invalid = stats.invalid_utf8_lines
