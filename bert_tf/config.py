@@ -131,11 +131,13 @@ class BertConfig:
 
     @classmethod
     def from_json_file(cls, path: str | os.PathLike) -> BertConfig:
-        path = Path(path)
-        if not path.is_file():
+        from bert_tf import fileio
+
+        path = os.fspath(path)
+        if not fileio.isfile(path):
             raise ConfigError(f"config file not found: {path}")
         try:
-            values = json.loads(path.read_text(encoding="utf-8"))
+            values = json.loads(fileio.read_text(path))
         except json.JSONDecodeError as error:
             raise ConfigError(f"{path} is not valid JSON: {error}") from None
         if not isinstance(values, dict):
@@ -149,7 +151,9 @@ class BertConfig:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
 
     def to_json_file(self, path: str | os.PathLike) -> None:
-        Path(path).write_text(self.to_json_string(), encoding="utf-8")
+        from bert_tf import fileio
+
+        fileio.write_text(path, self.to_json_string())
 
     def replace(self, **changes: Any) -> BertConfig:
         return dataclasses.replace(self, **changes)
@@ -178,7 +182,7 @@ def _config_dir():
 def load_config(name_or_path: str | os.PathLike) -> BertConfig:
     """Loads a shipped config by name (`bert_base`) or a `bert_config.json` by path."""
     text = os.fspath(name_or_path)
-    if os.path.sep in text or text.endswith(".json") or os.path.exists(text):
+    if os.path.sep in text or text.endswith(".json") or "://" in text or os.path.exists(text):
         return BertConfig.from_json_file(text)
     candidate = _config_dir() / f"{text}.json"
     if not candidate.is_file():

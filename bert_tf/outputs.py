@@ -33,6 +33,8 @@ from bert_tf.errors import UsageError
 
 def _parent_file(path: str) -> str | None:
     """The first ancestor of `path` that exists and is not a folder, if any."""
+    if "://" in path:
+        return None  # an object store has no files above a key, only prefixes
     parent = os.path.dirname(os.path.abspath(path))
     while parent and not os.path.exists(parent):
         parent = os.path.dirname(parent)
@@ -57,27 +59,33 @@ def check_output(
         that has files but none of these holds an unfinished run of the same command,
         which resumes. For a file, existing is finished.
     """
+    from bert_tf import fileio
+
     path = os.fspath(path)
+    try:
+        fileio.check_path(path)
+    except fileio.FileSystemError as error:
+        raise UsageError(f"{flag}={path}: {error}") from None
     blocker = _parent_file(path)
     if blocker:
         raise UsageError(
             f"{flag}={path} is under {blocker}, which is a file, not a folder; choose another path"
         )
     if is_file:
-        if os.path.isdir(path):
+        if fileio.isdir(path):
             raise UsageError(f"{flag}={path} is a folder; pass a file path")
-        if not os.path.exists(path):
+        if not fileio.exists(path):
             return "fresh"
         if not overwrite:
             raise UsageError(
                 f"{flag}={path} already exists; pass --overwrite to replace it, or choose a new path"
             )
         return "overwrite"
-    if os.path.exists(path) and not os.path.isdir(path):
+    if fileio.isfile(path):
         raise UsageError(f"{flag}={path} is a file; pass a folder path")
-    if not os.path.isdir(path) or not os.listdir(path):
+    if not fileio.isdir(path) or not fileio.listdir(path):
         return "fresh"
-    done = [name for name in finished if os.path.exists(os.path.join(path, name))]
+    done = [name for name in finished if fileio.exists(fileio.join(path, name))]
     if not done:
         return "resume"
     if not overwrite:
@@ -91,16 +99,18 @@ def check_output(
 @contextlib.contextmanager
 def partial_file(path: str) -> Iterator[str]:
     """Yields a temporary name next to `path`; renamed to `path` if the block succeeds, else removed."""
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    partial = os.path.join(directory, f".{os.path.basename(path)}.partial-{uuid.uuid4().hex[:8]}")
+    from bert_tf import fileio
+
+    path = fileio.abspath(path)
+    directory = fileio.dirname(path)
+    fileio.makedirs(directory)
+    partial = fileio.join(directory, f".{fileio.basename(path)}.partial-{uuid.uuid4().hex[:8]}")
     try:
         yield partial
-        os.replace(partial, path)
+        fileio.rename(partial, path, overwrite=True)  # on object stores a copy: see bert_tf.fileio
     except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(partial)
+        if fileio.exists(partial):
+            fileio.remove(partial)
         raise
 
 

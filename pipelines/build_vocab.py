@@ -148,17 +148,10 @@ def learn_vocab(word_counts: collections.Counter, vocab_size: int, **learn_param
 
 def write_vocab(vocab: Sequence[str], output_file: str) -> str:
     """Writes one token per line under a temporary name, then renames it into place."""
-    import tensorflow as tf
 
-    output_file = os.fspath(output_file)
-    directory = os.path.dirname(output_file)
-    if directory:
-        tf.io.gfile.makedirs(directory)
-    partial = output_file + ".partial"
-    with tf.io.gfile.GFile(partial, "w") as handle:
-        handle.write("".join(token + "\n" for token in vocab))
-    tf.io.gfile.rename(partial, output_file, overwrite=True)
-    return output_file
+    from bert_tf import fileio
+
+    return fileio.write_text(os.fspath(output_file), "".join(token + "\n" for token in vocab))
 
 
 def build_vocab(

@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator
-from pathlib import Path
 
 # A heading is a line followed by a line of one repeated punctuation character.
 _UNDERLINE = re.compile(r"^([*=\-~^\"'+#])\1{2,}\s*$")
@@ -100,14 +99,13 @@ def write_corpus(path: str | os.PathLike, repeat: int = 1) -> str:
     """
     if repeat < 1:
         raise ValueError(f"repeat must be >= 1, got {repeat}")
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    from bert_tf import fileio
+
+    path = os.fspath(path)
     text = corpus_text()
-    partial = path.with_name(path.name + ".partial")
-    with open(partial, "w", encoding="utf-8") as handle:
+    with fileio.writing(path) as handle:
         for copy in range(repeat):
             if copy:
                 handle.write("\n")
             handle.write(text)
-    os.replace(partial, path)
-    return str(path)
+    return path

@@ -136,6 +136,7 @@ def pretraining_dataset(
     drop_remainder: bool = True,
     input_context: tf.distribute.InputContext | None = None,
     shuffle_buffer_size: int = DEFAULT_SHUFFLE_BUFFER_SIZE,
+    held_out: str | None = None,
     word_segmenter: str | segmenters.Segmenter | None = None,
     packing: bool = False,
     max_predictions_per_row: int | None = None,
@@ -155,6 +156,9 @@ def pretraining_dataset(
         fewer files than pipelines).
       seed: makes the stream reproducible (pairs, masks, shuffles); None draws one.
       repeat: repeat forever (each text pass with new pairs and masks).
+      held_out: None for all the data; "exclude" leaves out an evaluation slice (every
+        20th block of 256 documents of raw text, every 20th record of each TFRecord
+        file), "only" gives just that slice.
       word_segmenter: raw text with `whole_word_mask`: a segmenter name ("jieba") or a
         callable from text to (start, end) word spans; the CJK characters of a word are
         masked together (see `pipelines.segmenters`).
@@ -163,6 +167,8 @@ def pretraining_dataset(
         `pipelines.packing.default_max_predictions_per_row`; `packing_buffer_size` instances are
         packed together.
     """
+    if held_out not in (None, "exclude", "only"):
+        raise ValueError(f"held_out must be None, 'exclude' or 'only', got {held_out!r}")
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     if dupe_factor < 1:
@@ -246,6 +252,7 @@ def pretraining_dataset(
             num_passes=None if repeat else dupe_factor,
             num_shards=1 if shard_files else num_pipelines,
             shard_index=0 if shard_files else pipeline_id,
+            held_out=held_out,
             word_marker=word_marker,
         )
         names = (*records.SEQUENCE_FEATURES, "next_sentence_labels")
@@ -264,8 +271,21 @@ def pretraining_dataset(
         file_dataset = tf.data.Dataset.from_tensor_slices(files)
         if shuffle:
             file_dataset = file_dataset.shuffle(len(files), seed=seed)
+
+        def read_file(path):
+            records = tf.data.TFRecordDataset(path)
+            if held_out is None:
+                return records
+            every = text_dataset.HELD_OUT_EVERY
+            only = held_out == "only"
+            return (
+                records.enumerate()
+                .filter(lambda index, _: tf.equal(index % every == every - 1, only))
+                .map(lambda _, record: record)
+            )
+
         dataset = file_dataset.interleave(
-            tf.data.TFRecordDataset,
+            read_file,
             cycle_length=min(len(files), 8),
             num_parallel_calls=tf.data.AUTOTUNE,
             deterministic=True,

@@ -22,10 +22,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import tensorflow as tf
 
 from pipelines import instances, segmenters, text_input
 
+# The held-out evaluation slice: every 20th block of documents (5%), every 20th record.
+HELD_OUT_EVERY = 20
 COUNTERS = ("documents_in_blocks", "empty_sentences", "empty_documents", "single_sentence_documents")
 
 
@@ -37,6 +40,68 @@ def block_seed(seed: int, pass_index: tf.Tensor, block_index: tf.Tensor) -> tf.T
     )
 
 
+def _block_stream(
+    files: Sequence[str],
+    num_passes: int | None,
+    stats: text_input.ReadStats | None,
+    min_documents: int,
+    num_shards: int,
+    shard_index: int,
+    held_out: str | None = None,
+) -> tf.data.Dataset:
+    """Elements (pass, block, lines, sentences_per_document) of this shard, read in order.
+
+    `held_out="exclude"` leaves out every HELD_OUT_EVERY-th block (an evaluation slice of
+    the documents), `"only"` keeps just those; None keeps everything.
+
+    The reader's position (pass, block, file, byte offset) is the state of a `scan`, so
+    tf.data's iterator checkpoint holds it: a restored iterator reads on from that offset
+    instead of re-reading the corpus. The Python read is a pure function of the position,
+    which is why the pipeline may ignore its "external state" when it is saved.
+    """
+    end_file = len(files)
+
+    def read(pass_index, file_index, offset):
+        pass_stats = stats if (stats is not None and pass_index == 0) else text_input.ReadStats()
+        lines, lengths, (next_file, next_offset) = text_input.read_block(
+            files, (int(file_index), int(offset)), min_documents=min_documents, stats=pass_stats
+        )
+        encoded = np.array([line.encode("utf-8") for line in lines], dtype=object).reshape([-1])
+        return encoded, np.array(lengths, np.int64), np.int64(next_file), np.int64(next_offset)
+
+    @tf.autograph.experimental.do_not_convert
+    def next_block(state, _):
+        pass_index, block_index, file_index, offset = state
+        lines, lengths, next_file, next_offset = tf.numpy_function(
+            read, [pass_index, file_index, offset], [tf.string, tf.int64, tf.int64, tf.int64], stateful=False
+        )
+        lines.set_shape([None])
+        lengths.set_shape([None])
+        pass_ends = next_file >= end_file
+        zero = tf.constant(0, tf.int64)
+        state = (
+            tf.where(pass_ends, pass_index + 1, pass_index),
+            tf.where(pass_ends, zero, block_index + 1),
+            tf.where(pass_ends, zero, next_file),
+            tf.where(pass_ends, zero, next_offset),
+        )
+        return state, (pass_index, block_index, lines, lengths)
+
+    start = tuple(tf.constant(0, tf.int64) for _ in range(4))
+    blocks = tf.data.Dataset.from_tensors(0).repeat().scan(start, next_block)
+    if num_passes is not None:
+        blocks = blocks.take_while(lambda pass_index, *_: pass_index < num_passes)
+
+    def wanted(pass_index, block_index, lines, lengths):
+        keep = tf.logical_and(tf.size(lengths) > 0, block_index % num_shards == shard_index)
+        if held_out is not None:
+            is_held_out = block_index % HELD_OUT_EVERY == HELD_OUT_EVERY - 1
+            keep = tf.logical_and(keep, is_held_out if held_out == "only" else tf.logical_not(is_held_out))
+        return keep
+
+    return blocks.filter(wanted)
+
+
 def _document_stream(
     files: Sequence[str],
     num_passes: int | None,
@@ -44,9 +109,14 @@ def _document_stream(
     min_documents: int,
     num_shards: int,
     shard_index: int,
+    held_out: str | None,
     word_marker: segmenters.WordMarker | None,
 ):
-    """A generator factory yielding (pass, block, lines, sentences_per_document[, word marks])."""
+    """A generator factory yielding (pass, block, lines, sentences_per_document[, word marks]).
+
+    Used with a word segmenter, whose worker processes run a few blocks ahead; unlike
+    `_block_stream` its position is not saved with a checkpoint (a resume skips batches).
+    """
 
     def blocks():
         pass_index = 0
@@ -54,7 +124,10 @@ def _document_stream(
             pass_stats = stats if (stats is not None and pass_index == 0) else text_input.ReadStats()
             blocks = text_input.document_blocks(files, min_documents=min_documents, stats=pass_stats)
             for block_index, (lines, lengths) in enumerate(blocks):
-                if block_index % num_shards == shard_index:
+                held = block_index % HELD_OUT_EVERY == HELD_OUT_EVERY - 1
+                if block_index % num_shards == shard_index and (
+                    held_out is None or held == (held_out == "only")
+                ):
                     yield pass_index, block_index, lines, lengths
             pass_index += 1
 
@@ -101,6 +174,7 @@ def pair_blocks(
     num_shards: int = 1,
     shard_index: int = 0,
     stats: text_input.ReadStats | None = None,
+    held_out: str | None = None,
     word_marker: segmenters.WordMarker | None = None,
 ) -> tf.data.Dataset:
     """A dataset of blocks of unmasked pairs (num_passes=None: forever).
@@ -113,18 +187,22 @@ def pair_blocks(
     `stats` is filled by the first pass over the files.
     """
     cls_id, sep_id = int(tokenizer.cls_id), int(tokenizer.sep_id)
-    signature = (
-        tf.TensorSpec([], tf.int64),
-        tf.TensorSpec([], tf.int64),
-        tf.TensorSpec([None], tf.string),
-        tf.TensorSpec([None], tf.int64),
-    )
-    if word_marker is not None:
-        signature += (tf.TensorSpec([None], tf.bool),)
-    documents = tf.data.Dataset.from_generator(
-        _document_stream(files, num_passes, stats, min_documents, num_shards, shard_index, word_marker),
-        output_signature=signature,
-    )
+    if word_marker is None:
+        documents = _block_stream(files, num_passes, stats, min_documents, num_shards, shard_index, held_out)
+    else:
+        signature = (
+            tf.TensorSpec([], tf.int64),
+            tf.TensorSpec([], tf.int64),
+            tf.TensorSpec([None], tf.string),
+            tf.TensorSpec([None], tf.int64),
+            tf.TensorSpec([None], tf.bool),
+        )
+        documents = tf.data.Dataset.from_generator(
+            _document_stream(
+                files, num_passes, stats, min_documents, num_shards, shard_index, held_out, word_marker
+            ),
+            output_signature=signature,
+        )
 
     # Plain graph code: skipping AutoGraph's conversion saves seconds of start-up.
     @tf.autograph.experimental.do_not_convert
@@ -174,4 +252,7 @@ def single_threaded_ops() -> tf.data.Options:
     """
     options = tf.data.Options()
     options.threading.max_intra_op_parallelism = 1
+    # The one Python step (reading a block at a position) is a pure function of its input:
+    # an iterator checkpoint may leave it out (see _block_stream).
+    options.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.IGNORE
     return options

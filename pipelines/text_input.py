@@ -93,7 +93,7 @@ def check_mostly_text(
     lines: list[str] = []
     invalid = 0
     for path in files:
-        for line in _read_lines(path, DEFAULT_MAX_LINE_BYTES, stats):
+        for line, _ in _read_lines(path, DEFAULT_MAX_LINE_BYTES, stats):
             if line:
                 lines.append(line)
                 invalid = stats.invalid_utf8_lines
@@ -124,15 +124,20 @@ def check_mostly_text(
 
 
 def _open(path: str):
-    if "://" in path:
-        return tf.io.gfile.GFile(path, "rb")
-    return open(path, "rb", buffering=1 << 20)
+    from bert_tf import fileio
+
+    return fileio.open_binary(path)
 
 
-def _read_lines(path: str, max_line_bytes: int, stats: ReadStats) -> Iterator[str]:
-    """Yields the decoded, stripped lines of one file ("" for blank lines)."""
+def _read_lines(
+    path: str, max_line_bytes: int, stats: ReadStats, start: int = 0
+) -> Iterator[tuple[str, int]]:
+    """Yields the decoded, stripped lines of one file ("" for blank lines) from byte `start`,
+    each with the byte offset just after it."""
     size = 0
     with _open(path) as handle:
+        if start:
+            handle.seek(start)
         while True:
             raw = handle.readline(max_line_bytes + 1)
             if not raw:
@@ -157,32 +162,103 @@ def _read_lines(path: str, max_line_bytes: int, stats: ReadStats) -> Iterator[st
                 stats.invalid_utf8_lines += 1
                 # U+FFFD is deleted by the tokenizer, as the original drops undecodable bytes.
                 line = raw.decode("utf-8", "replace")
-            yield line.strip()
+            yield line.strip(), start + size
     stats.files += 1
-    if size == 0:
+    if size == 0 and start == 0:
         stats.empty_files.append(path)
+
+
+# Where a reader stands in a list of files: (file index, byte offset in that file).
+# (len(files), 0) is the end of the stream.
+Position = tuple[int, int]
+
+
+def documents_from(
+    files: Sequence[str],
+    position: Position = (0, 0),
+    *,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    stats: ReadStats | None = None,
+) -> Iterator[tuple[list[str], Position]]:
+    """Yields (document, the position just after it) from `position` on.
+
+    A document is a run of non-blank stripped lines; it never spans two files: the end of
+    a file ends its last document. Reading from a yielded position continues the stream
+    exactly where it stopped, without reading what came before.
+    """
+    stats = stats if stats is not None else ReadStats()
+    file_index, offset = position
+    for index in range(file_index, len(files)):
+        document: list[str] = []
+        for line, end in _read_lines(
+            files[index], max_line_bytes, stats, offset if index == file_index else 0
+        ):
+            if line:
+                document.append(line)
+            elif document:
+                stats.documents += 1
+                yield document, (index, end)
+                document = []
+        if document:
+            stats.documents += 1
+            yield document, (index + 1, 0)
 
 
 def iter_documents(
     files: Sequence[str], *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, stats: ReadStats | None = None
 ) -> Iterator[list[str]]:
-    """Yields documents (lists of non-blank stripped lines) from files, in order.
+    """Yields documents (lists of non-blank stripped lines) from files, in order."""
+    for document, _ in documents_from(files, max_line_bytes=max_line_bytes, stats=stats):
+        yield document
 
-    A document never spans two files: the end of a file ends its last document.
+
+def read_block(
+    files: Sequence[str],
+    position: Position,
+    *,
+    min_documents: int = DEFAULT_MIN_DOCUMENTS,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    stats: ReadStats | None = None,
+) -> tuple[list[str], list[int], Position]:
+    """The block `(lines, sentences_per_document, next position)` starting at `position`.
+
+    A block holds `min_documents` documents, except the last of the stream: when fewer
+    than `min_documents` documents follow a block, they join it, so no block has too few
+    documents to draw a random next segment from another document (unless the whole
+    corpus is that small). Only what follows `position` is read (up to two blocks' worth),
+    so a stream can be resumed at any block in constant time.
     """
+    if min_documents < 1:
+        raise ValueError(f"min_documents must be >= 1, got {min_documents}")
     stats = stats if stats is not None else ReadStats()
-    for path in files:
-        document: list[str] = []
-        for line in _read_lines(path, max_line_bytes, stats):
-            if line:
-                document.append(line)
-            elif document:
-                stats.documents += 1
-                yield document
-                document = []
-        if document:
-            stats.documents += 1
-            yield document
+    end = (len(files), 0)
+    lines: list[str] = []
+    lengths: list[int] = []
+    after = end
+    for document, position_after in documents_from(
+        files, position, max_line_bytes=max_line_bytes, stats=stats
+    ):
+        lines.extend(document)
+        lengths.append(len(document))
+        if len(lengths) == min_documents:
+            after = position_after
+            break
+    if after == end:
+        return lines, lengths, end
+    # Look ahead: a short remainder of the stream belongs to this block.
+    ahead_stats = ReadStats()
+    ahead = []
+    for document, _ in documents_from(files, after, max_line_bytes=max_line_bytes, stats=ahead_stats):
+        ahead.append(document)
+        if len(ahead) == min_documents:
+            return lines, lengths, after
+    for document in ahead:
+        lines.extend(document)
+        lengths.append(len(document))
+    for field in dataclasses.fields(ReadStats):
+        value = getattr(ahead_stats, field.name)
+        setattr(stats, field.name, getattr(stats, field.name) + value)
+    return lines, lengths, end
 
 
 def document_blocks(
@@ -192,28 +268,12 @@ def document_blocks(
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     stats: ReadStats | None = None,
 ) -> Iterator[tuple[list[str], list[int]]]:
-    """Yields blocks `(lines, sentences_per_document)` of at least `min_documents` documents.
-
-    The last block of the stream is merged into the one before when it is smaller than
-    `min_documents`, so no block is left with too few documents to draw a random next
-    segment from another document (unless the whole corpus is that small).
-    """
-    if min_documents < 1:
-        raise ValueError(f"min_documents must be >= 1, got {min_documents}")
-    held: tuple[list[str], list[int]] | None = None
-    lines: list[str] = []
-    lengths: list[int] = []
-    for document in iter_documents(files, max_line_bytes=max_line_bytes, stats=stats):
-        lines.extend(document)
-        lengths.append(len(document))
-        if len(lengths) >= min_documents:
-            if held is not None:
-                yield held
-            held = (lines, lengths)
-            lines, lengths = [], []
-    if held is not None and lengths:
-        held = (held[0] + lines, held[1] + lengths)
-    elif lengths:
-        held = (lines, lengths)
-    if held is not None:
-        yield held
+    """Yields blocks `(lines, sentences_per_document)` of the whole stream (see `read_block`)."""
+    stats = stats if stats is not None else ReadStats()
+    position: Position = (0, 0)
+    while position[0] < len(files):
+        lines, lengths, position = read_block(
+            files, position, min_documents=min_documents, max_line_bytes=max_line_bytes, stats=stats
+        )
+        if lengths:
+            yield lines, lengths

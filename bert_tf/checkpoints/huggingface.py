@@ -1,17 +1,21 @@
-"""Reading and writing Hugging Face BERT weights (model.safetensors + config.json), no torch."""
+"""Reading and writing Hugging Face BERT weights (model.safetensors + config.json), no torch.
+
+Files are read and written as bytes through `bert_tf.fileio`, so they may live on any
+filesystem TensorFlow knows (`gs://`, ...); safetensors itself only opens local files.
+"""
 
 from __future__ import annotations
 
 import json
-import os
+import struct
 from typing import Any
 
 import numpy as np
-from safetensors import safe_open
-from safetensors.numpy import save_file
+import safetensors.numpy
 
+from bert_tf import fileio
+from bert_tf.checkpoints.names import CheckpointError
 from bert_tf.config import BertConfig
-from bert_tf.outputs import umask_permissions
 
 # Buffers and tied copies Hugging Face may store next to the weights: not separate weights.
 IGNORED = ("bert.embeddings.position_ids", "embeddings.position_ids")
@@ -21,21 +25,42 @@ TIED = {
 }
 
 
+def read_header(path: str) -> dict[str, Any]:
+    """The JSON header of a safetensors file (name -> dtype, shape, offsets), read without the data."""
+    with fileio.open_binary(path) as handle:
+        prefix = handle.read(8)
+        (length,) = struct.unpack("<Q", prefix) if len(prefix) == 8 else (0,)
+        header = handle.read(length) if 0 < length < (1 << 27) else b""
+    try:
+        values = json.loads(header)
+    except ValueError:
+        values = None
+    if not isinstance(values, dict):
+        raise CheckpointError(f"{path} is not a safetensors file or is truncated (its header cannot be read)")
+    return values
+
+
 def read_shapes(path: str) -> dict[str, tuple[int, ...]]:
-    with safe_open(path, framework="numpy") as file:
-        return {name: tuple(file.get_slice(name).get_shape()) for name in file.keys()}
+    header = read_header(path)
+    return {name: tuple(entry["shape"]) for name, entry in header.items() if name != "__metadata__"}
 
 
 def read_arrays(path: str, names) -> dict[str, np.ndarray]:
-    with safe_open(path, framework="numpy") as file:
-        return {name: file.get_tensor(name) for name in names}
+    try:
+        arrays = safetensors.numpy.load(fileio.read_bytes(path))
+    except Exception as error:  # safetensors raises its own SafetensorError
+        raise CheckpointError(
+            f"{path} cannot be read as safetensors ({error}); it may be truncated"
+        ) from None
+    return {name: arrays[name] for name in names}
 
 
 def write(path: str, arrays: dict[str, np.ndarray]) -> str:
     # "format": "pt" is what transformers' from_pretrained expects in the header.
-    save_file({name: np.ascontiguousarray(value) for name, value in arrays.items()}, path, {"format": "pt"})
-    umask_permissions(path)  # the writer makes it 0o600
-    return path
+    data = safetensors.numpy.save(
+        {name: np.ascontiguousarray(value) for name, value in arrays.items()}, {"format": "pt"}
+    )
+    return fileio.write_bytes(path, data)
 
 
 def config_dict(config: BertConfig, architecture: str) -> dict[str, Any]:
@@ -57,6 +82,4 @@ def config_dict(config: BertConfig, architecture: str) -> dict[str, Any]:
 
 
 def write_config(directory: str, config: BertConfig, architecture: str) -> None:
-    with open(os.path.join(directory, "config.json"), "w", encoding="utf-8") as file:
-        json.dump(config_dict(config, architecture), file, indent=2, sort_keys=True)
-        file.write("\n")
+    fileio.write_json(fileio.join(directory, "config.json"), config_dict(config, architecture))

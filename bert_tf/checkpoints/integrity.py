@@ -31,10 +31,12 @@ _REDOWNLOAD = "download or export it again"
 
 def check_safetensors(path: str) -> None:
     """The header parses and the file is exactly as long as its header says."""
-    size = os.path.getsize(path)
+    from bert_tf import fileio
+
+    size = fileio.size(path)
     if size < 8:
         raise damaged(path, f"expected at least 8 bytes, found {size}", _REDOWNLOAD)
-    with open(path, "rb") as file:
+    with fileio.open_binary(path) as file:
         (header_size,) = struct.unpack("<Q", file.read(8))
         if 8 + header_size > size:
             raise damaged(path, f"expected a header of {header_size} bytes, found {size - 8}", _REDOWNLOAD)
@@ -55,10 +57,12 @@ def check_tf_checkpoint(prefix: str) -> None:
 
     index = prefix + ".index"
     try:
-        reader = tf.train.load_checkpoint(prefix)
+        # By prefix: load_checkpoint first asks if the prefix is a directory, which ram://
+        # answers yes for any prefix of a file name.
+        reader = tf.compat.v1.train.NewCheckpointReader(prefix)
     except (tf.errors.OpError, ValueError) as error:
         detail = str(error).splitlines()[0] if str(error) else type(error).__name__
-        if os.path.isfile(index):
+        if tf.io.gfile.exists(index):
             raise damaged(index, f"its index cannot be read: {detail}", _REDOWNLOAD) from None
         raise damaged(prefix, detail, _REDOWNLOAD) from None
     shards = sorted(tf.io.gfile.glob(prefix + ".data-*-of-*"))

@@ -8,15 +8,14 @@ the model is left untouched.
 from __future__ import annotations
 
 import dataclasses
-import glob
 import json
 import logging
 import os
-import shutil
 
 import keras
 import numpy as np
 
+from bert_tf import fileio
 from bert_tf.checkpoints import huggingface
 from bert_tf.checkpoints.names import CheckpointError, Slot, hf_name, hf_transposed, model_slots
 from bert_tf.config import BertConfig
@@ -76,8 +75,8 @@ def from_pretrained(
         raise ValueError(f"heads must be one of {HEADS}, got {heads!r}")
     source = _locate(os.fspath(path))
     config = _read_config(source)
-    vocab_file = os.path.join(source.directory, "vocab.txt")
-    if os.path.isfile(vocab_file):
+    vocab_file = fileio.join(source.directory, "vocab.txt")
+    if fileio.isfile(vocab_file):
         _check_vocab(vocab_file, config)
     else:
         vocab_file = None
@@ -137,13 +136,13 @@ def pretraining_export(directory: str) -> str | None:
     once the run has finished, export/ with the model in the formats `from_pretrained`
     reads: that is the folder a user pointing at the model_dir means.
     """
-    export = os.path.join(directory, "export")
-    is_run = os.path.isfile(os.path.join(directory, "bert_config.json")) and (
-        os.path.isdir(export) or glob.glob(os.path.join(directory, "ckpt-*.index"))
+    export = fileio.join(directory, "export")
+    is_run = fileio.isfile(fileio.join(directory, "bert_config.json")) and (
+        fileio.isdir(export) or fileio.glob(fileio.join(directory, "ckpt-*.index"))
     )
-    if not is_run or os.path.isfile(os.path.join(directory, "model.safetensors")):
+    if not is_run or fileio.isfile(fileio.join(directory, "model.safetensors")):
         return None
-    if not os.path.isdir(export):
+    if not fileio.isdir(export):
         raise CheckpointError(
             f"{directory} is the model_dir of a pretraining run that has not finished (no export/ in it "
             "yet); rerun bert_tf.pretrain with this --model_dir to finish it, then pass it again"
@@ -152,15 +151,17 @@ def pretraining_export(directory: str) -> str | None:
 
 
 def _locate(path: str) -> _Source:
-    if os.path.isdir(path):
+    fileio.check_path(path)
+    # ram:// says a file name's prefix is a directory: a checkpoint prefix is not.
+    if fileio.isdir(path) and not fileio.exists(path + ".index"):
         export = pretraining_export(path)
         if export:
             logger.info("%s is a pretraining model_dir: using the model in %s", path, export)
             path = export
         directory = path
-        if os.path.isfile(os.path.join(directory, "model.safetensors")):
-            return _Source("huggingface", os.path.join(directory, "model.safetensors"), directory)
-        if os.path.isfile(os.path.join(directory, "model.safetensors.index.json")):
+        if fileio.isfile(fileio.join(directory, "model.safetensors")):
+            return _Source("huggingface", fileio.join(directory, "model.safetensors"), directory)
+        if fileio.isfile(fileio.join(directory, "model.safetensors.index.json")):
             raise CheckpointError(
                 f"{directory} holds a sharded model.safetensors; BERT models fit in one file: "
                 "re-save it with save_pretrained(..., max_shard_size='10GB')"
@@ -168,20 +169,20 @@ def _locate(path: str) -> _Source:
         prefix = _google_prefix(directory)
         if prefix:
             return _Source("google", prefix, directory)
-        if os.path.isfile(os.path.join(directory, "pytorch_model.bin")):
+        if fileio.isfile(fileio.join(directory, "pytorch_model.bin")):
             raise CheckpointError(
-                _PICKLE_MESSAGE.format(path=os.path.join(directory, "pytorch_model.bin"), directory=directory)
+                _PICKLE_MESSAGE.format(path=fileio.join(directory, "pytorch_model.bin"), directory=directory)
             )
         raise CheckpointError(
             f"{directory} holds no BERT checkpoint (looked for model.safetensors and "
-            f"*.ckpt*.index); it contains {sorted(os.listdir(directory))[:20]}"
+            f"*.ckpt*.index); it contains {fileio.listdir(directory)[:20]}"
         )
-    directory = os.path.dirname(os.path.abspath(path))
-    if path.endswith(".safetensors") and os.path.isfile(path):
+    directory = fileio.dirname(fileio.abspath(path))
+    if path.endswith(".safetensors") and fileio.isfile(path):
         return _Source("huggingface", path, directory)
-    if path.endswith((".bin", ".pt", ".pth")) and os.path.isfile(path):
+    if path.endswith((".bin", ".pt", ".pth")) and fileio.isfile(path):
         raise CheckpointError(_PICKLE_MESSAGE.format(path=path, directory=directory))
-    if os.path.isfile(path + ".index"):
+    if fileio.isfile(path + ".index"):
         return _Source("google", path, directory)
     raise CheckpointError(
         f"no checkpoint at {path}: pass a directory, a checkpoint prefix "
@@ -195,37 +196,35 @@ def _google_prefix(directory: str) -> str | None:
     latest = tf.train.latest_checkpoint(directory)
     if latest:
         return latest
-    prefixes = sorted(index[: -len(".index")] for index in glob.glob(os.path.join(directory, "*.index")))
+    prefixes = [index[: -len(".index")] for index in fileio.glob(fileio.join(directory, "*.index"))]
     if len(prefixes) > 1:
         raise CheckpointError(
-            f"{directory} holds several checkpoints {[os.path.basename(p) for p in prefixes]} and no "
+            f"{directory} holds several checkpoints {[fileio.basename(p) for p in prefixes]} and no "
             "'checkpoint' file saying which is current; pass the prefix of the one to load"
         )
     return prefixes[0] if prefixes else None
 
 
 def _read_config(source: _Source) -> BertConfig:
-    google_config = os.path.join(source.directory, "bert_config.json")
-    hf_config = os.path.join(source.directory, "config.json")
-    if source.kind == "google" and os.path.isfile(google_config):
+    google_config = fileio.join(source.directory, "bert_config.json")
+    hf_config = fileio.join(source.directory, "config.json")
+    if source.kind == "google" and fileio.isfile(google_config):
         return BertConfig.from_json_file(google_config)
-    if os.path.isfile(hf_config):
-        with open(hf_config, encoding="utf-8") as file:
-            try:
-                values = json.load(file)
-            except (json.JSONDecodeError, UnicodeDecodeError) as error:
-                raise damaged(hf_config, f"not valid JSON: {error}", "download or export it again") from None
+    if fileio.isfile(hf_config):
+        try:
+            values = json.loads(fileio.read_text(hf_config))
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise damaged(hf_config, f"not valid JSON: {error}", "download or export it again") from None
         if not isinstance(values, dict):
             raise damaged(hf_config, "not a JSON object", "download or export it again")
         return BertConfig.from_hf_dict(values, source=hf_config)
-    if os.path.isfile(google_config):
+    if fileio.isfile(google_config):
         return BertConfig.from_json_file(google_config)
     raise CheckpointError(f"{source.directory} has no bert_config.json or config.json next to the weights")
 
 
 def _check_vocab(vocab_file: str, config: BertConfig) -> None:
-    with open(vocab_file, encoding="utf-8") as file:
-        lines = sum(1 for _ in file)
+    lines = len(fileio.read_text(vocab_file).splitlines())
     if lines != config.vocab_size:
         raise CheckpointError(
             f"{vocab_file} has {lines} tokens but the config says vocab_size={config.vocab_size}: the vocab "
@@ -236,20 +235,18 @@ def _check_vocab(vocab_file: str, config: BertConfig) -> None:
 def detect_lower_case(directory: str, vocab_file: str | None) -> tuple[bool, str]:
     """(lower_case, how it was decided): tokenizer_config.json's do_lower_case, else
     'uncased'/'cased' in the directory name, else whether the vocab has upper-case tokens."""
-    tokenizer_config = os.path.join(directory, "tokenizer_config.json")
-    if os.path.isfile(tokenizer_config):
-        with open(tokenizer_config, encoding="utf-8") as file:
-            values = json.load(file)
+    tokenizer_config = fileio.join(directory, "tokenizer_config.json")
+    if fileio.isfile(tokenizer_config):
+        values = fileio.read_json(tokenizer_config)
         if isinstance(values.get("do_lower_case"), bool):
             return values["do_lower_case"], f"do_lower_case in {tokenizer_config}"
-    name = os.path.basename(os.path.abspath(directory)).lower()
+    name = fileio.basename(fileio.abspath(directory)).lower()
     if "uncased" in name:
         return True, f"the directory name {name!r} says uncased"
     if "cased" in name:
         return False, f"the directory name {name!r} says cased"
     if vocab_file:
-        with open(vocab_file, encoding="utf-8") as file:
-            tokens = [line.strip() for line in file]
+        tokens = [line.strip() for line in fileio.read_text(vocab_file).splitlines()]
         upper = [t for t in tokens if not (t.startswith("[") and t.endswith("]")) and t.lower() != t]
         if upper:
             return False, f"{vocab_file} has {len(upper)} upper-case tokens (e.g. {upper[:3]}): cased"
@@ -376,30 +373,31 @@ def export_pretrained(
     if unknown or not formats:
         raise ValueError(f"formats must be a non-empty subset of ('google', 'huggingface'), got {formats}")
     directory = os.fspath(directory)
-    os.makedirs(directory, exist_ok=True)
+    fileio.makedirs(directory)
     slots = model_slots(model)
     config = model.config if hasattr(model, "config") else model.encoder.config
     arrays = {slot.name: slot.read() for slot in slots}
     if "google" in formats:
         from bert_tf.checkpoints import google
 
-        config.to_json_file(os.path.join(directory, "bert_config.json"))
-        google.write(os.path.join(directory, "bert_model.ckpt"), arrays)
+        config.to_json_file(fileio.join(directory, "bert_config.json"))
+        google.write(fileio.join(directory, "bert_model.ckpt"), arrays)
     if "huggingface" in formats:
         pretraining = _what(slots) == "BertPretrainer"
         hf_arrays = {
             hf_name(name, bert_prefix=pretraining): value.T if hf_transposed(name) else value
             for name, value in arrays.items()
         }
-        huggingface.write(os.path.join(directory, "model.safetensors"), hf_arrays)
+        huggingface.write(fileio.join(directory, "model.safetensors"), hf_arrays)
         huggingface.write_config(directory, config, "BertForPreTraining" if pretraining else "BertModel")
     if vocab_file:
         _check_vocab(vocab_file, config)
-        target = os.path.join(directory, "vocab.txt")
-        if os.path.abspath(vocab_file) != os.path.abspath(target):
-            shutil.copyfile(vocab_file, target)
+        target = fileio.join(directory, "vocab.txt")
+        if fileio.abspath(vocab_file) != fileio.abspath(target):
+            fileio.copy(vocab_file, target)
     if lower_case is not None:
-        with open(os.path.join(directory, "tokenizer_config.json"), "w", encoding="utf-8") as file:
-            json.dump({"do_lower_case": bool(lower_case), "tokenizer_class": "BertTokenizer"}, file, indent=2)
-            file.write("\n")
+        fileio.write_json(
+            fileio.join(directory, "tokenizer_config.json"),
+            {"do_lower_case": bool(lower_case), "tokenizer_class": "BertTokenizer"},
+        )
     return directory

@@ -14,11 +14,11 @@ Example (a randomly initialised tiny model saved as a checkpoint first):
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 
 import tensorflow as tf
 
+from bert_tf import fileio
 from bert_tf.config import BertConfig
 from bert_tf.serving.saving import (
     EXTRA_DIR,
@@ -40,12 +40,12 @@ def check_init_checkpoint(init_checkpoint: str) -> None:
         raise ExportError(
             "--init_checkpoint is required: a checkpoint directory, file prefix or model directory"
         )
-    path = os.fspath(init_checkpoint)
-    if not os.path.exists(path) and not tf.io.gfile.glob(path + "*"):
+    path = fileio.check_path(init_checkpoint)
+    if not fileio.exists(path) and not fileio.glob(path + "*"):
         raise ExportError(
             f"--init_checkpoint {path} does not exist; pass a checkpoint directory or file prefix"
         )
-    if os.path.isdir(path) and not os.listdir(path):
+    if fileio.isdir(path) and not fileio.exists(path + ".index") and not fileio.listdir(path):
         raise ExportError(
             f"--init_checkpoint {path} is an empty directory; it must hold a checkpoint "
             "(bert_model.ckpt.*, model.safetensors, or a bert_tf model directory)"
@@ -80,7 +80,9 @@ def export_saved_model(
     """
     if kind not in KINDS:
         raise ExportError(f"unknown --kind={kind!r}; use one of {', '.join(KINDS)}")
-    check_export_dir(os.path.abspath(export_dir), overwrite)  # fail before loading a big model
+    check_export_dir(
+        fileio.abspath(fileio.check_path(export_dir)), overwrite
+    )  # fail before loading a big model
     check_init_checkpoint(init_checkpoint)
     if kind == "task":
         from bert_tf.serving import task
@@ -98,7 +100,7 @@ def export_saved_model(
         seq_length=seq_length,
         overwrite=overwrite,
         top_k=top_k,
-        info={"init_checkpoint": os.path.abspath(init_checkpoint)},
+        info={"init_checkpoint": fileio.abspath(init_checkpoint)},
     )
 
 
@@ -149,8 +151,8 @@ def export_module(
     info = {"kind": kind, "seq_length": seq_length, "lower_case": bool(lower_case), **(info or {})}
     with atomic_export_dir(export_dir, overwrite) as staging:
         write_extras(staging, config, vocab_file, info)
-        save(build(os.path.join(staging, EXTRA_DIR, VOCAB_NAME)), staging)
-    return os.path.abspath(export_dir)
+        save(build(fileio.join(staging, EXTRA_DIR, VOCAB_NAME)), staging)
+    return fileio.abspath(export_dir)
 
 
 def build_module(

@@ -157,19 +157,24 @@ class FeatureExtractor:
 
 def read_lines(path: str) -> list[str]:
     """The lines of a UTF-8 text file, with errors that name the file."""
-    import os
+    import io
 
-    if os.path.isdir(path):
+    from bert_tf import fileio
+
+    if fileio.isdir(path):
         raise BertTfError(f"--input_file {path} is a directory; pass a text file, one text per line")
+    if not fileio.exists(path):
+        raise BertTfError(f"--input_file {path} does not exist; pass a text file, one text per line")
     try:
-        with open(path, encoding="utf-8") as file:
-            return [line.rstrip("\n") for line in file]
+        # Universal newlines, as a text-mode open() reads them.
+        return [line.rstrip("\n") for line in io.StringIO(fileio.read_text(path), newline=None)]
     except FileNotFoundError:
-        raise BertTfError(f"--input_file {path} does not exist; pass a text file, one text per line") from None
+        raise BertTfError(
+            f"--input_file {path} does not exist; pass a text file, one text per line"
+        ) from None
     except UnicodeDecodeError as error:
         raise BertTfError(
-            f"--input_file {path} is not UTF-8 text (byte {error.start}: {error.reason}); "
-            "save it as UTF-8"
+            f"--input_file {path} is not UTF-8 text (byte {error.start}: {error.reason}); save it as UTF-8"
         ) from None
 
 
@@ -197,7 +202,7 @@ def extract_features_to_file(settings) -> int:
     )
     bar = keras.utils.Progbar(len(lines), unit_name="line")
     with partial_file(settings.output_file) as partial:
-        with open(partial, "w", encoding="utf-8") as output:
+        with tf.io.gfile.GFile(partial, "w") as output:
             for record in extractor.extract(lines, progress=bar.update):
                 output.write(json.dumps(record, ensure_ascii=False) + "\n")
     return len(lines)

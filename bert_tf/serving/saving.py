@@ -4,7 +4,11 @@ A SavedModel is many files (saved_model.pb, variables/*, assets/*). If an export
 half-way (a full disk, Ctrl-C, an error while tracing) a server watching the directory
 must not pick up a half-written model, and a previous good export must not be lost. So
 every export is written into a temporary sibling directory and renamed into place only
-once complete; the temporary directory is removed on failure.
+once complete; the temporary directory is removed on failure. Object stores (`gs://`,
+`s3://`) have no atomic directory rename: there the export is staged on the local disk,
+then copied file by file with `saved_model.pb` last, so a loader (which needs that file)
+never sees a partial model; an export replaced with `overwrite` loses its
+`saved_model.pb` first, for the same reason.
 
 Besides the SavedModel, every export directory holds `assets.extra/` with the
 `bert_config.json` and `vocab.txt` it was built from and `export_info.json` (kind,
@@ -24,16 +28,14 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import json
-import os
-import shutil
 import tempfile
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
+from bert_tf import fileio
 from bert_tf.config import BertConfig
 from bert_tf.errors import BertTfError
-from bert_tf.outputs import umask_permissions
 
 EXTRA_DIR = "assets.extra"
 CONFIG_NAME = "bert_config.json"
@@ -51,10 +53,10 @@ def check_export_dir(export_dir: str, overwrite: bool) -> None:
     """Raises ExportError if `export_dir` holds files and `overwrite` is False."""
     from bert_tf.outputs import check_output
 
-    if os.path.isfile(export_dir):
+    if fileio.isfile(export_dir):
         raise ExportError(f"--export_dir {export_dir} is a file; pass a directory path")
     check_output(export_dir, "--export_dir", overwrite=True)  # a file above it
-    if os.path.isdir(export_dir) and os.listdir(export_dir) and not overwrite:
+    if fileio.isdir(export_dir) and fileio.listdir(export_dir) and not overwrite:
         raise ExportError(
             f"--export_dir {export_dir} exists and is not empty; choose a new directory "
             "or pass --overwrite to replace it"
@@ -70,58 +72,69 @@ def atomic_export_dir(export_dir: str, overwrite: bool = False) -> Iterator[str]
     with `overwrite` the old export is moved aside, the new one renamed in, and only then
     the old one deleted.
     """
-    export_dir = os.path.abspath(export_dir)
+    export_dir = fileio.abspath(fileio.check_path(export_dir))
     check_export_dir(export_dir, overwrite)
-    parent = os.path.dirname(export_dir)
-    os.makedirs(parent, exist_ok=True)
-    staging = tempfile.mkdtemp(prefix=f".{os.path.basename(export_dir)}.tmp-", dir=parent)
-    umask_permissions(staging)  # mkdtemp's 0o700 would become the export's mode
+    if not fileio.atomic_rename_supported(export_dir):
+        with _staged_locally(export_dir, overwrite) as staging:
+            yield staging
+        return
+    parent = fileio.dirname(export_dir)
+    name = fileio.basename(export_dir)
+    fileio.makedirs(parent)
+    staging = fileio.makedirs(fileio.join(parent, f".{name}.tmp-{uuid.uuid4().hex[:8]}"))
     try:
         yield staging
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        fileio.rmtree(staging)
         raise
     # Re-check: another process may have written there while we were exporting.
     check_export_dir(export_dir, overwrite)
     old = None
-    if os.path.isdir(export_dir):
-        if os.listdir(export_dir):
-            old = tempfile.mkdtemp(prefix=f".{os.path.basename(export_dir)}.old-", dir=parent)
-            os.rmdir(old)
-            os.rename(export_dir, old)
+    if fileio.isdir(export_dir):
+        if fileio.listdir(export_dir):
+            old = fileio.join(parent, f".{name}.old-{uuid.uuid4().hex[:8]}")
+            fileio.rename(export_dir, old)
         else:
-            os.rmdir(export_dir)
+            fileio.rmtree(export_dir)
     try:
-        os.rename(staging, export_dir)
+        fileio.rename(staging, export_dir)
     except BaseException:
         if old is not None:
-            os.rename(old, export_dir)
-        shutil.rmtree(staging, ignore_errors=True)
+            fileio.rename(old, export_dir)
+        fileio.rmtree(staging)
         raise
     if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+        fileio.rmtree(old)
+
+
+@contextlib.contextmanager
+def _staged_locally(export_dir: str, overwrite: bool) -> Iterator[str]:
+    """An object store's export: staged on the local disk, then copied with saved_model.pb last."""
+    with tempfile.TemporaryDirectory(prefix="bert_tf_export_") as staging:
+        yield staging
+        check_export_dir(export_dir, overwrite)
+        if fileio.exists(fileio.join(export_dir, "saved_model.pb")):
+            fileio.remove(fileio.join(export_dir, "saved_model.pb"))
+        fileio.rmtree(export_dir)
+        fileio.copy_tree(staging, export_dir, last=("saved_model.pb",))
 
 
 def write_extras(staging: str, config: BertConfig, vocab_file: str, info: dict[str, Any]) -> None:
     """Writes assets.extra/{bert_config.json, vocab.txt, export_info.json} into `staging`."""
-    extra = os.path.join(staging, EXTRA_DIR)
-    os.makedirs(extra, exist_ok=True)
-    config.to_json_file(os.path.join(extra, CONFIG_NAME))
-    shutil.copyfile(vocab_file, os.path.join(extra, VOCAB_NAME))
-    with open(os.path.join(extra, INFO_NAME), "w", encoding="utf-8") as file:
-        json.dump(info, file, indent=2, sort_keys=True)
-        file.write("\n")
+    extra = fileio.makedirs(fileio.join(staging, EXTRA_DIR))
+    config.to_json_file(fileio.join(extra, CONFIG_NAME))
+    fileio.copy(vocab_file, fileio.join(extra, VOCAB_NAME))
+    fileio.write_json(fileio.join(extra, INFO_NAME), info)
 
 
 def read_export_info(export_dir: str) -> dict[str, Any]:
     """Reads assets.extra/export_info.json of an export made by bert_tf.export."""
-    path = os.path.join(export_dir, EXTRA_DIR, INFO_NAME)
-    if not os.path.isfile(path):
+    path = fileio.join(export_dir, EXTRA_DIR, INFO_NAME)
+    if not fileio.isfile(path):
         raise ExportError(
             f"{export_dir} is not an export made by bert_tf.export (no {EXTRA_DIR}/{INFO_NAME})"
         )
-    with open(path, encoding="utf-8") as file:
-        return json.load(file)
+    return fileio.read_json(path)
 
 
 def check_seq_length(seq_length: int, config: BertConfig, flag: str = "--seq_length") -> None:

@@ -44,11 +44,10 @@ characters the original deletes (control and format characters) inside, never at
 from __future__ import annotations
 
 import dataclasses
-import os
 
 import tensorflow as tf
 
-from bert_tf import preprocessing
+from bert_tf import fileio, preprocessing
 from bert_tf.preprocessing.spans import word_index_of_pieces
 from bert_tf.serving import spans
 from bert_tf.serving.saving import ExportError, check_seq_length
@@ -308,7 +307,7 @@ def export_task(
     from bert_tf.tasks.runner import MODEL_FILE, TASK_FILE, load_finetuned
 
     for name in (MODEL_FILE, TASK_FILE):
-        if not os.path.isfile(os.path.join(init_checkpoint, name)):
+        if not fileio.isfile(fileio.join(init_checkpoint, name)):
             raise ExportError(
                 f"--kind=task needs a fine-tuned model directory (the model/ folder that "
                 f"bert_tf.finetune writes); {init_checkpoint} has no {name}"
@@ -336,7 +335,7 @@ def export_task(
         "label_list": info.get("label_list"),
         "pair_input": is_pair_task(info) if info["kind"] in ("classification", "regression") else None,
         **(dataclasses.asdict(SpanSettings.from_task_info(info)) if info["kind"] == "span" else {}),
-        "init_checkpoint": os.path.abspath(init_checkpoint),
+        "init_checkpoint": fileio.abspath(init_checkpoint),
     }
     return export_module(
         build,

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import preprocessing
+from bert_tf import fileio, preprocessing
 from bert_tf.tasks import classification, glue, metrics, ner, squad, streams, swag, tfds_sources
 from bert_tf.tasks.features import ConversionStats, TaskDataError
 from bert_tf.tasks.squad_postprocess import postprocess, write_predictions
@@ -359,7 +359,7 @@ class ClassificationAdapter(Adapter):
             glue.write_submission(path, self.glue, data.examples(), values)
             return [path]
         path = os.path.join(output_dir, f"{data.name}_predictions.tsv")
-        with open(path, "w", encoding="utf-8") as handle:
+        with fileio.writing(path) as handle:
             handle.write("id\tprediction\n")
             for example, value in zip(data.examples(), values, strict=True):
                 label = f"{float(value):.6g}" if self.kind == "regression" else self.label_list[int(value)]
@@ -610,7 +610,7 @@ class ChoiceAdapter(Adapter):
 
     def write(self, data: TaskData, predictions: Predictions, output_dir: str) -> list[str]:
         path = os.path.join(output_dir, f"{data.name}_predictions.tsv")
-        with open(path, "w", encoding="utf-8") as handle:
+        with fileio.writing(path) as handle:
             handle.write("id\tprediction\n")
             for example, choice in zip(
                 data.examples(), np.asarray(predictions.outputs).argmax(axis=-1), strict=True

@@ -23,6 +23,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from bert_tf import fileio
 from bert_tf.tasks.classification import InputExample
 from bert_tf.tasks.features import TaskDataError
 
@@ -256,7 +257,7 @@ def write_submission(
     """
     task = get_task(task) if isinstance(task, str) else task
     predictions = np.asarray(predictions)
-    with open(path, "w", encoding="utf-8") as handle:
+    with fileio.writing(path) as handle:
         handle.write("index\tprediction\n")
         for position, (example, prediction) in enumerate(zip(examples, predictions, strict=True)):
             index = example.guid if example.guid.isdigit() else str(position)

@@ -25,6 +25,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from bert_tf import fileio
 from bert_tf.tasks.features import TaskDataError
 
 
@@ -103,7 +104,7 @@ def write_predictions(
 ) -> None:
     """CoNLL output, `word gold predicted` per line (what conlleval reads); gold is "O"
     when the data had no tags."""
-    with open(path, "w", encoding="utf-8") as handle:
+    with fileio.writing(path) as handle:
         for sentence, predicted in zip(sentences, predictions, strict=True):
             gold = sentence.tags or ["O"] * len(sentence.words)
             for word, gold_tag, tag in zip(sentence.words, gold, predicted, strict=True):

@@ -36,10 +36,11 @@ import json
 import logging
 import math
 import os
-import shutil
+import tempfile
 
 import keras
 
+from bert_tf import fileio
 from bert_tf.errors import UsageError
 from bert_tf.tasks.adapters import TaskData, make_adapter
 from bert_tf.tasks.features import TaskDataError
@@ -82,14 +83,14 @@ RESUME_FIELDS = (
 
 
 def _has_backup(output_dir: str) -> bool:
-    directory = os.path.join(output_dir, BACKUP_DIR)
-    return os.path.isdir(directory) and any(name.startswith("step-") for name in os.listdir(directory))
+    directory = fileio.join(output_dir, BACKUP_DIR)
+    return fileio.isdir(directory) and any(name.startswith("step-") for name in fileio.listdir(directory))
 
 
 def is_finished(output_dir: str) -> bool:
     """Whether `output_dir` holds a finished run: its results are written and no training
     backup is left (an unfinished run of the same command resumes instead)."""
-    return any(os.path.exists(os.path.join(output_dir, name)) for name in FINISHED) and not _has_backup(
+    return any(fileio.exists(fileio.join(output_dir, name)) for name in FINISHED) and not _has_backup(
         output_dir
     )
 
@@ -202,7 +203,7 @@ def _finetuned_info(settings: FinetuneSettings) -> dict | None:
     """
     directory = settings.init_checkpoint
     if not directory or not all(
-        os.path.isfile(os.path.join(directory, name)) for name in (MODEL_FILE, TASK_FILE)
+        fileio.isfile(fileio.join(directory, name)) for name in (MODEL_FILE, TASK_FILE)
     ):
         return None  # a pretrained checkpoint (or nothing from_pretrained can read: it says so)
     info = _read_task_info(directory)
@@ -223,12 +224,15 @@ def _finetuned_info(settings: FinetuneSettings) -> dict | None:
 def _read_task_info(directory: str) -> dict:
     from bert_tf.errors import damaged
 
-    path = os.path.join(directory, TASK_FILE)
+    path = fileio.join(directory, TASK_FILE)
     try:
-        with open(path, encoding="utf-8") as handle:
-            info = json.load(handle)
+        if not fileio.exists(path):
+            raise FileNotFoundError(path)
+        info = json.loads(fileio.read_text(path))
     except FileNotFoundError:
-        raise TaskDataError(f"no {TASK_FILE} in {directory}; is it the model/ folder of a fine-tuning run?") from None
+        raise TaskDataError(
+            f"no {TASK_FILE} in {directory}; is it the model/ folder of a fine-tuning run?"
+        ) from None
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise damaged(path, f"not valid JSON: {error}", "save the model again") from None
     if not isinstance(info, dict) or "task" not in info or "lower_case" not in info:
@@ -311,8 +315,8 @@ def _run(settings: FinetuneSettings, strategy, fresh: bool) -> dict[str, float]:
     num_examples = train[0].stats.num_features if train else 0
     plan = TrainingPlan.make(settings, num_examples, has_eval_data=bool(evals))
     if fresh:  # --overwrite: the training state of an earlier run is not reused
-        shutil.rmtree(os.path.join(settings.output_dir, BACKUP_DIR), ignore_errors=True)
-    os.makedirs(settings.output_dir, exist_ok=True)
+        fileio.rmtree(fileio.join(settings.output_dir, BACKUP_DIR))
+    fileio.makedirs(settings.output_dir)
 
     with strategy.scope():
         if not finetuned:
@@ -341,17 +345,17 @@ def _run(settings: FinetuneSettings, strategy, fresh: bool) -> dict[str, float]:
         if data.name != "train":
             adapter.write(data, outputs, settings.output_dir)
     if scored:
-        _write_json(os.path.join(settings.output_dir, "eval_results.json"), results)
+        _write_json(fileio.join(settings.output_dir, "eval_results.json"), results)
         logger.info("eval results: %s", results)
     for data in predicts:
         outputs = _predict(adapter, model, data, settings)
         for path in adapter.write(data, outputs, settings.output_dir):
             logger.info("wrote %s", path)
-    _write_json(os.path.join(settings.output_dir, "data_stats.json"), data_stats)
+    _write_json(fileio.join(settings.output_dir, "data_stats.json"), data_stats)
     if settings.save_model and train:
-        save_finetuned(os.path.join(settings.output_dir, MODEL_DIR), model, tokenizer, settings, adapter)
+        save_finetuned(fileio.join(settings.output_dir, MODEL_DIR), model, tokenizer, settings, adapter)
     # Last: without the backup the folder reads as a finished run.
-    shutil.rmtree(os.path.join(settings.output_dir, BACKUP_DIR), ignore_errors=True)
+    fileio.rmtree(fileio.join(settings.output_dir, BACKUP_DIR))
     return results
 
 
@@ -396,7 +400,11 @@ def _train(settings: FinetuneSettings, strategy, model, adapter, train: TaskData
             log_dir=os.path.join(log_dir, "eval"),
         )
         monitor = callbacks.VALIDATION_PREFIX + main_metric(adapter)
-        best = callbacks.BestModel(os.path.join(backup_dir, "best.weights.npz"), monitor) if settings.keep_best_model else None
+        best = (
+            callbacks.BestModel(os.path.join(backup_dir, "best.weights.npz"), monitor)
+            if settings.keep_best_model
+            else None
+        )
         if settings.early_stopping_patience:
             stopping = callbacks.EarlyStopping(monitor, settings.early_stopping_patience)
         fit_callbacks += [c for c in (evaluation, best, stopping) if c is not None]
@@ -409,9 +417,9 @@ def _train(settings: FinetuneSettings, strategy, model, adapter, train: TaskData
     with strategy.scope():
         start = backup.restore(model)
     if not start:  # what an earlier attempt without a backup logged is not this run's
-        shutil.rmtree(log_dir, ignore_errors=True)
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(os.path.join(output_dir, HISTORY_FILE))
+        fileio.rmtree(log_dir)
+        if fileio.exists(fileio.join(output_dir, HISTORY_FILE)):
+            fileio.remove(fileio.join(output_dir, HISTORY_FILE))
     fit_callbacks.append(backup)
     fit_callbacks.append(
         callbacks.ProgressLogger(
@@ -488,9 +496,7 @@ def _dtype_policy(name: str):
 
 
 def _write_json(path: str, content) -> None:
-    with open(path, "w", encoding="utf-8") as handle:
-        json.dump(content, handle, indent=2, sort_keys=True)
-        handle.write("\n")
+    fileio.write_json(path, content)
 
 
 def save_finetuned(directory: str, model, tokenizer, settings: FinetuneSettings, adapter) -> str:
@@ -503,10 +509,13 @@ def save_finetuned(directory: str, model, tokenizer, settings: FinetuneSettings,
     the null-answer threshold), everything the raw-text export (`bert_tf.serving.task`)
     needs. `load_finetuned(directory)` reads it back.
     """
-    os.makedirs(directory, exist_ok=True)
-    model.save(os.path.join(directory, MODEL_FILE))
-    model.encoder.config.to_json_file(os.path.join(directory, "bert_config.json"))
-    shutil.copyfile(tokenizer.vocab_file, os.path.join(directory, "vocab.txt"))
+    fileio.makedirs(directory)
+    # Keras writes model.keras as a zip through a local file; copied whole to any filesystem.
+    with tempfile.TemporaryDirectory() as local:
+        model.save(os.path.join(local, MODEL_FILE))
+        fileio.copy(os.path.join(local, MODEL_FILE), fileio.join(directory, MODEL_FILE))
+    model.encoder.config.to_json_file(fileio.join(directory, "bert_config.json"))
+    fileio.copy(tokenizer.vocab_file, fileio.join(directory, "vocab.txt"))
     info = {
         "task": settings.task,
         "kind": adapter.kind,
@@ -524,7 +533,7 @@ def save_finetuned(directory: str, model, tokenizer, settings: FinetuneSettings,
             version_2_with_negative=bool(getattr(adapter, "version_2", False)),
             null_score_diff_threshold=settings.null_score_diff_threshold,
         )
-    _write_json(os.path.join(directory, TASK_FILE), info)
+    _write_json(fileio.join(directory, TASK_FILE), info)
     return directory
 
 
@@ -541,13 +550,14 @@ def load_finetuned(directory: str, compile: bool = True):
     from bert_tf.checkpoints.integrity import check_keras_archive
     from bert_tf.tokenization import BertTokenizer
 
-    path = os.path.join(directory, MODEL_FILE)
-    if not os.path.isfile(path):
-        raise TaskDataError(
-            f"no {MODEL_FILE} in {directory}; is it the model/ folder of a fine-tuning run?"
-        )
+    path = fileio.join(directory, MODEL_FILE)
+    if not fileio.isfile(path):
+        raise TaskDataError(f"no {MODEL_FILE} in {directory}; is it the model/ folder of a fine-tuning run?")
     info = _read_task_info(directory)
-    check_keras_archive(path)
-    model = keras.saving.load_model(path, compile=compile)
-    tokenizer = BertTokenizer(os.path.join(directory, "vocab.txt"), lower_case=info["lower_case"])
+    with tempfile.TemporaryDirectory() as local:
+        # Keras reads model.keras as a local zip; copied whole from any filesystem.
+        fileio.copy(path, os.path.join(local, MODEL_FILE))
+        check_keras_archive(os.path.join(local, MODEL_FILE))
+        model = keras.saving.load_model(os.path.join(local, MODEL_FILE), compile=compile)
+    tokenizer = BertTokenizer(fileio.join(directory, "vocab.txt"), lower_case=info["lower_case"])
     return model, tokenizer, info

@@ -32,6 +32,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from bert_tf import fileio
 from bert_tf.tasks.squad import SquadExample, SquadFeature
 
 _Candidate = collections.namedtuple("_Candidate", "feature_index start end start_logit end_logit")
@@ -196,14 +197,14 @@ def write_predictions(
     null_odds: dict[str, float] | None = None,
 ) -> list[str]:
     """Writes predictions.json, nbest_predictions.json (and null_odds.json for v2.0)."""
-    os.makedirs(output_dir, exist_ok=True)
+    fileio.makedirs(output_dir)
     outputs = [("predictions.json", predictions), ("nbest_predictions.json", nbest)]
     if null_odds:
         outputs.append(("null_odds.json", null_odds))
     paths = []
     for name, content in outputs:
         path = os.path.join(os.fspath(output_dir), name)
-        with open(path, "w", encoding="utf-8") as handle:
+        with fileio.writing(path) as handle:
             json.dump(content, handle, indent=2, ensure_ascii=False)
             handle.write("\n")
         paths.append(path)

@@ -130,3 +130,21 @@ def worker_id(strategy: tf.distribute.Strategy) -> int:
     if resolver is None or resolver.task_id is None:
         return 0
     return int(resolver.task_id)
+
+
+def input_pipeline(strategy: tf.distribute.Strategy) -> tuple[int, int, int]:
+    """(input pipelines, this worker's pipeline id, replicas it feeds), as
+    `distribute_datasets_from_function` numbers them: one pipeline per worker, the chief
+    (if any) first."""
+    replicas = strategy.num_replicas_in_sync
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.task_type or isinstance(strategy, tf.distribute.TPUStrategy):
+        return 1, 0, replicas
+    cluster = resolver.cluster_spec().as_dict()
+    workers = len(cluster.get("chief", [])) + len(cluster.get("worker", []))
+    if workers <= 1:
+        return 1, 0, replicas
+    pipeline_id = int(resolver.task_id)
+    if resolver.task_type == "worker" and "chief" in cluster:
+        pipeline_id += 1
+    return workers, pipeline_id, replicas // workers

@@ -5,11 +5,9 @@ Each check raises `InputError` with what was wrong, the value, and what to do.
 
 from __future__ import annotations
 
-import filecmp
-import os
-
 import tensorflow as tf
 
+from bert_tf import fileio
 from bert_tf.checkpoints import integrity
 from bert_tf.config import BertConfig
 from bert_tf.errors import BertTfError
@@ -26,7 +24,10 @@ def expand_files(patterns: str | list[str], flag: str) -> list[str]:
         patterns = [p for p in patterns.split(",") if p.strip()]
     files: list[str] = []
     for pattern in patterns:
-        matched = sorted(tf.io.gfile.glob(pattern.strip()))
+        try:
+            matched = fileio.glob(pattern.strip())
+        except fileio.FileSystemError as error:
+            raise InputError(f"--{flag}={pattern}: {error}") from None
         if not matched:
             raise InputError(
                 f"--{flag}={pattern} matches no file; check the path (globs such as data/*.tfrecord work)"
@@ -102,8 +103,12 @@ VOCAB_FILE = "vocab.txt"
 
 def check_model_dir(model_dir: str, config: BertConfig, vocab_file: str | None) -> None:
     """A model_dir from an earlier run must hold the same config (and vocab) as this one."""
-    stored_config = os.path.join(model_dir, CONFIG_FILE)
-    if os.path.exists(stored_config):
+    try:
+        fileio.check_path(model_dir)
+    except fileio.FileSystemError as error:
+        raise InputError(f"--model_dir={model_dir}: {error}") from None
+    stored_config = fileio.join(model_dir, CONFIG_FILE)
+    if fileio.exists(stored_config):
         integrity.latest_checkpoint(model_dir)  # a state file that cannot be read is an error
         stored = BertConfig.from_json_file(stored_config)
         if stored != config:
@@ -121,13 +126,44 @@ def check_model_dir(model_dir: str, config: BertConfig, vocab_file: str | None) 
             f"--model_dir={model_dir} holds a checkpoint but no {CONFIG_FILE} to tell which config it "
             "belongs to; use a new --model_dir"
         )
-    stored_vocab = os.path.join(model_dir, VOCAB_FILE)
-    if (
-        vocab_file
-        and os.path.exists(stored_vocab)
-        and not filecmp.cmp(stored_vocab, vocab_file, shallow=False)
-    ):
+    stored_vocab = fileio.join(model_dir, VOCAB_FILE)
+    if vocab_file and fileio.exists(stored_vocab) and not fileio.same_contents(stored_vocab, vocab_file):
         raise InputError(
             f"--model_dir={model_dir} was trained with another vocab ({stored_vocab} differs from "
             f"{vocab_file}); use a new --model_dir or that vocab"
         )
+    try:  # the last check: creating the directory is the first write
+        fileio.makedirs(model_dir)
+    except fileio.FileSystemError as error:
+        raise InputError(
+            f"--model_dir={model_dir} cannot be written ({error}); pass a directory you can write to"
+        ) from None
+
+
+def check_holdout(files: list[str], flag: str) -> None:
+    """--eval_every_steps without --eval_files holds out a slice of the training data: there must be one."""
+    from pipelines import text_dataset, text_input
+
+    every = text_dataset.HELD_OUT_EVERY
+    if is_tfrecord(files[0]):
+        counts = []
+        for path in files:
+            counts.append(sum(1 for _ in tf.data.TFRecordDataset(path).take(every)))
+            if counts[-1] == every:
+                return
+        found = f"its files hold {max(counts)} record(s) at most"
+        needed = f"a file of at least {every} records (every {every}th record is held out)"
+    else:
+        blocks = 0
+        for _ in text_input.document_blocks(files):
+            blocks += 1
+            if blocks == every:
+                return
+        size = text_input.DEFAULT_MIN_DOCUMENTS
+        found = f"it holds {blocks} block(s) of {size} documents"
+        needed = f"{every} blocks (every {every}th block of {size} documents is held out)"
+    raise InputError(
+        f"--eval_every_steps without --eval_files evaluates on a slice held out of --{flag}, but the "
+        f"corpus is too small to hold some out: {found}, and it needs {needed}; pass --eval_files, "
+        f"or a larger --{flag}"
+    )

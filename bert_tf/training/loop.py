@@ -15,18 +15,21 @@ whole batch, and the summed gradients are its gradient. The gradients are all-re
 once, then clipped to the global norm and applied by the optimizer (see
 `optimization.py`).
 
-Checkpoints hold the model, the optimizer and the step. The data position is the step:
-datasets are deterministic for a fixed seed, so on resume each phase's dataset is rebuilt
-and the batches already consumed are skipped. This works for any input pipeline (no
-iterator state, no saved shuffle buffers) and makes a resumed run reach the same weights
-as an uninterrupted one.
+Checkpoints hold the model, the optimizer and the step; next to each, every worker saves
+its input pipeline's position (`input_feed.py`), so a resumed run restores it in constant
+time and sees the batches an uninterrupted run would have seen: it reaches the same
+weights. Datasets are deterministic for a fixed seed, so without a saved position the
+phase's dataset is rebuilt and the consumed batches skipped, which gives the same batches
+slowly.
+
+On SIGTERM or Ctrl-C (`preemption.py`) the loop saves at the end of the loop it is in and
+raises `Preempted`; under MultiWorkerMirroredStrategy TensorFlow's
+`PreemptionCheckpointHandler` makes every worker agree on that step first.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
-import shutil
 from collections.abc import Callable, Mapping, Sequence
 
 import keras
@@ -34,8 +37,11 @@ import numpy as np
 import tensorflow as tf
 from absl import logging as absl_logging
 
+from bert_tf import fileio
 from bert_tf.errors import BertTfError
 from bert_tf.training import distribute
+from bert_tf.training.input_feed import InputFeed, distributed_batch
+from bert_tf.training.preemption import Preempted, StopSignals
 from bert_tf.training.progress import ProgressReporter, log_dir
 
 LossFn = Callable[[Mapping[str, tf.Tensor], Mapping[str, tf.Tensor], Mapping[str, tf.Tensor]], dict]
@@ -117,6 +123,7 @@ class Trainer:
         jit_compile: bool = False,
         max_checkpoints_to_keep: int = 3,
         save_final_checkpoint: bool = True,
+        loop_end_every_steps: int = 0,
         verbose: bool = True,
     ):
         replicas = strategy.num_replicas_in_sync
@@ -150,6 +157,9 @@ class Trainer:
         self.gradient_accumulation_steps = gradient_accumulation_steps
         self.jit_compile = jit_compile
         self.save_final_checkpoint = save_final_checkpoint
+        self.max_checkpoints_to_keep = max_checkpoints_to_keep
+        # Loops also end at multiples of this (e.g. evaluation steps), so on_loop_end sees them.
+        self.loop_end_every_steps = loop_end_every_steps
         self.is_chief = distribute.is_chief(strategy)
         self.verbose = verbose and self.is_chief
 
@@ -174,12 +184,26 @@ class Trainer:
         self._save_dir = (
             model_dir
             if self.is_chief
-            else os.path.join(model_dir, f".worker_{distribute.worker_id(strategy)}_scratch")
+            else fileio.join(model_dir, f".worker_{distribute.worker_id(strategy)}_scratch")
         )
         self.manager = tf.train.CheckpointManager(
             self.checkpoint, self._save_dir, max_to_keep=max_checkpoints_to_keep, checkpoint_name="ckpt"
         )
         self._train_loop = self._build_train_loop()
+        self._feed: InputFeed | None = None
+        self._preemption_handler = None
+        if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) and (
+            distribute.input_pipeline(strategy)[0] > 1
+        ):
+            # A SIGTERM reaches one worker; every worker must save at the same step, which
+            # TensorFlow's handler agrees on through the cluster's coordination service.
+            self._preemption_handler = tf.distribute.experimental.PreemptionCheckpointHandler(
+                strategy.cluster_resolver,
+                self.manager,
+                termination_config=tf.distribute.experimental.TerminationConfig(
+                    exit_fn=self._stop_preempted, save_fn=self.save
+                ),
+            )
 
     # --- checkpoints ---------------------------------------------------------
 
@@ -191,16 +215,27 @@ class Trainer:
         return int(self.global_step.numpy())
 
     def save(self) -> str:
+        """Saves the input position (every worker its own), then the model checkpoint."""
+        step = int(self.global_step.numpy())
+        if self._feed is not None:
+            self._feed.save(step)
         # TensorFlow logs "Sharding callback duration: N microseconds" at INFO on every save.
         verbosity = absl_logging.get_verbosity()
         absl_logging.set_verbosity(absl_logging.WARNING)
         try:
-            path = self.manager.save(checkpoint_number=int(self.global_step.numpy()))
+            path = self.manager.save(checkpoint_number=step)
         finally:
             absl_logging.set_verbosity(verbosity)
         if not self.is_chief:
-            shutil.rmtree(self._save_dir, ignore_errors=True)
+            fileio.rmtree(self._save_dir)
         return path
+
+    def _stop_preempted(self) -> None:
+        step = int(self.global_step.numpy())
+        raise Preempted(
+            f"stopped on a preemption notice (SIGTERM) at step {step}; saved "
+            f"{tf.train.latest_checkpoint(self.model_dir) or 'a checkpoint'}. Rerun the same command to resume."
+        )
 
     # --- the compiled loop ---------------------------------------------------
 
@@ -253,7 +288,7 @@ class Trainer:
         # A tf.function of its own so that the two calls below share one trace.
         @tf.function
         def one_step(iterator):
-            per_replica = strategy.run(replica_fn, args=(next(iterator),))
+            per_replica = strategy.run(replica_fn, args=(distributed_batch(strategy, iterator),))
             return {
                 name: strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None)
                 for name, value in per_replica.items()
@@ -277,22 +312,10 @@ class Trainer:
             outputs = self.model(self.model_inputs(features), training=False)
             return self.loss_fn(features, outputs, totals)
 
-        iterator = self._distributed_iterator(Phase("eval", 0, steps, dataset_fn), 0)
-        metrics = self._steps_loop(replica_eval)(iterator, tf.constant(steps, tf.int32))
+        feed = InputFeed(self.strategy, dataset_fn, self.model_dir, phase_index=-1)
+        feed.start(0, 0)
+        metrics = self._steps_loop(replica_eval)(feed.iterator, tf.constant(steps, tf.int32))
         return {name: float(value.numpy()) for name, value in metrics.items()}
-
-    def _distributed_iterator(self, phase: Phase, steps_done: int):
-        replicas = self.strategy.num_replicas_in_sync
-
-        def dataset_fn(input_context):
-            dataset = phase.dataset_fn(input_context)
-            # Each step takes one batch for every replica this pipeline feeds.
-            batches_per_step = replicas // input_context.num_input_pipelines
-            if steps_done:
-                dataset = dataset.skip(steps_done * batches_per_step)
-            return dataset.prefetch(tf.data.AUTOTUNE)
-
-        return iter(self.strategy.distribute_datasets_from_function(dataset_fn))
 
     # --- driver --------------------------------------------------------------
 
@@ -318,42 +341,68 @@ class Trainer:
         )
         history: list[dict] = []
         last_saved = tf.train.latest_checkpoint(self.model_dir)
-        try:
-            for phase in phases:
-                if step >= phase.end_step:
-                    continue
-                if self.verbose:
-                    print(f"phase {phase.name}: steps {step}..{phase.end_step}", flush=True)
-                iterator = self._distributed_iterator(phase, step - phase.start_step)
-                reporter.start(step)
-                while step < phase.end_step:
-                    next_save = (step // self.save_checkpoints_steps + 1) * self.save_checkpoints_steps
-                    num_steps = min(self.steps_per_loop, phase.end_step - step, next_save - step)
-                    metrics = self._train_loop(iterator, tf.constant(num_steps, tf.int32))
-                    metrics = {name: float(value.numpy()) for name, value in metrics.items()}
-                    if not np.isfinite(metrics["loss"]):
-                        raise NonFiniteLossError(
-                            f"the loss became {metrics['loss']} between steps {step} and {step + num_steps} "
-                            f"(phase {phase.name}); stopping without saving. The last good checkpoint "
-                            f"is {last_saved or 'none (nothing was saved yet)'}. Lower --learning_rate, "
-                            "raise --num_warmup_steps or train in float32, then rerun to resume from it."
-                        )
-                    step += num_steps
-                    self.global_step.assign(step)
-                    learning_rate = float(_current_learning_rate(self.optimizer))
-                    reporter.report(step, metrics, learning_rate)
-                    history.append({"step": step, **metrics, "learning_rate": learning_rate})
-                    if reporter.sequences_per_second is not None:
-                        history[-1]["sequences_per_second"] = reporter.sequences_per_second
-                    if reporter.real_tokens_per_second is not None:
-                        history[-1]["real_tokens_per_second"] = reporter.real_tokens_per_second
-                    at_end = step == total_steps and self.save_final_checkpoint
-                    if step % self.save_checkpoints_steps == 0 or at_end:
-                        last_saved = self.save()
-                    if on_loop_end is not None:
-                        on_loop_end(step, metrics)
-        finally:
-            reporter.close()
+        # Under multi-worker training TensorFlow's handler watches SIGTERM instead.
+        with StopSignals(enabled=self._preemption_handler is None) as signals:
+            try:
+                for phase_index, phase in enumerate(phases):
+                    if step >= phase.end_step:
+                        continue
+                    if self.verbose:
+                        print(f"phase {phase.name}: steps {step}..{phase.end_step}", flush=True)
+                    self._feed = InputFeed(
+                        self.strategy,
+                        phase.dataset_fn,
+                        self.model_dir,
+                        phase_index,
+                        self.max_checkpoints_to_keep,
+                    )
+                    how = self._feed.start(step, step - phase.start_step, verbose=self.verbose)
+                    if how == "restored" and self.verbose:
+                        print(f"input position restored at step {step}", flush=True)
+                    iterator = self._feed.iterator
+                    reporter.start(step)
+                    while step < phase.end_step:
+                        next_save = (step // self.save_checkpoints_steps + 1) * self.save_checkpoints_steps
+                        num_steps = min(self.steps_per_loop, phase.end_step - step, next_save - step)
+                        if self.loop_end_every_steps:
+                            every = self.loop_end_every_steps
+                            num_steps = min(num_steps, (step // every + 1) * every - step)
+                        metrics = self._train_loop(iterator, tf.constant(num_steps, tf.int32))
+                        metrics = {name: float(value.numpy()) for name, value in metrics.items()}
+                        if not np.isfinite(metrics["loss"]):
+                            raise NonFiniteLossError(
+                                f"the loss became {metrics['loss']} between steps {step} and {step + num_steps} "
+                                f"(phase {phase.name}); stopping without saving. The last good checkpoint "
+                                f"is {last_saved or 'none (nothing was saved yet)'}. Lower --learning_rate, "
+                                "raise --num_warmup_steps or train in float32, then rerun to resume from it."
+                            )
+                        step += num_steps
+                        self.global_step.assign(step)
+                        learning_rate = float(_current_learning_rate(self.optimizer))
+                        reporter.report(step, metrics, learning_rate)
+                        history.append({"step": step, **metrics, "learning_rate": learning_rate})
+                        if reporter.sequences_per_second is not None:
+                            history[-1]["sequences_per_second"] = reporter.sequences_per_second
+                        if reporter.real_tokens_per_second is not None:
+                            history[-1]["real_tokens_per_second"] = reporter.real_tokens_per_second
+                        at_end = step == total_steps and self.save_final_checkpoint
+                        if step % self.save_checkpoints_steps == 0 or at_end:
+                            last_saved = self.save()
+                        if on_loop_end is not None:
+                            on_loop_end(step, metrics)
+                        if self._preemption_handler is not None:
+                            self._preemption_handler.save_checkpoint_if_preempted()
+                        if signals.received:
+                            if not (last_saved or "").endswith(f"ckpt-{step}"):
+                                last_saved = self.save()
+                            raise Preempted(
+                                f"stopped on {signals.received} at step {step}; saved {last_saved}. "
+                                "Rerun the same command to resume from it.",
+                                signals.received,
+                            )
+            finally:
+                reporter.close()
+                self._feed = None
         return TrainResult(step=step, history=history, checkpoint=tf.train.latest_checkpoint(self.model_dir))
 
 

@@ -16,14 +16,13 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import os
-import shutil
 import tempfile
 from pathlib import Path
 
 import keras
 import tensorflow as tf
 
+from bert_tf import fileio
 from bert_tf.cache import cache_dir as default_cache_dir
 from bert_tf.cli import setting
 from bert_tf.config import load_config
@@ -63,8 +62,17 @@ class PretrainingConfig:
     corpus: str | None = setting(
         None, "Comma-separated globs of raw text (one sentence per line), masked on the fly."
     )
-    eval_files: str | None = setting(None, "Held-out data (TFRecords or raw text) for MLM/NSP metrics at the end.")
+    eval_files: str | None = setting(
+        None, "Held-out data (TFRecords or raw text) for MLM/NSP metrics at the end."
+    )
     eval_steps: int = setting(20, "Batches of --eval_files to evaluate.")
+    eval_every_steps: int = setting(
+        0,
+        "Evaluate every N steps (0: only at the end, with --eval_files): MLM loss and accuracy, NSP "
+        "accuracy to the progress line and model_dir/logs/eval; the best checkpoint by eval MLM loss is "
+        "kept in model_dir/best. Without --eval_files, every 20th block of 256 documents (raw text) or "
+        "every 20th record (TFRecords) is held out of training for it.",
+    )
     phase2_train_files: str | None = setting(
         None, "TFRecords at --phase2_seq_length for phase 2 (raw text: not needed)."
     )
@@ -90,7 +98,8 @@ class PretrainingConfig:
     )
     dupe_factor: int = setting(1, "Raw text: maskings of each document per epoch.")
     accept_non_text: bool = setting(
-        False, "Raw text: train on a corpus even if most of its lines are not text (invalid UTF-8, no word pieces)."
+        False,
+        "Raw text: train on a corpus even if most of its lines are not text (invalid UTF-8, no word pieces).",
     )
     save_checkpoints_steps: int = setting(600, "Checkpoint every N steps.")
     steps_per_loop: int = setting(100, "Steps per compiled loop (and per progress line).")
@@ -129,7 +138,9 @@ class PretrainingConfig:
                 self.word_segmenter, whole_word_mask=self.whole_word_mask, whole_word_setting="--whole_word_mask"
             )
             if self.train_files:
-                problems.append("--word_segmenter applies to raw text (--corpus), not to --train_files TFRecords")
+                problems.append(
+                    "--word_segmenter applies to raw text (--corpus), not to --train_files TFRecords"
+                )
             if problems:
                 raise UsageError("; ".join(problems))
         if not 0.0 <= self.phase2_fraction < 1.0:
@@ -157,6 +168,11 @@ class PretrainingConfig:
                 )
             except ValueError as error:
                 raise UsageError(f"--packing: {error}") from None
+        if self.eval_every_steps < 0 or self.eval_steps < 1:
+            raise UsageError(
+                f"--eval_every_steps must be >= 0 and --eval_steps >= 1, got {self.eval_every_steps} "
+                f"and {self.eval_steps}"
+            )
         if self.num_warmup_steps < 0 or self.num_warmup_steps > self.num_train_steps:
             raise UsageError(
                 f"--num_warmup_steps={self.num_warmup_steps} must be in [0, --num_train_steps={self.num_train_steps}]"
@@ -204,6 +220,7 @@ class PretrainingResult:
     train: TrainResult
     eval_metrics: dict | None
     fill_mask: list[tuple[str, float]] | None
+    eval_history: list[dict] = dataclasses.field(default_factory=list)  # one dict per periodic eval
 
 
 def cache_dir(settings: PretrainingConfig) -> Path:
@@ -307,6 +324,7 @@ def _dataset_fn(
     seed: int | None,
     training: bool = True,
     row_predictions: int | None = None,
+    held_out: str | None = None,
 ):
     from pipelines import pretraining_dataset
 
@@ -332,6 +350,7 @@ def _dataset_fn(
             packing=settings.packing,
             max_predictions_per_row=row_predictions,
             max_instances_per_row=settings.max_instances_per_row,
+            held_out=held_out,
         )
 
     return dataset_fn
@@ -411,6 +430,8 @@ def run_pretraining(settings: PretrainingConfig) -> PretrainingResult:
             settings.packing,
         )
     eval_files = inputs.expand_files(settings.eval_files, "eval_files") if settings.eval_files else None
+    if settings.eval_every_steps and not eval_files:
+        inputs.check_holdout(train_files, "train_files" if settings.train_files else "corpus")
     if eval_files:
         inputs.check_record_shapes(
             eval_files,
@@ -448,10 +469,10 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
             keras.utils.set_random_seed(settings.seed)
         is_chief = distribute.is_chief(strategy)
         if is_chief:
-            os.makedirs(model_dir, exist_ok=True)
-            config.to_json_file(os.path.join(model_dir, inputs.CONFIG_FILE))
-            if vocab_file and not os.path.exists(os.path.join(model_dir, inputs.VOCAB_FILE)):
-                shutil.copyfile(vocab_file, os.path.join(model_dir, inputs.VOCAB_FILE))
+            fileio.makedirs(model_dir)
+            config.to_json_file(fileio.join(model_dir, inputs.CONFIG_FILE))
+            if vocab_file and not fileio.exists(fileio.join(model_dir, inputs.VOCAB_FILE)):
+                fileio.copy(vocab_file, fileio.join(model_dir, inputs.VOCAB_FILE))
             print(f"model_dir: {model_dir}", flush=True)
 
         with strategy.scope():
@@ -479,11 +500,14 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
             save_checkpoints_steps=settings.save_checkpoints_steps,
             gradient_accumulation_steps=settings.gradient_accumulation_steps,
             jit_compile=settings.jit_compile,
+            loop_end_every_steps=settings.eval_every_steps,
         )
         if settings.init_checkpoint and not tf.train.latest_checkpoint(model_dir):
             _load_init_checkpoint(model, settings.init_checkpoint)
 
         seed = settings.seed
+        # Without --eval_files, periodic evaluation reads a slice held out of phase 1's data.
+        holdout = bool(settings.eval_every_steps and not eval_files)
         phases = [
             Phase(
                 f"1 (seq {settings.max_seq_length})",
@@ -497,6 +521,7 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
                     settings.max_predictions_per_seq,
                     seed,
                     row_predictions=settings.row_predictions(1),
+                    held_out="exclude" if holdout else None,
                 ),
             )
         ]
@@ -519,20 +544,34 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
             )
         if phases[0].end_step == 0:
             phases = phases[1:]
-        result = trainer.train(phases)
-
-        eval_metrics = None
-        if eval_files:
+        eval_fn = None
+        if eval_files or holdout:
             eval_fn = _dataset_fn(
                 settings,
-                eval_files,
+                eval_files or train_files,
                 vocab_file,
                 settings.max_seq_length,
                 settings.max_predictions_per_seq,
                 seed,
                 training=False,
                 row_predictions=settings.row_predictions(1),
+                held_out="only" if holdout else None,
             )
+        evaluator = None
+        if settings.eval_every_steps:
+            from bert_tf.training.evaluation import PeriodicEvaluator
+
+            evaluator = PeriodicEvaluator(trainer, eval_fn, settings.eval_steps, settings.eval_every_steps)
+        try:
+            result = trainer.train(phases, on_loop_end=evaluator)
+        finally:
+            if evaluator is not None:
+                evaluator.close()
+
+        eval_metrics = None
+        if evaluator is not None and evaluator.history and evaluator.history[-1]["step"] == result.step:
+            eval_metrics = {k: v for k, v in evaluator.history[-1].items() if k != "step"}
+        elif eval_fn is not None:
             eval_metrics = trainer.evaluate(eval_fn, settings.eval_steps)
             if is_chief:
                 print("eval: " + "  ".join(f"{k} {v:.4f}" for k, v in eval_metrics.items()), flush=True)
@@ -540,7 +579,7 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
         export_dir = None
         if is_chief:
             export_dir = export_encoder(
-                model, vocab_file, settings.do_lower_case, os.path.join(model_dir, "export")
+                model, vocab_file, settings.do_lower_case, fileio.join(model_dir, "export")
             )
             print(f"saved the pretrained model for from_pretrained: {export_dir}", flush=True)
         fill_mask = None
@@ -553,7 +592,9 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
             from bert_tf.training.fill_mask import fill_mask_demo
 
             fill_mask = fill_mask_demo(model, vocab_file, settings.do_lower_case, train_files[0])
-        return PretrainingResult(model_dir, export_dir, result, eval_metrics, fill_mask)
+        return PretrainingResult(
+            model_dir, export_dir, result, eval_metrics, fill_mask, evaluator.history if evaluator else []
+        )
     finally:
         keras.mixed_precision.set_global_policy(previous_policy)
 
@@ -563,13 +604,22 @@ def check_init_checkpoint(path: str, config) -> None:
     from bert_tf.checkpoints import inspect_checkpoint
     from bert_tf.checkpoints.google import is_object_based
 
-    ours = tf.train.latest_checkpoint(path) if os.path.isdir(path) else None
+    ours = tf.train.latest_checkpoint(path) if fileio.isdir(path) else None
     if ours and is_object_based(ours):
         return  # another run's model_dir: restored object by object, checked by the restore
     found = inspect_checkpoint(path)
-    shapes = ("vocab_size", "hidden_size", "num_hidden_layers", "intermediate_size", "max_position_embeddings")
-    differences = [f"{name} {getattr(found, name)} there, {getattr(config, name)} here" for name in shapes
-                   if getattr(found, name) != getattr(config, name)]
+    shapes = (
+        "vocab_size",
+        "hidden_size",
+        "num_hidden_layers",
+        "intermediate_size",
+        "max_position_embeddings",
+    )
+    differences = [
+        f"{name} {getattr(found, name)} there, {getattr(config, name)} here"
+        for name in shapes
+        if getattr(found, name) != getattr(config, name)
+    ]
     if differences:
         raise inputs.InputError(
             f"--init_checkpoint={path} was trained with another config ({', '.join(differences)}); "
@@ -583,7 +633,7 @@ def _load_init_checkpoint(model, path: str) -> None:
     from bert_tf.checkpoints.google import is_object_based
 
     # A run's model_dir holds object-based checkpoints; a Google directory a name-based one.
-    ours = tf.train.latest_checkpoint(path) if os.path.isdir(path) else None
+    ours = tf.train.latest_checkpoint(path) if fileio.isdir(path) else None
     if ours and not is_object_based(ours):
         ours = None
     if ours:

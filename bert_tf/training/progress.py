@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from collections.abc import Mapping
 
 import tensorflow as tf
 from tensorflow.core.framework import summary_pb2
+
+from bert_tf import fileio
 
 
 def format_duration(seconds: float) -> str:
@@ -96,15 +97,12 @@ class ProgressReporter:
         if self.enabled:
             print(line, file=self.stream, flush=True)
         if self._writer is not None:
-            with self._writer.as_default(step=step):
-                for name, value in metrics.items():
-                    write_scalar(name, value)
-                write_scalar("learning_rate", learning_rate)
-                if self._loops > 1:
-                    write_scalar("sequences_per_second", sequences_per_second)
-                    if tokens_per_second is not None:
-                        write_scalar("real_tokens_per_second", tokens_per_second)
-            self._writer.flush()
+            scalars = {**metrics, "learning_rate": learning_rate}
+            if self._loops > 1:
+                scalars["sequences_per_second"] = sequences_per_second
+                if tokens_per_second is not None:
+                    scalars["real_tokens_per_second"] = tokens_per_second
+            write_scalars(self._writer, step, scalars)
         return line
 
     def close(self) -> None:
@@ -123,8 +121,16 @@ def write_scalar(name: str, value: float) -> None:
     tf.summary.write(name, tf.constant(value, tf.float32), metadata=_SCALAR_METADATA)
 
 
+def write_scalars(writer, step: int, scalars: Mapping[str, float]) -> None:
+    """Writes `scalars` at `step` to a tf.summary writer, flushed."""
+    with writer.as_default(step=step):
+        for name, value in scalars.items():
+            write_scalar(name, value)
+    writer.flush()
+
+
 def log_dir(model_dir: str) -> str:
-    return os.path.join(model_dir, "logs")
+    return fileio.join(model_dir, "logs")
 
 
 def read_scalars(log_dir: str) -> dict[str, list[tuple[int, float]]]:
@@ -132,10 +138,14 @@ def read_scalars(log_dir: str) -> dict[str, list[tuple[int, float]]]:
     from tensorflow.core.util import event_pb2
 
     scalars: dict[str, list[tuple[int, float]]] = {}
-    for name in sorted(os.listdir(log_dir)):
-        for record in tf.data.TFRecordDataset(os.path.join(log_dir, name)):
+    for name in fileio.listdir(log_dir):
+        if fileio.isdir(fileio.join(log_dir, name)):
+            continue
+        for record in tf.data.TFRecordDataset(fileio.join(log_dir, name)):
             event = event_pb2.Event.FromString(record.numpy())
             for value in event.summary.value:
-                number = float(tf.make_ndarray(value.tensor)) if value.HasField("tensor") else value.simple_value
+                number = (
+                    float(tf.make_ndarray(value.tensor)) if value.HasField("tensor") else value.simple_value
+                )
                 scalars.setdefault(value.tag, []).append((int(event.step), number))
     return scalars

@@ -137,5 +137,27 @@ class BadInputTest(tf.test.TestCase):
         with mock.patch.object(distribute, "get_strategy", return_value=three_replicas):
             self.run_and_expect("--train_batch_size=4 is not divisible by the 3 replicas", train_batch_size=4)
 
+    def test_unknown_filesystem_scheme(self):
+        self.run_and_expect(
+            r"--model_dir=bogus://bucket/model: TensorFlow has no filesystem for the scheme 'bogus://'.*gs://",
+            model_dir="bogus://bucket/model",
+        )
+        self.run_and_expect(
+            r"--train_files=bogus://bucket/\*.tfrecord: TensorFlow has no filesystem for the scheme 'bogus://'",
+            train_files="bogus://bucket/*.tfrecord",
+        )
+
+    def test_unwritable_model_dir(self):
+        # Root may write anywhere on a local disk; a path under a regular file cannot be a directory.
+        below_a_file = os.path.join(self.records, "model")
+        self.run_and_expect(f"--model_dir={re.escape(below_a_file)} cannot be written", model_dir=below_a_file)
+
+    def test_eval_every_steps_without_eval_data_on_a_corpus_too_small_to_hold_some_out(self):
+        self.run_and_expect(
+            r"too small to hold some out: its files hold 4 record\(s\) at most, and it needs a file of at "
+            r"least 20 records.*pass --eval_files",
+            eval_every_steps=5,
+        )
+
     def test_errors_are_input_errors(self):
         self.assertTrue(issubclass(inputs.InputError, ValueError))

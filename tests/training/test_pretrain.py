@@ -1,6 +1,7 @@
 """`python -m bert_tf.pretrain` and `run_pretraining`: flags, --tpu wiring, overfitting a
 tiny corpus, kill -9 and resume, and the no-flag demo run (slow)."""
 
+import json
 import os
 import re
 import signal
@@ -137,6 +138,7 @@ class PretrainingRunTest(tf.test.TestCase):
             corpus=corpus,
             eval_files=corpus,
             eval_steps=3,
+            eval_every_steps=3,
             vocab_file=write_vocab(work / "vocab.txt"),
             train_batch_size=8,
             max_seq_length=32,
@@ -162,6 +164,26 @@ class PretrainingRunTest(tf.test.TestCase):
         )
         self.assertBetween(result.eval_metrics["masked_lm_accuracy"], 0.0, 1.0)
         model_dir = Path(result.model_dir)
+        # Periodic evaluation: scalars at steps 3 and 6, the best checkpoint kept beside.
+        self.assertEqual([entry["step"] for entry in result.eval_history], [3, 6])
+        self.assertEqual(
+            result.eval_metrics, {k: v for k, v in result.eval_history[-1].items() if k != "step"}
+        )
+        best = min(result.eval_history, key=lambda entry: entry["masked_lm_loss"])
+        self.assertEqual(json.loads((model_dir / "best" / "eval.json").read_text())["step"], best["step"])
+        self.assertEqual(
+            (model_dir / "best" / f"ckpt-{best['step']}.index").read_bytes(),
+            (model_dir / f"ckpt-{best['step']}.index").read_bytes(),
+        )
+        self.assertEqual(len(list((model_dir / "best").glob("ckpt-*.index"))), 1)
+        logged = {}
+        for path in (model_dir / "logs" / "eval").glob("events*"):
+            for event in tf.compat.v1.train.summary_iterator(str(path)):
+                for value in event.summary.value:
+                    logged[value.tag, event.step] = float(tf.make_ndarray(value.tensor))
+        for entry in result.eval_history:
+            for name in ("masked_lm_loss", "masked_lm_accuracy", "next_sentence_accuracy"):
+                self.assertAllClose(logged[name, entry["step"]], entry[name], msg=name)
         for name in ("bert_config.json", "vocab.txt", "checkpoint", "ckpt-6.index", "ckpt-3.index"):
             self.assertTrue((model_dir / name).exists(), name)
         # The export is what from_pretrained reads, holding the trained weights.
@@ -258,7 +280,10 @@ def _cli(*args: str, env=None) -> subprocess.Popen:
 
 @pytest.mark.slow
 class KillAndResumeTest(tf.test.TestCase):
-    def test_kill_9_then_rerun_reaches_the_uninterrupted_weights(self):
+    """kill -9 early and SIGTERM late, then rerun: the weights of an uninterrupted run, with
+    the input position restored (not re-read) and the distinct exit status after SIGTERM."""
+
+    def test_kill_9_early_and_sigterm_late_then_rerun_reach_the_uninterrupted_weights(self):
         work = Path(tempfile.mkdtemp())
         args = [
             f"--config={tiny_config(work / 'config.json', vocab_size=VOCAB_SIZE)}",
@@ -275,35 +300,49 @@ class KillAndResumeTest(tf.test.TestCase):
         ]
         straight = _cli(*args, f"--model_dir={work / 'straight'}")
         crashed = _cli(*args, f"--model_dir={work / 'crashed'}")
+        terminated = _cli(*args, f"--model_dir={work / 'terminated'}")
+
+        def wait_for(path: Path, process: subprocess.Popen) -> None:
+            deadline = time.time() + 300
+            while not path.exists() and process.poll() is None and time.time() < deadline:
+                time.sleep(0.05)
+
         # kill -9 as soon as the first checkpoint is written, mid-run.
-        deadline = time.time() + 300
-        while (
-            not (work / "crashed" / "checkpoint").exists()
-            and crashed.poll() is None
-            and time.time() < deadline
-        ):
-            time.sleep(0.05)
+        wait_for(work / "crashed" / "checkpoint", crashed)
         crashed.send_signal(signal.SIGKILL)
         crashed.wait()
         self.assertEqual(crashed.returncode, -signal.SIGKILL)
         killed_at = tf.train.latest_checkpoint(str(work / "crashed"))
         self.assertIsNotNone(killed_at)
         self.assertFalse(killed_at.endswith("ckpt-60"), "the run finished before it was killed")
+        # SIGTERM late: once step 30 is saved.
+        wait_for(work / "terminated" / "ckpt-30.index", terminated)
+        terminated.send_signal(signal.SIGTERM)
+        output, _ = terminated.communicate(timeout=300)
+        self.assertEqual(terminated.returncode, 128 + signal.SIGTERM, output[-3000:])
+        stopped = re.search(r"stopped on SIGTERM at step (\d+)", output)
+        self.assertIsNotNone(stopped, output[-3000:])
+        stopped_at = int(stopped.group(1))
+        self.assertLess(stopped_at, 60)
+        self.assertTrue(tf.train.latest_checkpoint(str(work / "terminated")).endswith(f"ckpt-{stopped_at}"))
 
         output, _ = straight.communicate(timeout=300)
         self.assertEqual(straight.returncode, 0, output[-3000:])
-        resumed = _cli(*args, f"--model_dir={work / 'crashed'}")
-        output, _ = resumed.communicate(timeout=300)
-        self.assertEqual(resumed.returncode, 0, output[-3000:])
-        self.assertIn(f"resumed from {killed_at}", output)
-
-        expected, actual = (
-            checkpoint_weights(str(work / "straight")),
-            checkpoint_weights(str(work / "crashed")),
-        )
-        self.assertEqual(expected.keys(), actual.keys())
-        for name in expected:
-            self.assertAllClose(actual[name], expected[name], atol=1e-5, rtol=0, msg=name)
+        for name, at in (("crashed", killed_at), ("terminated", f"ckpt-{stopped_at}")):
+            resumed = _cli(*args, f"--model_dir={work / name}")
+            output, _ = resumed.communicate(timeout=300)
+            self.assertEqual(resumed.returncode, 0, output[-3000:])
+            self.assertRegex(output, f"resumed from .*{re.escape(os.path.basename(at))} at step")
+            self.assertIn("input position restored", output)
+            expected, actual = (
+                checkpoint_weights(str(work / "straight")),
+                checkpoint_weights(str(work / name)),
+            )
+            self.assertEqual(expected.keys(), actual.keys())
+            for weight in expected:
+                self.assertAllClose(
+                    actual[weight], expected[weight], atol=1e-5, rtol=0, msg=f"{name} {weight}"
+                )
 
 
 @pytest.mark.slow

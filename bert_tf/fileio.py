@@ -1,0 +1,306 @@
+"""Files on any filesystem TensorFlow knows: local paths, `gs://`, `ram://`, and what plugins add.
+
+Every user path in bert_tf (model_dir, vocab, data, checkpoints, exports) goes through
+these helpers, which are thin wrappers over `tf.io.gfile`, so a Cloud TPU run can keep
+everything in a bucket. They add three things gfile lacks:
+
+- a clear error for a scheme TensorFlow has no filesystem for (`FileSystemError`, naming
+  the scheme and what is supported), instead of `UnimplementedError` deep in a call;
+- writes that a reader never sees half-done: `write_bytes` writes a temporary sibling and
+  renames it over the target on filesystems where a rename is atomic (local disks,
+  `ram://`); on object stores (`gs://`, `s3://`) a rename is a copy, so the object is
+  written in place, which those stores make all-or-nothing per object (a reader sees the
+  old object or the new one). A *directory* has no atomic rename on an object store:
+  `bert_tf.serving.saving` writes a SavedModel's `saved_model.pb` last there instead;
+- `rmtree` that also works where gfile's recursive delete does not (`ram://`).
+
+Example:
+
+>>> from bert_tf import fileio
+>>> fileio.write_text("ram://fileio_doc/a.txt", "hello\\n")
+'ram://fileio_doc/a.txt'
+>>> fileio.read_text("ram://fileio_doc/a.txt"), fileio.exists("ram://fileio_doc/a.txt")
+('hello\\n', True)
+>>> fileio.rmtree("ram://fileio_doc")
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import tensorflow as tf
+
+from bert_tf.errors import BertTfError
+
+# Filesystems TensorFlow itself ships; others come from plugins (tensorflow-io).
+BUILTIN_SCHEMES = ("gs", "ram")
+# Stores where a rename is a copy and a delete: no atomic rename of a file or a directory.
+OBJECT_STORE_SCHEMES = ("gs", "s3", "az", "oss", "hdfs+s3")
+
+
+class FileSystemError(BertTfError, OSError):
+    """A path on a filesystem TensorFlow cannot reach, or that cannot be written."""
+
+
+def scheme(path: str | os.PathLike) -> str:
+    """`"gs"` for `gs://bucket/x`, `""` for a local path."""
+    text = os.fspath(path)
+    head, separator, _ = text.partition("://")
+    return head if separator and head.replace("+", "").replace("-", "").isalnum() else ""
+
+
+def is_local(path: str | os.PathLike) -> bool:
+    return scheme(path) in ("", "file")
+
+
+def atomic_rename_supported(path: str | os.PathLike) -> bool:
+    """Whether a rename on this filesystem replaces its target in one step."""
+    return scheme(path) not in OBJECT_STORE_SCHEMES
+
+
+def _unknown_scheme(path: str) -> FileSystemError:
+    return FileSystemError(
+        f"TensorFlow has no filesystem for the scheme '{scheme(path)}://' (in {path}); it supports "
+        f"local paths, {', '.join(s + '://' for s in BUILTIN_SCHEMES)}, and s3://, hdfs://, az:// once "
+        "`pip install tensorflow-io` is installed and imported; check the path's spelling"
+    )
+
+
+def _gfile(call, path: str, *args, **kwargs):
+    try:
+        return call(path, *args, **kwargs)
+    except tf.errors.UnimplementedError as error:
+        if "File system scheme" in str(error):
+            raise _unknown_scheme(path) from None
+        raise
+
+
+def check_path(path: str | os.PathLike) -> str:
+    """Returns `path` as a string; raises FileSystemError if its scheme is unknown to TensorFlow."""
+    text = os.fspath(path)
+    _gfile(tf.io.gfile.exists, text)
+    return text
+
+
+def join(path: str | os.PathLike, *parts: str) -> str:
+    return os.path.join(os.fspath(path), *parts)
+
+
+def dirname(path: str | os.PathLike) -> str:
+    return os.path.dirname(os.fspath(path).rstrip("/"))
+
+
+def basename(path: str | os.PathLike) -> str:
+    return os.path.basename(os.fspath(path).rstrip("/"))
+
+
+def abspath(path: str | os.PathLike) -> str:
+    """The absolute path of a local path; a URL is already absolute."""
+    text = os.fspath(path)
+    return os.path.abspath(text) if is_local(text) and "://" not in text else text
+
+
+def exists(path: str | os.PathLike) -> bool:
+    return _gfile(tf.io.gfile.exists, os.fspath(path))
+
+
+def isdir(path: str | os.PathLike) -> bool:
+    return _gfile(tf.io.gfile.isdir, os.fspath(path))
+
+
+def isfile(path: str | os.PathLike) -> bool:
+    text = os.fspath(path)
+    if not exists(text):
+        return False
+    try:
+        return not tf.io.gfile.stat(text).is_directory
+    except tf.errors.OpError:
+        return False
+
+
+def size(path: str | os.PathLike) -> int:
+    return _gfile(tf.io.gfile.stat, os.fspath(path)).length
+
+
+def makedirs(path: str | os.PathLike) -> str:
+    """Creates `path` and its parents; raises FileSystemError naming the path if it cannot."""
+    text = os.fspath(path)
+    try:
+        _gfile(tf.io.gfile.makedirs, text)
+    except tf.errors.OpError as error:
+        raise FileSystemError(f"cannot create the directory {text}: {error.message}") from None
+    return text
+
+
+def listdir(path: str | os.PathLike) -> list[str]:
+    return sorted(_gfile(tf.io.gfile.listdir, os.fspath(path)))
+
+
+def glob(pattern: str | os.PathLike) -> list[str]:
+    return sorted(_gfile(tf.io.gfile.glob, os.fspath(pattern)))
+
+
+def read_bytes(path: str | os.PathLike) -> bytes:
+    with _gfile(tf.io.gfile.GFile, os.fspath(path), "rb") as handle:
+        return handle.read()
+
+
+def read_text(path: str | os.PathLike) -> str:
+    return read_bytes(path).decode("utf-8")
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    return json.loads(read_text(path))
+
+
+class _GFileRaw(io.RawIOBase):
+    """A gfile stream as a raw file, so that io.BufferedReader gives it readline(limit)."""
+
+    def __init__(self, handle):
+        self._handle = handle
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        data = self._handle.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        self._handle.seek(offset, whence)
+        return self._handle.tell()
+
+    def tell(self) -> int:
+        return self._handle.tell()
+
+    def close(self) -> None:
+        self._handle.close()
+        super().close()
+
+
+def open_binary(path: str | os.PathLike) -> io.BufferedReader:
+    """A buffered binary file for reading (seek, tell, readline(limit)), on any filesystem."""
+    text = os.fspath(path)
+    if is_local(text) and "://" not in text:
+        return open(text, "rb", buffering=1 << 20)  # noqa: SIM115 (the caller closes it)
+    return io.BufferedReader(_GFileRaw(_gfile(tf.io.gfile.GFile, text, "rb")), buffer_size=1 << 20)
+
+
+def write_bytes(path: str | os.PathLike, data: bytes) -> str:
+    """Writes `data` to `path` so that a reader sees the old content or the new, never half.
+
+    Where a rename is atomic the data goes to a temporary sibling first and is renamed over
+    `path`; on object stores the one object is written in place (see the module docstring).
+    """
+    text = os.fspath(path)
+    parent = dirname(text)
+    if parent and not exists(parent):
+        makedirs(parent)
+    target = f"{text}.tmp-{uuid.uuid4().hex[:8]}" if atomic_rename_supported(text) else text
+    try:
+        with _gfile(tf.io.gfile.GFile, target, "wb") as handle:
+            handle.write(data)
+        if target != text:
+            tf.io.gfile.rename(target, text, overwrite=True)
+    except tf.errors.OpError as error:
+        if target != text and tf.io.gfile.exists(target):
+            tf.io.gfile.remove(target)
+        raise FileSystemError(f"cannot write {text}: {error.message}") from None
+    return text
+
+
+@contextlib.contextmanager
+def writing(path: str | os.PathLike) -> Iterator[Any]:
+    """A text stream for a large output, published as `write_bytes` publishes its data.
+
+    On failure nothing is left where `path` was (the temporary file is removed).
+    """
+    text = os.fspath(path)
+    parent = dirname(text)
+    if parent and not exists(parent):
+        makedirs(parent)
+    target = f"{text}.tmp-{uuid.uuid4().hex[:8]}" if atomic_rename_supported(text) else text
+    try:
+        with _gfile(tf.io.gfile.GFile, target, "w") as handle:
+            yield handle
+        if target != text:
+            tf.io.gfile.rename(target, text, overwrite=True)
+    except BaseException:
+        if tf.io.gfile.exists(target):
+            tf.io.gfile.remove(target)
+        raise
+
+
+def write_text(path: str | os.PathLike, text: str) -> str:
+    return write_bytes(path, text.encode("utf-8"))
+
+
+def write_json(path: str | os.PathLike, value: Any) -> str:
+    return write_text(path, json.dumps(value, indent=2, sort_keys=True) + "\n")
+
+
+def copy(source: str | os.PathLike, target: str | os.PathLike) -> str:
+    """Copies a file (across filesystems too), replacing `target` as `write_bytes` does."""
+    return write_bytes(target, read_bytes(source))
+
+
+def same_contents(first: str | os.PathLike, second: str | os.PathLike) -> bool:
+    return size(first) == size(second) and read_bytes(first) == read_bytes(second)
+
+
+def remove(path: str | os.PathLike) -> None:
+    _gfile(tf.io.gfile.remove, os.fspath(path))
+
+
+def rmtree(path: str | os.PathLike) -> None:
+    """Deletes a directory and everything under it; nothing if it does not exist."""
+    text = os.fspath(path)
+    if not exists(text):
+        return
+    try:
+        tf.io.gfile.rmtree(text)
+        return
+    except tf.errors.OpError:
+        pass  # ram:// has no recursive delete: remove the files one by one.
+    for directory, _, files in list(tf.io.gfile.walk(text)):
+        for name in files:
+            tf.io.gfile.remove(join(directory, name))
+    if tf.io.gfile.exists(text) and not tf.io.gfile.listdir(text):
+        try:
+            tf.io.gfile.remove(text)
+        except tf.errors.OpError:
+            pass
+
+
+def rename(source: str | os.PathLike, target: str | os.PathLike, overwrite: bool = False) -> None:
+    _gfile(tf.io.gfile.rename, os.fspath(source), os.fspath(target), overwrite=overwrite)
+
+
+def copy_tree(source: str | os.PathLike, target: str | os.PathLike, last: tuple[str, ...] = ()) -> None:
+    """Copies every file under `source` to the same place under `target`.
+
+    Files named in `last` (relative paths) are copied after all the others, so a reader
+    that waits for them sees a complete tree.
+    """
+    source, target = os.fspath(source), os.fspath(target)
+    later = []
+    for directory, _, files in tf.io.gfile.walk(source):
+        relative = os.path.relpath(directory, source) if directory.rstrip("/") != source.rstrip("/") else ""
+        for name in files:
+            path = os.path.join(relative, name) if relative else name
+            if path in last:
+                later.append(path)
+            else:
+                copy(join(source, path), join(target, path))
+    for path in later:
+        copy(join(source, path), join(target, path))
