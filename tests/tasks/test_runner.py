@@ -9,6 +9,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
+from bert_tf.errors import UsageError
 from bert_tf.tasks import adapters, glue, squad, tfds_sources
 from bert_tf.tasks.features import TaskDataError
 from bert_tf.tasks.runner import load_finetuned, run
@@ -170,6 +171,7 @@ class GlueRunTest(tf.test.TestCase):
                 bert_config=write_config(root),
                 max_seq_length=32,
                 doc_stride=8,
+                max_query_length=8,
                 verbose=0,
             )
         )
@@ -186,7 +188,10 @@ class GlueRunTest(tf.test.TestCase):
     def test_no_data_and_unknown_task(self):
         root = self.get_temp_dir()
         base = dict(
-            output_dir=os.path.join(root, "x"), vocab_file=write_vocab(root), bert_config=write_config(root)
+            output_dir=os.path.join(root, "x"),
+            vocab_file=write_vocab(root),
+            bert_config=write_config(root),
+            max_seq_length=16,  # the test config has 32 positions
         )
         with self.assertRaisesRegex(TaskDataError, "no data for task 'rte'"):
             run(FinetuneSettings(task="rte", **base))
@@ -285,7 +290,11 @@ class FlagsTest(tf.test.TestCase):
         with self.assertRaisesRegex(
             TaskDataError, "fine-tuned for task 'classification'.*--task=classification"
         ):
-            run(dataclasses.replace(second, task="mrpc"))
+            run(dataclasses.replace(second, task="mrpc", output_dir=os.path.join(root, "third")))
+        # A finished result is kept unless --overwrite.
+        with self.assertRaisesRegex(UsageError, "second holds a finished result .*pass --overwrite"):
+            run(second)
+        self.assertAllClose(run(dataclasses.replace(second, overwrite=True)), trained)
 
     def test_flags_map_onto_settings(self):
         from absl import flags
