@@ -121,7 +121,9 @@ def pretraining_dataset(
         raise ValueError(
             f"max_predictions_per_seq must be in [1, max_seq_length={max_seq_length}], got {max_predictions_per_seq}"
         )
-    problems = segmenters.setting_problems(word_segmenter, whole_word_mask=whole_word_mask)
+    problems = segmenters.setting_problems(
+        word_segmenter, whole_word_mask=whole_word_mask, whole_word_setting="whole_word_mask=True"
+    )
     if problems:
         raise segmenters.SegmenterError("; ".join(problems))
     files = text_input.expand_input_patterns(input_files)

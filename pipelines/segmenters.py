@@ -123,9 +123,16 @@ def get_segmenter(segmenter: str | Segmenter) -> Segmenter:
 
 
 def setting_problems(
-    segmenter: str | Segmenter | None, *, whole_word_mask: bool, dynamic_masking: bool = False
+    segmenter: str | Segmenter | None,
+    *,
+    whole_word_mask: bool,
+    dynamic_masking: bool = False,
+    whole_word_setting: str = "--do_whole_word_mask",
 ) -> list[str]:
-    """What is wrong with a word_segmenter setting (an empty list when nothing is)."""
+    """What is wrong with a word_segmenter setting (an empty list when nothing is).
+
+    `whole_word_setting` is how the caller's users turn whole-word masking on.
+    """
     if segmenter is None:
         return []
     name = segmenter if isinstance(segmenter, str) else getattr(segmenter, "__name__", repr(segmenter))
@@ -139,7 +146,7 @@ def setting_problems(
     if not whole_word_mask:
         problems.append(
             f"word segmenter {name} only decides which characters form a whole word, so it has no effect "
-            "without whole-word masking; add --do_whole_word_mask (whole_word_mask=True) or drop it"
+            f"without whole-word masking; add {whole_word_setting} or drop it"
         )
     if dynamic_masking:
         problems.append(

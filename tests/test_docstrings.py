@@ -2,9 +2,11 @@
 
 One test per module that has examples, so a failure names the module. Only modules whose source
 holds `>>>` are imported: importing every command-line program in one process would define
-their absl flags twice.
+their absl flags twice. A line that cannot run here (it needs a downloaded checkpoint or runs for
+minutes) is marked `# doctest: +SKIP` in its docstring.
 """
 
+import contextlib
 import doctest
 import importlib
 import pathlib
@@ -31,9 +33,11 @@ def run_examples(test: tf.test.TestCase, module_name: str) -> None:
     finder = doctest.DocTestFinder(exclude_empty=True)
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     reports, examples = [], 0
-    for docstring_test in finder.find(module, module_name):
-        examples += len(docstring_test.examples)
-        runner.run(docstring_test, out=reports.append)
+    # Examples name files by their path in the checkout (tests/fixtures/...), as a reader would.
+    with contextlib.chdir(ROOT):
+        for docstring_test in finder.find(module, module_name):
+            examples += len(docstring_test.examples)
+            runner.run(docstring_test, out=reports.append)
     test.assertGreater(examples, 0, f"{module_name} has `>>>` in its source but no docstring example")
     test.assertEqual(runner.failures, 0, "".join(reports))
 

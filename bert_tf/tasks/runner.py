@@ -152,11 +152,6 @@ def check_sequence_lengths(settings: FinetuneSettings, config) -> None:
             f"--max_seq_length={settings.max_seq_length} is above the model's max_position_embeddings="
             f"{config.max_position_embeddings}; pass --max_seq_length={config.max_position_embeddings} or less"
         )
-    if settings.task.lower().startswith("squad") and settings.max_query_length + 3 >= settings.max_seq_length:
-        raise UsageError(
-            f"--max_query_length={settings.max_query_length} leaves no room for the context in "
-            f"--max_seq_length={settings.max_seq_length}; lower it or raise --max_seq_length"
-        )
 
 
 def load_tokenizer(settings: FinetuneSettings, checkpoint_settings=None):
@@ -315,11 +310,8 @@ def _run(settings: FinetuneSettings, strategy, fresh: bool) -> dict[str, float]:
     # Steps count batches of features (SQuAD: windows, several per long context).
     num_examples = train[0].stats.num_features if train else 0
     plan = TrainingPlan.make(settings, num_examples, has_eval_data=bool(evals))
-    if fresh:  # --overwrite: nothing of an earlier run is reused
-        for name in (BACKUP_DIR, LOG_DIR):
-            shutil.rmtree(os.path.join(settings.output_dir, name), ignore_errors=True)
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(os.path.join(settings.output_dir, HISTORY_FILE))
+    if fresh:  # --overwrite: the training state of an earlier run is not reused
+        shutil.rmtree(os.path.join(settings.output_dir, BACKUP_DIR), ignore_errors=True)
     os.makedirs(settings.output_dir, exist_ok=True)
 
     with strategy.scope():
@@ -416,6 +408,10 @@ def _train(settings: FinetuneSettings, strategy, model, adapter, train: TaskData
     )
     with strategy.scope():
         start = backup.restore(model)
+    if not start:  # what an earlier attempt without a backup logged is not this run's
+        shutil.rmtree(log_dir, ignore_errors=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(output_dir, HISTORY_FILE))
     fit_callbacks.append(backup)
     fit_callbacks.append(
         callbacks.ProgressLogger(

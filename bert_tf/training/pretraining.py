@@ -120,7 +120,9 @@ class PretrainingConfig:
         if self.word_segmenter is not None:
             from pipelines import segmenters
 
-            problems = segmenters.setting_problems(self.word_segmenter, whole_word_mask=self.whole_word_mask)
+            problems = segmenters.setting_problems(
+                self.word_segmenter, whole_word_mask=self.whole_word_mask, whole_word_setting="--whole_word_mask"
+            )
             if self.train_files:
                 problems.append("--word_segmenter applies to raw text (--corpus), not to --train_files TFRecords")
             if problems:

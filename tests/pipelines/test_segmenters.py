@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from bert_tf.errors import UsageError
 from bert_tf.tokenization import BertTokenizer
 from pipelines import corpus, generate, masking, pretraining_dataset, records, segmenters, text_dataset
 
@@ -113,6 +114,12 @@ class WordMarkerTest(tf.test.TestCase):
         self.assertEqual(segmenters.setting_problems(None, whole_word_mask=False), [])
         with self.assertRaisesRegex(ValueError, "no effect without whole-word masking"):
             generate.GenerationConfig("in", "out", "vocab", word_segmenter="jieba").validate()
+        from bert_tf.training.pretraining import PretrainingConfig
+
+        with self.assertRaisesRegex(UsageError, "no effect without whole-word masking; add --whole_word_mask"):
+            PretrainingConfig(word_segmenter="jieba")
+        with self.assertRaisesRegex(UsageError, "applies to raw text \\(--corpus\\)"):
+            PretrainingConfig(word_segmenter="jieba", whole_word_mask=True, train_files="data/*.tfrecord")
         with self.assertRaisesRegex(ValueError, "unknown word segmenter"):
             pretraining_dataset(CHINESE_CORPUS, vocab_file=ENGLISH_VOCAB, batch_size=2, whole_word_mask=True,
                                 word_segmenter="pkuseg")  # fmt: skip
