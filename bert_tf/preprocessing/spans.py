@@ -140,9 +140,9 @@ class SpanPreprocessor(Preprocessor):
         max_pieces = self.sequence_length - 3 - query.row_lengths()
         check = tf.debugging.assert_positive(
             max_pieces,
-            message=f"sequence_length {self.sequence_length} leaves no room for the context after a question "
-            f"of up to max_query_length={self.max_query_length} pieces ([CLS] question [SEP] context [SEP]); "
-            "raise the sequence length or lower max_query_length",
+            message=f"sequence length {self.sequence_length} leaves no room for the context after a question "
+            f"of up to max_query_length={self.max_query_length} pieces (CLS, question, SEP, context, SEP); "
+            "raise the sequence length (--max_seq_length) or lower --max_query_length",
         )
         with tf.control_dependencies([check]):
             max_pieces = tf.identity(max_pieces)

@@ -164,13 +164,19 @@ class Adapter:
                 ]
             )
 
-        totals = (
-            self.records(data)
-            .ragged_batch(256)
-            .map(counts, num_parallel_calls=tf.data.AUTOTUNE)
-            .reduce(tf.zeros([3], tf.int64), lambda total, value: total + value)
-            .numpy()
-        )
+        try:
+            totals = (
+                self.records(data)
+                .ragged_batch(256)
+                .map(counts, num_parallel_calls=tf.data.AUTOTUNE)
+                .reduce(tf.zeros([3], tf.int64), lambda total, value: total + value)
+                .numpy()
+            )
+        except tf.errors.InvalidArgumentError as error:
+            # The preprocessor's own checks (a SQuAD question that leaves no room for its
+            # context, a label outside the label set): their message, without the graph dump.
+            message = error.message.split("assertion failed: [", 1)[-1].split("]", 1)[0].strip(" .")
+            raise TaskDataError(f"the {data.name} data: {message}") from None
         data.stats.num_examples, data.stats.num_features, data.stats.num_truncated = (int(v) for v in totals)
         if not data.stats.num_examples:
             raise TaskDataError(f"the {data.name} data has no examples")

@@ -55,13 +55,13 @@ class ClassificationReaderTest(tf.test.TestCase):
             InputExample("x.csv line 3", "ok", None, "meh"),
         ]
         with self.assertRaisesRegex(TaskDataError, "x.csv line 3: label 'meh' is not one of .*'neg', 'pos'"):
-            classification.validate(examples, ["neg", "pos"])
+            list(classification.validate(examples, ["neg", "pos"]))
         with self.assertRaisesRegex(TaskDataError, "x.csv line 4: the text is empty"):
-            classification.validate([InputExample("x.csv line 4", "  ", None, "pos")], ["pos"])
+            list(classification.validate([InputExample("x.csv line 4", "  ", None, "pos")], ["pos"]))
         with self.assertRaisesRegex(TaskDataError, "x.csv line 5: the second text is empty"):
-            classification.validate([InputExample("x.csv line 5", "a", "", "pos")], ["pos"])
+            list(classification.validate([InputExample("x.csv line 5", "a", "", "pos")], ["pos"]))
         with self.assertRaisesRegex(TaskDataError, "regression label 'high' is not a number"):
-            classification.validate([InputExample("r", "a", None, "high")], None)
+            list(classification.validate([InputExample("r", "a", None, "high")], None, regression=True))
 
 
 class ConllReaderTest(tf.test.TestCase):

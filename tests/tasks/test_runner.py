@@ -171,6 +171,7 @@ class GlueRunTest(tf.test.TestCase):
                 bert_config=write_config(root),
                 max_seq_length=32,
                 doc_stride=8,
+                max_query_length=8,
                 verbose=0,
             )
         )

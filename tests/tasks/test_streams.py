@@ -1,5 +1,6 @@
 """Streamed task data: batches, static shapes, length buckets and bad rows."""
 
+import json
 import os
 
 import numpy as np
@@ -74,7 +75,9 @@ class StreamsTest(tf.test.TestCase):
     def test_bad_rows_are_named(self):
         adapter, _, _ = self.adapter()
         adapter.settings.eval_file = self.write("bad_label.csv", ["good film,pos", "fine,meh"])
-        with self.assertRaisesRegex(TaskDataError, r"bad_label.csv line 3: label 'meh' is not one of .*'neg', 'pos'"):
+        with self.assertRaisesRegex(
+            TaskDataError, r"bad_label.csv line 3: label 'meh' is not one of .*'neg', 'pos'"
+        ):
             adapter.load("eval")
         adapter.settings.eval_file = self.write("empty.csv", ["good film,pos", ",neg"])
         with self.assertRaisesRegex(TaskDataError, "empty.csv line 3: the text is empty"):
@@ -82,6 +85,25 @@ class StreamsTest(tf.test.TestCase):
         adapter.settings.eval_file = self.write("extra.csv", ["good film,pos", "a,b,pos"])
         with self.assertRaisesRegex(TaskDataError, "extra.csv line 3: 3 fields, the header has 2"):
             adapter.load("eval")
+
+    def test_a_squad_question_too_long_for_the_sequence(self):
+        directory = self.get_temp_dir()
+        path = os.path.join(directory, "train.json")
+        qa = {
+            "id": "a",
+            "question": "where is paris " * 10,
+            "answers": [{"text": "france", "answer_start": 12}],
+        }
+        with open(path, "w") as handle:
+            json.dump({"data": [{"paragraphs": [{"context": "paris is in france", "qas": [qa]}]}]}, handle)
+        settings = FinetuneSettings(task="squad", output_dir=directory, train_file=path, max_seq_length=16)
+        adapter = make_adapter(settings, self.tokenizer)
+        [train] = adapter.load("train")
+        with self.assertRaisesRegex(
+            TaskDataError,
+            r"^the train data: sequence length 16 leaves no room .*max_query_length=64.*--max_seq_length",
+        ):
+            adapter.count(train)
 
     def test_ner_eval_tags_must_be_training_tags(self):
         directory = self.get_temp_dir()
@@ -93,7 +115,9 @@ class StreamsTest(tf.test.TestCase):
         settings = FinetuneSettings(task="ner", output_dir=directory, train_file=train, eval_file=evaluation)
         adapter = make_adapter(settings, self.tokenizer)
         adapter.load("train")
-        with self.assertRaisesRegex(TaskDataError, r"eval.txt: sentence at line 1: tag 'B-PER' of word 'Alice'"):
+        with self.assertRaisesRegex(
+            TaskDataError, r"eval.txt: sentence at line 1: tag 'B-PER' of word 'Alice'"
+        ):
             adapter.load("eval")
 
 
