@@ -260,10 +260,13 @@ class ResumeProcessTest(tf.test.TestCase):
         process = subprocess.Popen(
             finetune_command(paths, output_dir), stdout=subprocess.PIPE, stderr=subprocess.STDOUT
         )
-        deadline = time.time() + 300
+        # Interrupted once it has a backup of step 20 (of 240): mid-run. The first updates
+        # include starting TensorFlow and compiling, which a loaded machine makes slow.
+        deadline = time.time() + 900
         while backup_step(output_dir) < 20 and process.poll() is None and time.time() < deadline:
             time.sleep(0.05)
         self.assertIsNone(process.poll(), "the run ended before it could be interrupted")
+        self.assertGreaterEqual(backup_step(output_dir), 20, "no backup of step 20 in 15 minutes")
         process.send_signal(sig)
         output = process.communicate(timeout=120)[0].decode()
         return process.returncode, output
