@@ -15,7 +15,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.errors import UsageError
-from bert_tf.tasks.runner import BACKUP_DIR, TrainingPlan, is_finished, load_finetuned, run
+from bert_tf.tasks.runner import BACKUP_DIR, RESUME_FIELDS, TrainingPlan, is_finished, load_finetuned, run
 from bert_tf.tasks.settings import FinetuneSettings
 from bert_tf.training.progress import read_scalars
 
@@ -154,6 +154,23 @@ class TrainingRunTest(tf.test.TestCase):
             with self.subTest(changes=changes), self.assertRaisesRegex(UsageError, message):
                 dataclasses.replace(base, **changes)
 
+    def test_an_unfinished_run_resumes_only_under_its_own_training_settings(self):
+        root = self.get_temp_dir()
+        paths = write_task(root)
+        settings = settings_for(paths, os.path.join(root, "unfinished"), learning_rate=1e-3)
+        step_dir = os.path.join(settings.output_dir, BACKUP_DIR, "step-3")
+        os.makedirs(step_dir)
+        saved = {name: getattr(settings, name) for name in RESUME_FIELDS}
+        with open(os.path.join(step_dir, "state.json"), "w") as handle:
+            json.dump({"step": 3, "callbacks": {}, "settings": saved}, handle)
+        self.assertFalse(is_finished(settings.output_dir))
+        with self.assertRaisesRegex(
+            UsageError,
+            r"holds an unfinished run \(step 3\) with other training settings "
+            r"\(--learning_rate=0.001 there, 5e-05 now\); rerun it with its own flags",
+        ):
+            run(dataclasses.replace(settings, learning_rate=5e-5))
+
     def test_training_flags_map_onto_settings(self):
         from absl import flags
 
@@ -243,10 +260,13 @@ class ResumeProcessTest(tf.test.TestCase):
         process = subprocess.Popen(
             finetune_command(paths, output_dir), stdout=subprocess.PIPE, stderr=subprocess.STDOUT
         )
-        deadline = time.time() + 300
+        # Interrupted once it has a backup of step 20 (of 240): mid-run. The first updates
+        # include starting TensorFlow and compiling, which a loaded machine makes slow.
+        deadline = time.time() + 900
         while backup_step(output_dir) < 20 and process.poll() is None and time.time() < deadline:
             time.sleep(0.05)
         self.assertIsNone(process.poll(), "the run ended before it could be interrupted")
+        self.assertGreaterEqual(backup_step(output_dir), 20, "no backup of step 20 in 15 minutes")
         process.send_signal(sig)
         output = process.communicate(timeout=120)[0].decode()
         return process.returncode, output
