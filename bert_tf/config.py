@@ -23,6 +23,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from bert_tf.errors import BertTfError
+
 # Activations by name. "gelu" is the original modeling.py's: the tanh approximation.
 # "gelu_exact" is the erf form, which Hugging Face calls "gelu" (and its released BERT
 # configs use); from_hf_dict translates transformers' names into these.
@@ -33,7 +35,7 @@ _HF_ACTIVATIONS = {"gelu": "gelu_exact", "gelu_new": "gelu", "gelu_pytorch_tanh"
 _CONFIG_SOURCE_DIR = Path(__file__).resolve().parent.parent / "configs"
 
 
-class ConfigError(ValueError):
+class ConfigError(BertTfError, ValueError):
     """A configuration value a user must fix; the message says what and how."""
 
 

@@ -13,71 +13,33 @@ complete; an existing non-empty --export_dir is refused unless --overwrite.
 
 from __future__ import annotations
 
-import os
+from absl import flags
 
-# TensorFlow's C++ INFO and WARNING lines (CUDA probing, oneDNN notes) mean nothing to a
-# user of this command; set TF_CPP_MIN_LOG_LEVEL=0 to see them.
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-import sys
-
-from absl import app, flags
-
-FLAGS = flags.FLAGS
+from bert_tf import cli
 
 
 def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
-    """Defines this command's flags on `flag_values`.
+    """Defines this command's flags on `flag_values`: one per `ExportSettings` field.
 
     Called only when the module runs as a program, so the CLIs (several define
     --init_checkpoint, --vocab_file, ...) can be imported side by side.
     """
-    flags.DEFINE_enum(
-        "kind", None, ["preprocessor", "encoder", "mlm", "task"], "What to export.", flag_values=flag_values
-    )
-    flags.DEFINE_string(
-        "init_checkpoint",
-        None,
-        "A Google checkpoint directory or prefix, a Hugging Face BERT directory, a bert_tf "
-        "checkpoint, or (for --kind=task) a fine-tuned model directory written by bert_tf.finetune.",
-        flag_values=flag_values,
-    )
-    flags.DEFINE_string("export_dir", None, "Directory to write the SavedModel to.", flag_values=flag_values)
-    flags.DEFINE_integer(
-        "seq_length",
-        None,
-        "Packed sequence length, at most the model's max_position_embeddings. Default: 128, or "
-        "for --kind=task the max_seq_length the model was fine-tuned with.",
-        flag_values=flag_values,
-    )
-    flags.DEFINE_integer("top_k", 5, "--kind=mlm: predictions returned per [MASK].", flag_values=flag_values)
-    flags.DEFINE_bool(
-        "overwrite", False, "Replace an existing non-empty --export_dir.", flag_values=flag_values
-    )
-    flags.mark_flags_as_required(["kind", "init_checkpoint", "export_dir"], flag_values=flag_values)
+    from bert_tf.serving.settings import ExportSettings
+
+    cli.define_settings_flags(ExportSettings, flag_values, required=("kind", "init_checkpoint", "export_dir"))
 
 
-def main(argv: list[str]) -> None:
-    del argv
+def main(flag_values: flags.FlagValues, args: list[str]) -> None:
+    import dataclasses
+
     from bert_tf.serving.exporter import export_saved_model
-    from bert_tf.serving.saving import ExportError
+    from bert_tf.serving.settings import ExportSettings
 
-    try:
-        path = export_saved_model(
-            FLAGS.kind,
-            FLAGS.init_checkpoint,
-            FLAGS.export_dir,
-            seq_length=FLAGS.seq_length,
-            overwrite=FLAGS.overwrite,
-            top_k=FLAGS.top_k,
-        )
-    except (ExportError, ValueError, FileNotFoundError) as error:
-        print(f"bert_tf.export: error: {error}", file=sys.stderr)
-        sys.exit(2)
-    print(f"exported {FLAGS.kind} SavedModel to {path}")
+    settings = cli.settings_from_flags(ExportSettings, flag_values)
+    path = export_saved_model(**dataclasses.asdict(settings))
+    print(f"exported {settings.kind} SavedModel to {path}")
     print(f"inspect it with: saved_model_cli show --dir {path} --all")
 
 
 if __name__ == "__main__":
-    define_flags()
-    app.run(main)
+    cli.run(main, define_flags)

@@ -41,13 +41,14 @@ import tensorflow_text as tf_text
 from absl import logging
 
 from bert_tf.basic_tokenizer import BasicTokenizer, apply_to_batch, by_rows
+from bert_tf.errors import BertTfError
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 # The original WordpieceTokenizer maps a word longer than this many characters to [UNK].
 MAX_CHARS_PER_WORD = 200
 
 
-class VocabError(ValueError):
+class VocabError(BertTfError, ValueError):
     """A vocab file that cannot be used: missing, empty, ambiguous or lacking special tokens."""
 
 

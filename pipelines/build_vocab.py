@@ -29,17 +29,24 @@ Example from Python:
 from __future__ import annotations
 
 import collections
+import dataclasses
 import os
 import time
 from collections.abc import Sequence
 
-from absl import app, flags, logging
+from absl import flags, logging
+
+from bert_tf import cli
+from bert_tf.cli import setting
+from bert_tf.errors import UsageError
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 
 def _expand_input_files(input_files: str | Sequence[str]) -> list[str]:
     import tensorflow as tf
+
+    from pipelines.text_input import InputFileError
 
     patterns = input_files.split(",") if isinstance(input_files, str) else list(input_files)
     paths = []
@@ -49,10 +56,10 @@ def _expand_input_files(input_files: str | Sequence[str]) -> list[str]:
             continue
         matches = sorted(tf.io.gfile.glob(pattern))
         if not matches:
-            raise FileNotFoundError(f"no input file matches {pattern!r}; pass a path or glob of text files")
+            raise InputFileError(f"no input file matches {pattern!r}; pass a path or glob of text files")
         paths.extend(matches)
     if not paths:
-        raise FileNotFoundError("no input files given; pass --input_file=path/or/glob*.txt")
+        raise InputFileError("no input files given; pass --input_file=path/or/glob*.txt")
     return paths
 
 
@@ -120,10 +127,12 @@ def learn_vocab(word_counts: collections.Counter, vocab_size: int, **learn_param
     """tensorflow-text's WordPiece learner on word counts; specials first, at most `vocab_size` tokens."""
     from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
 
+    from pipelines.text_input import InputFileError
+
     if vocab_size < len(SPECIAL_TOKENS) + 1:
-        raise ValueError(f"vocab_size must be > {len(SPECIAL_TOKENS)} (the special tokens); got {vocab_size}")
+        raise UsageError(f"vocab_size must be > {len(SPECIAL_TOKENS)} (the special tokens); got {vocab_size}")
     if not word_counts:
-        raise ValueError("the input has no words to learn a vocab from; check --input_file")
+        raise InputFileError("the input has no words to learn a vocab from; check --input_file")
     vocab = learner.learn(word_counts, vocab_size, SPECIAL_TOKENS, **learn_params)
     if vocab[: len(SPECIAL_TOKENS)] != SPECIAL_TOKENS or len(set(vocab)) != len(vocab):
         raise RuntimeError(
@@ -174,53 +183,45 @@ def build_vocab(
     return vocab
 
 
+@dataclasses.dataclass(frozen=True)
+class VocabSettings:
+    """`python -m pipelines.build_vocab`: `build_vocab(**dataclasses.asdict(settings))`."""
+
+    input_files: str = dataclasses.field(
+        metadata={"help": "Text files: a path, a glob or a comma-separated list of them.", "flag": "input_file"}
+    )
+    output_file: str = dataclasses.field(metadata={"help": "Where to write the vocab, one token per line."})
+    vocab_size: int = setting(30522, "Largest vocab size to learn (the special tokens included).")
+    lower_case: bool = setting(True, "Learn an uncased vocab (--nolower_case for a cased one).")
+    max_lines: int = setting(0, "Read at most this many non-empty lines (0: all of them).")
+
+    def __post_init__(self) -> None:
+        if self.vocab_size <= len(SPECIAL_TOKENS):
+            raise UsageError(
+                f"--vocab_size must be > {len(SPECIAL_TOKENS)} (the special tokens), got {self.vocab_size}"
+            )
+        if self.max_lines < 0:
+            raise UsageError(f"--max_lines must be >= 0 (0: all), got {self.max_lines}")
+
+
 def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
-    """The command-line flags; defined only when run as a program, so importing this module
-    never clashes with another CLI's flags of the same name (--input_file, --output_file)."""
-    flags.DEFINE_string(
-        "input_file",
-        None,
-        "Text files: a path, a glob or a comma-separated list of them.",
-        flag_values=flag_values,
-    )
-    flags.DEFINE_integer(
-        "vocab_size",
-        30522,
-        "Largest vocab size to learn (the special tokens included).",
-        flag_values=flag_values,
-    )
-    flags.DEFINE_string(
-        "output_file", None, "Where to write the vocab, one token per line.", flag_values=flag_values
-    )
-    flags.DEFINE_bool(
-        "lower_case",
-        True,
-        "Learn an uncased vocab (--nolower_case for a cased one).",
-        flag_values=flag_values,
-    )
-    flags.DEFINE_integer(
-        "max_lines", 0, "Read at most this many non-empty lines (0: all of them).", flag_values=flag_values
-    )
-    flags.mark_flags_as_required(["input_file", "output_file"], flag_values=flag_values)
+    """The command-line flags (one per `VocabSettings` field); defined only when run as a
+    program, so importing this module never clashes with another CLI's flags of the same
+    name (--input_file, --output_file)."""
+    cli.define_settings_flags(VocabSettings, flag_values, required=("input_files", "output_file"))
 
 
 def run_from_flags(flag_values: flags.FlagValues = flags.FLAGS) -> list[str]:
-    return build_vocab(
-        flag_values.input_file,
-        flag_values.vocab_size,
-        flag_values.output_file,
-        flag_values.lower_case,
-        max_lines=flag_values.max_lines,
-    )
+    settings = cli.settings_from_flags(VocabSettings, flag_values)
+    from bert_tf.outputs import check_output
+
+    check_output(settings.output_file, "--output_file", overwrite=True, is_file=True)
+    return build_vocab(**dataclasses.asdict(settings))
 
 
-def main(argv: Sequence[str]) -> None:
-    if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-    run_from_flags()
+def main(flag_values: flags.FlagValues, args: Sequence[str]) -> None:
+    run_from_flags(flag_values)
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    define_flags()
-    app.run(main)
+    cli.run(main, define_flags)

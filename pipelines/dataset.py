@@ -35,7 +35,7 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
-from pipelines import masking, records, text_dataset, text_input
+from pipelines import masking, records, segmenters, text_dataset, text_input
 
 DEFAULT_SHUFFLE_BUFFER_SIZE = 10_000
 
@@ -94,6 +94,7 @@ def pretraining_dataset(
     drop_remainder: bool = True,
     input_context: tf.distribute.InputContext | None = None,
     shuffle_buffer_size: int = DEFAULT_SHUFFLE_BUFFER_SIZE,
+    word_segmenter: str | segmenters.Segmenter | None = None,
 ) -> tf.data.Dataset:
     """Batches of pretraining features from raw text or TFRecord files.
 
@@ -108,6 +109,9 @@ def pretraining_dataset(
         fewer files than pipelines).
       seed: makes the stream reproducible (pairs, masks, shuffles); None draws one.
       repeat: repeat forever (each text pass with new pairs and masks).
+      word_segmenter: raw text with `whole_word_mask`: a segmenter name ("jieba") or a
+        callable from text to (start, end) word spans; the CJK characters of a word are
+        masked together (see `pipelines.segmenters`).
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -117,6 +121,11 @@ def pretraining_dataset(
         raise ValueError(
             f"max_predictions_per_seq must be in [1, max_seq_length={max_seq_length}], got {max_predictions_per_seq}"
         )
+    problems = segmenters.setting_problems(
+        word_segmenter, whole_word_mask=whole_word_mask, whole_word_setting="whole_word_mask=True"
+    )
+    if problems:
+        raise segmenters.SegmenterError("; ".join(problems))
     files = text_input.expand_input_patterns(input_files)
     num_pipelines, pipeline_id = 1, 0
     if input_context is not None:
@@ -128,6 +137,11 @@ def pretraining_dataset(
     if seed is None:
         seed = random.SystemRandom().randrange(1 << 62)
     input_format = _detect_format(files, max_seq_length, max_predictions_per_seq)
+    if word_segmenter is not None and input_format != "text":
+        raise segmenters.SegmenterError(
+            f"word_segmenter applies to raw text input, but {files[0]} holds {input_format} TFRecords "
+            "(records keep only token ids, not word boundaries); drop word_segmenter or pass the raw text"
+        )
 
     masking_vocab = None
     if input_format != "masked":
@@ -144,6 +158,7 @@ def pretraining_dataset(
     @tf.autograph.experimental.do_not_convert
     def mask(features, mask_seed):
         features = dict(features)
+        word_continues = features.pop("word_continues", None)
         features.update(
             masking.mask_sequences(
                 features["input_ids"],
@@ -153,11 +168,15 @@ def pretraining_dataset(
                 max_predictions_per_seq=max_predictions_per_seq,
                 masked_lm_prob=masked_lm_prob,
                 whole_word_mask=whole_word_mask,
+                word_continues=word_continues,
             )
         )
         return features
 
     if input_format == "text":
+        word_marker = None
+        if word_segmenter is not None:
+            word_marker = segmenters.WordMarker(word_segmenter, tokenizer.vocab, lower_case)
         blocks = text_dataset.pair_blocks(
             files,
             tokenizer,
@@ -167,8 +186,11 @@ def pretraining_dataset(
             num_passes=None if repeat else dupe_factor,
             num_shards=1 if shard_files else num_pipelines,
             shard_index=0 if shard_files else pipeline_id,
+            word_marker=word_marker,
         )
         names = (*records.SEQUENCE_FEATURES, "next_sentence_labels")
+        if word_marker is not None:
+            names += ("word_continues",)
         dataset = blocks.map(
             lambda block: mask({name: block[name] for name in names}, block["seed"]),
             num_parallel_calls=tf.data.AUTOTUNE,

@@ -22,7 +22,9 @@ import uuid
 import tensorflow as tf
 from absl import logging
 
-from pipelines import masking, records, text_dataset, text_input
+from bert_tf.cli import setting
+from bert_tf.errors import BertTfError, UsageError
+from pipelines import masking, records, segmenters, text_dataset, text_input
 
 # Records shuffled together (serialized, ~0.7 KB each at length 128): the bound on memory
 # that replaces the original's shuffle of all instances in memory.
@@ -31,22 +33,36 @@ DEFAULT_SHUFFLE_BUFFER_SIZE = 50_000
 
 @dataclasses.dataclass(frozen=True)
 class GenerationConfig:
-    """The flags of the original create_pretraining_data.py, plus two of ours."""
+    """The flags of the original create_pretraining_data.py, plus some of ours."""
 
-    input_file: str
-    output_file: str
-    vocab_file: str
-    do_lower_case: bool = True
-    do_whole_word_mask: bool = False
-    max_seq_length: int = 128
-    max_predictions_per_seq: int = 20
-    random_seed: int = 12345
-    dupe_factor: int = 10
-    masked_lm_prob: float = 0.15
-    short_seq_prob: float = 0.1
+    input_file: str = dataclasses.field(metadata={"help": "Input raw text file(s): comma-separated globs."})
+    output_file: str = dataclasses.field(
+        metadata={"help": "Output TFRecord file(s): comma-separated, written round-robin."}
+    )
+    vocab_file: str = dataclasses.field(metadata={"help": "The vocabulary file that the BERT model was trained on."})
+    do_lower_case: bool = setting(True, "Lower-case the input (True for uncased models).")
+    do_whole_word_mask: bool = setting(False, "Mask whole words (a piece and its ## continuations).")
+    max_seq_length: int = setting(128, "Maximum sequence length.")
+    max_predictions_per_seq: int = setting(20, "Maximum number of masked-LM predictions per sequence.")
+    random_seed: int = setting(12345, "Random seed: the same flags and seed give byte-identical files.")
+    dupe_factor: int = setting(10, "Number of passes over the input (each with different pairs and masks).")
+    masked_lm_prob: float = setting(0.15, "Masked LM probability.")
+    short_seq_prob: float = setting(0.1, "Probability of a target length shorter than the maximum.")
     # Ours: write unmasked records that pretraining_dataset masks afresh every epoch.
-    dynamic_masking: bool = False
-    shuffle_buffer_size: int = DEFAULT_SHUFFLE_BUFFER_SIZE
+    dynamic_masking: bool = setting(
+        False, "Write unmasked records; pipelines.pretraining_dataset masks them afresh each epoch."
+    )
+    shuffle_buffer_size: int = setting(DEFAULT_SHUFFLE_BUFFER_SIZE, "Records shuffled together (bounds memory).")
+    accept_non_text: bool = setting(
+        False, "Use the input even if most of its lines are not text (invalid UTF-8, or no word pieces)."
+    )
+    # Ours: a name from pipelines.segmenters.SEGMENTERS, or (from Python) a callable from
+    # text to (start, end) word spans.
+    word_segmenter: str | segmenters.Segmenter | None = setting(
+        None,
+        "With --do_whole_word_mask: segment CJK text into words with this segmenter (jieba) and mask all "
+        'characters of a word together; pip install "bert_tf[chinese]".',
+    )
 
     def validate(self) -> None:
         problems = []
@@ -66,8 +82,11 @@ class GenerationConfig:
             problems.append(f"shuffle_buffer_size must be >= 1, got {self.shuffle_buffer_size}")
         if not [o for o in self.output_file.split(",") if o.strip()]:
             problems.append(f"output_file names no file: {self.output_file!r}")
+        problems += segmenters.setting_problems(
+            self.word_segmenter, whole_word_mask=self.do_whole_word_mask, dynamic_masking=self.dynamic_masking
+        )
         if problems:
-            raise ValueError("; ".join(problems))
+            raise UsageError("; ".join(problems))
 
 
 @dataclasses.dataclass
@@ -135,19 +154,28 @@ def _temporary_name(path: str) -> str:
     return f"{path}.tmp-{uuid.uuid4().hex[:8]}"
 
 
-def _prepare_outputs(output_file: str) -> list[str]:
+def _check_outputs(output_file: str) -> list[str]:
+    """The output files, checked before anything is created (see `bert_tf.outputs`)."""
+    from bert_tf.outputs import check_output
+
     outputs = [o.strip() for o in output_file.split(",") if o.strip()]
     if len(set(outputs)) != len(outputs):
-        raise ValueError(f"output_file names a file twice: {output_file!r}")
+        raise UsageError(f"--output_file names a file twice: {output_file!r}")
+    for path in outputs:
+        if "://" not in path:  # local paths: a parent that is a file, a folder as the file
+            check_output(path, "--output_file", overwrite=True, is_file=True)
+        elif tf.io.gfile.isdir(path):
+            raise BertTfError(f"--output_file {path!r} is a directory; name a file inside it")
+    return outputs
+
+
+def _make_output_dirs(outputs: list[str]) -> None:
     for path in outputs:
         directory = os.path.dirname(path)
         if directory and not tf.io.gfile.exists(directory):
             # Creating it is what a user running a long job wants; say so.
             logging.warning("output directory %s does not exist; creating it", directory)
             tf.io.gfile.makedirs(directory)
-        if tf.io.gfile.isdir(path):
-            raise ValueError(f"output_file {path!r} is a directory; name a file inside it")
-    return outputs
 
 
 def create_pretraining_data(config: GenerationConfig, *, progress: bool = True, tokenizer=None) -> Summary:
@@ -158,13 +186,19 @@ def create_pretraining_data(config: GenerationConfig, *, progress: bool = True, 
     """
     config.validate()
     started = time.monotonic()
+    # Every check before anything is created: the outputs, the input, the vocab, the text.
+    outputs = _check_outputs(config.output_file)
     files = text_input.expand_input_patterns(config.input_file)
-    outputs = _prepare_outputs(config.output_file)
     if tokenizer is None:
         from bert_tf.tokenization import BertTokenizer
 
         tokenizer = BertTokenizer(config.vocab_file, lower_case=config.do_lower_case)
+    text_input.check_mostly_text(files, tokenizer, "--input_file", accept=config.accept_non_text)
+    _make_output_dirs(outputs)
     masking_vocab = masking.MaskingVocab.from_vocab(tokenizer.vocab)
+    word_marker = None
+    if config.word_segmenter is not None:
+        word_marker = segmenters.WordMarker(config.word_segmenter, tokenizer.vocab, tokenizer.lower_case)
     total_bytes = sum(tf.io.gfile.stat(f).length for f in files)
 
     read_stats = text_input.ReadStats()
@@ -177,6 +211,7 @@ def create_pretraining_data(config: GenerationConfig, *, progress: bool = True, 
         seed=config.random_seed,
         num_passes=config.dupe_factor,
         stats=read_stats,
+        word_marker=word_marker,
     )
 
     # Plain graph code: skipping AutoGraph's conversion saves seconds of start-up.
@@ -195,6 +230,7 @@ def create_pretraining_data(config: GenerationConfig, *, progress: bool = True, 
                     max_predictions_per_seq=config.max_predictions_per_seq,
                     masked_lm_prob=config.masked_lm_prob,
                     whole_word_mask=config.do_whole_word_mask,
+                    word_continues=block.get("word_continues"),
                 )
             )
             predictions = tf.reduce_sum(tf.cast(features["masked_lm_weights"], tf.int64))
@@ -252,7 +288,7 @@ def create_pretraining_data(config: GenerationConfig, *, progress: bool = True, 
         for writer in writers:
             writer.close()
         if written == 0:
-            raise ValueError(
+            raise text_input.InputFileError(
                 f"no training pair could be made from {len(files)} input file(s) ({read_stats.documents} documents, "
                 f"{read_stats.lines} lines): a pair needs a document of at least two sentences (one sentence per "
                 "line, a blank line between documents)"

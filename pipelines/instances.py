@@ -85,6 +85,7 @@ def build_pairs(
     cls_id: int,
     sep_id: int,
     short_seq_prob: float = 0.1,
+    word_continues: tf.Tensor | None = None,
 ) -> dict[str, tf.Tensor]:
     """Builds NSP pairs from a block of tokenized documents.
 
@@ -92,11 +93,14 @@ def build_pairs(
       documents: int64 ragged [documents, (sentences), (pieces)]. Sentences with no
         pieces and documents with no sentences are dropped (and counted).
       seed: int64 [2], the stateless seed of this block.
+      word_continues: optional bool [pieces], one per piece of `documents.flat_values`
+        (segmented-word marks, see `pipelines.segmenters`); laid out like the ids.
 
     Returns a dict: `input_ids`, `input_mask`, `segment_ids` (int64 [pairs,
     max_seq_length], zero padded), `next_sentence_labels` (int64 [pairs], 1 = random next),
     `length_a` (int64 [pairs]), and counters (int64 scalars) `empty_sentences`,
-    `empty_documents`, `single_sentence_documents`.
+    `empty_documents`, `single_sentence_documents`; with `word_continues`, also
+    `word_continues` (bool [pairs, max_seq_length], False on [CLS], [SEP] and padding).
     """
     if max_seq_length < 5:
         raise ValueError(f"max_seq_length must be >= 5 ([CLS] A [SEP] B [SEP]), got {max_seq_length}")
@@ -244,13 +248,13 @@ def build_pairs(
     source = tf.where(
         in_a, a_token_start[:, tf.newaxis] + position - 1, b_token_start[:, tf.newaxis] + position - end_a - 1
     )
-    text = tf.gather(flat_tokens, tf.where(in_a | in_b, source, 0))
-    input_ids = tf.where(in_a | in_b, text, 0)
+    source = tf.where(in_a | in_b, source, 0)
+    input_ids = tf.where(in_a | in_b, tf.gather(flat_tokens, source), 0)
     input_ids = tf.where(position == 0, tf.constant(cls_id, tf.int64), input_ids)
     input_ids = tf.where((position == end_a) | (position == end_b), tf.constant(sep_id, tf.int64), input_ids)
     input_mask = tf.cast(position <= end_b, tf.int64)
     segment_ids = tf.cast((position > end_a) & (position <= end_b), tf.int64)
-    return {
+    pairs = {
         "input_ids": input_ids,
         "input_mask": input_mask,
         "segment_ids": segment_ids,
@@ -260,3 +264,8 @@ def build_pairs(
         "empty_documents": empty_documents,
         "single_sentence_documents": tf.reduce_sum(tf.cast(~has_pairs, tf.int64)),
     }
+    if word_continues is not None:
+        # Dropped sentences hold no pieces, so the marks line up with flat_tokens as they are.
+        marks = tf.ensure_shape(tf.cast(word_continues, tf.bool), [None])
+        pairs["word_continues"] = (in_a | in_b) & tf.gather(marks, source)
+    return pairs

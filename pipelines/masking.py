@@ -17,6 +17,10 @@ with whole-word masking the 80/10/10 choice is made once per word, so a word is 
 fully [MASK]ed, fully replaced or fully kept. A word never spans a [SEP]: a `##` piece
 that opens a segment (after a front truncation) starts a word of its own.
 
+With a word segmenter (`pipelines.segmenters`), `word_continues` marks the CJK characters
+that continue the word of the character before them; they join that word exactly as `##`
+pieces do, so the characters of a Chinese word are chosen and replaced together.
+
 Example:
 
 >>> import tensorflow as tf
@@ -88,6 +92,7 @@ def mask_sequences(
     max_predictions_per_seq: int = 20,
     masked_lm_prob: float = 0.15,
     whole_word_mask: bool = False,
+    word_continues: tf.Tensor | None = None,
 ) -> dict[str, tf.Tensor]:
     """Chooses and applies masked-LM predictions.
 
@@ -95,6 +100,8 @@ def mask_sequences(
       input_ids: int64 [batch, seq], padded.
       input_mask: int [batch, seq], 1 on real tokens.
       seed: int64 [2], stateless seed; the same seed and inputs give the same output.
+      word_continues: optional bool [batch, seq]: tokens that continue the word of the token
+        before them besides `##` pieces (segmented CJK words); used by whole-word masking.
 
     Returns a dict: `input_ids` (int64 [batch, seq], with replacements applied),
     `masked_lm_positions`, `masked_lm_ids` (int64 [batch, P], sorted by position, zero
@@ -117,6 +124,8 @@ def mask_sequences(
 
     if whole_word_mask:
         continuation = tf.gather(tf.constant(masking_vocab.is_continuation), input_ids)
+        if word_continues is not None:
+            continuation |= tf.cast(word_continues, tf.bool)
         previous_candidate = tf.pad(candidate[:, :-1], [[0, 0], [1, 0]])
         word_start = candidate & ~(continuation & previous_candidate)
         # A key per word: row × seq + index of the word within its row.

@@ -32,13 +32,15 @@ import functools
 import numpy as np
 import tensorflow as tf
 
+from bert_tf.errors import BertTfError
+
 SEQUENCE_FEATURES = ("input_ids", "input_mask", "segment_ids")
 PREDICTION_FEATURES = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")
 FEATURE_ORDER = (*SEQUENCE_FEATURES, *PREDICTION_FEATURES, "next_sentence_labels")
 FLOAT_FEATURES = frozenset({"masked_lm_weights"})
 
 
-class RecordFormatError(ValueError):
+class RecordFormatError(BertTfError, ValueError):
     """A TFRecord file does not hold the pretraining features the caller asked for."""
 
 
@@ -146,6 +148,43 @@ def encode_examples(features: dict[str, tf.Tensor]) -> tf.Tensor:
             value_lists[index],
         ]
     return tf.strings.join(pieces)
+
+
+def check_framing(path: str) -> int:
+    """Walks the record headers of a TFRecord file (no data is read); returns the record count.
+
+    A TFRecord is a sequence of (8-byte length, 4-byte CRC, data, 4-byte CRC); a file cut
+    short ends inside one. That is found here, at the start of a run, rather than when
+    tf.data reaches it hours later. Local files only (a remote one is returned as -1).
+    """
+    import os
+    import struct
+
+    from bert_tf.errors import damaged
+
+    if "://" in path:
+        return -1
+    size = os.path.getsize(path)
+    position = count = 0
+    with open(path, "rb") as file:
+        while position < size:
+            header = file.read(8)
+            if len(header) < 8:
+                break
+            (length,) = struct.unpack("<Q", header)
+            end = position + 12 + length + 4
+            if end > size:
+                raise damaged(
+                    path,
+                    f"record {count + 1} at byte {position} needs {end} bytes, found {size}",
+                    "write it again",
+                )
+            position = end
+            count += 1
+            file.seek(position)
+    if position != size:
+        raise damaged(path, f"expected {position} bytes of whole records, found {size}", "write it again")
+    return count
 
 
 def peek_format(path: str) -> dict[str, int] | None:

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
-from pipelines import instances, text_input
+from pipelines import instances, segmenters, text_input
 
 COUNTERS = ("documents_in_blocks", "empty_sentences", "empty_documents", "single_sentence_documents")
 
@@ -44,10 +44,11 @@ def _document_stream(
     min_documents: int,
     num_shards: int,
     shard_index: int,
+    word_marker: segmenters.WordMarker | None,
 ):
-    """A generator factory yielding (pass, block, lines, sentences_per_document)."""
+    """A generator factory yielding (pass, block, lines, sentences_per_document[, word marks])."""
 
-    def generate():
+    def blocks():
         pass_index = 0
         while num_passes is None or pass_index < num_passes:
             pass_stats = stats if (stats is not None and pass_index == 0) else text_input.ReadStats()
@@ -57,7 +58,35 @@ def _document_stream(
                     yield pass_index, block_index, lines, lengths
             pass_index += 1
 
+    def generate():
+        if word_marker is None:
+            yield from blocks()
+            return
+        # Segmented in worker processes, a few blocks ahead (see segmenters.marked).
+        for block, marks in segmenters.marked(blocks(), word_marker, lambda block: block[2]):
+            yield (*block, marks)
+
     return generate
+
+
+def word_continues(pieces: tf.RaggedTensor, marks: tf.Tensor, token_is_cjk) -> tf.Tensor:
+    """The segmenter's marks spread over the pieces: bool [pieces of pieces.flat_values].
+
+    `marks` (bool [marked characters]) has one entry per piece that `token_is_cjk` (bool
+    [vocab_size]) picks out, in order (see `segmenters.WordMarker`); other pieces get False.
+    """
+    is_cjk = tf.gather(tf.constant(token_is_cjk, tf.bool), pieces.flat_values)
+    count = tf.size(marks, out_type=tf.int64)
+    check = tf.debugging.assert_equal(
+        tf.reduce_sum(tf.cast(is_cjk, tf.int64)),
+        count,
+        message="internal error: the word segmenter's marks do not line up with the CJK tokens",
+    )
+    with tf.control_dependencies([check]):
+        index = tf.cumsum(tf.cast(is_cjk, tf.int64), exclusive=True)
+    # A False past the end keeps the gather in range for the pieces that are not CJK.
+    padded = tf.concat([tf.cast(marks, tf.bool), [False]], axis=0)
+    return is_cjk & tf.gather(padded, tf.minimum(index, count))
 
 
 def pair_blocks(
@@ -72,30 +101,37 @@ def pair_blocks(
     num_shards: int = 1,
     shard_index: int = 0,
     stats: text_input.ReadStats | None = None,
+    word_marker: segmenters.WordMarker | None = None,
 ) -> tf.data.Dataset:
     """A dataset of blocks of unmasked pairs (num_passes=None: forever).
 
     Each element is a dict: `input_ids`, `input_mask`, `segment_ids` (int64 [pairs,
     max_seq_length], zero padded), `next_sentence_labels` (int64 [pairs, 1]), `seed`
     (int64 [2], for masking the block), and the int64 counters named in COUNTERS.
+    With a `word_marker` (built on the tokenizer's vocab), also `word_continues` (bool
+    [pairs, max_seq_length]) for whole-word masking of segmented words.
     `stats` is filled by the first pass over the files.
     """
     cls_id, sep_id = int(tokenizer.cls_id), int(tokenizer.sep_id)
+    signature = (
+        tf.TensorSpec([], tf.int64),
+        tf.TensorSpec([], tf.int64),
+        tf.TensorSpec([None], tf.string),
+        tf.TensorSpec([None], tf.int64),
+    )
+    if word_marker is not None:
+        signature += (tf.TensorSpec([None], tf.bool),)
     documents = tf.data.Dataset.from_generator(
-        _document_stream(files, num_passes, stats, min_documents, num_shards, shard_index),
-        output_signature=(
-            tf.TensorSpec([], tf.int64),
-            tf.TensorSpec([], tf.int64),
-            tf.TensorSpec([None], tf.string),
-            tf.TensorSpec([None], tf.int64),
-        ),
+        _document_stream(files, num_passes, stats, min_documents, num_shards, shard_index, word_marker),
+        output_signature=signature,
     )
 
     # Plain graph code: skipping AutoGraph's conversion saves seconds of start-up.
     @tf.autograph.experimental.do_not_convert
-    def make_pairs(pass_index, block_index, lines, sentences_per_document):
+    def make_pairs(pass_index, block_index, lines, sentences_per_document, marks=None):
         seed_of_block = block_seed(seed, pass_index, block_index)
         pieces = tokenizer.tokenize(lines)  # [lines, (pieces)]
+        continues = None if marks is None else word_continues(pieces, marks, word_marker.token_is_cjk)
         block = tf.RaggedTensor.from_row_lengths(
             pieces, sentences_per_document
         )  # [docs, (sentences), (pieces)]
@@ -106,8 +142,9 @@ def pair_blocks(
             cls_id=cls_id,
             sep_id=sep_id,
             short_seq_prob=short_seq_prob,
+            word_continues=continues,
         )
-        return {
+        result = {
             "input_ids": pairs["input_ids"],
             "input_mask": pairs["input_mask"],
             "segment_ids": pairs["segment_ids"],
@@ -118,6 +155,9 @@ def pair_blocks(
             "empty_documents": pairs["empty_documents"],
             "single_sentence_documents": pairs["single_sentence_documents"],
         }
+        if continues is not None:
+            result["word_continues"] = pairs["word_continues"]
+        return result
 
     return documents.map(make_pairs, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).with_options(
         single_threaded_ops()

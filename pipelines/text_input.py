@@ -24,6 +24,8 @@ from collections.abc import Iterator, Sequence
 
 import tensorflow as tf
 
+from bert_tf.errors import BertTfError
+
 # A line longer than this is cut (at a character boundary) and counted: one sentence of
 # a training pair never uses more than a few hundred word pieces, so nothing a pair
 # could use is lost, and a file without newlines cannot exhaust memory.
@@ -44,7 +46,7 @@ class ReadStats:
     empty_files: list[str] = dataclasses.field(default_factory=list)
 
 
-class InputFileError(ValueError):
+class InputFileError(BertTfError, ValueError):
     """An input pattern matched no file or named something that cannot be read."""
 
 
@@ -75,6 +77,50 @@ def expand_input_patterns(patterns: str | Sequence[str]) -> list[str]:
     if not files:
         raise InputFileError(f"no input files given (got {patterns!r})")
     return files
+
+
+def check_mostly_text(
+    files: Sequence[str], tokenizer, flag: str, accept: bool = False, sample_lines: int = 2000
+) -> None:
+    """Refuses input that is mostly not text, from a sample of its first lines.
+
+    A line is not text if it has invalid UTF-8 or gives no word piece. When over half of
+    the first `sample_lines` non-blank lines (across `files`, in order) are not text (a
+    binary file, a wrong encoding, a vocab of another script), an `InputFileError` gives the
+    counts; `accept` lets the run go on (and says what it found).
+    """
+    stats = ReadStats()
+    lines: list[str] = []
+    invalid = 0
+    for path in files:
+        for line in _read_lines(path, DEFAULT_MAX_LINE_BYTES, stats):
+            if line:
+                lines.append(line)
+                invalid = stats.invalid_utf8_lines
+            if len(lines) >= sample_lines:
+                break
+        if len(lines) >= sample_lines:
+            break
+    if not lines:
+        return
+    pieces = tokenizer.tokenize(tf.constant(lines)).row_lengths().numpy()
+    empty = int((pieces == 0).sum())
+    # An invalid line may also give no piece: count each line once.
+    not_text = min(len(lines), invalid + empty)
+    if 2 * not_text <= len(lines):
+        return
+    message = (
+        f"{flag}: {not_text} of the first {len(lines)} lines of {files[0]}"
+        f"{' and the next files' if len(files) > 1 and stats.files > 1 else ''} are not text "
+        f"({invalid} have invalid UTF-8, {empty} give no word piece with this vocab)"
+    )
+    if not accept:
+        raise InputFileError(
+            f"{message}; pass a UTF-8 text corpus (one sentence per line), or --accept_non_text to use it anyway"
+        )
+    import logging
+
+    logging.getLogger(__name__).warning("%s; used anyway (--accept_non_text)", message)
 
 
 def _open(path: str):

@@ -11,6 +11,7 @@ from bert_tf.checkpoints.pretrained import (
     detect_lower_case,
     export_pretrained,
     from_pretrained,
+    inspect_checkpoint,
     load_weights,
 )
 
@@ -21,6 +22,7 @@ __all__ = [
     "export_pretrained",
     "from_pretrained",
     "hf_name",
+    "inspect_checkpoint",
     "load_weights",
     "model_slots",
 ]

@@ -11,6 +11,7 @@ from safetensors import safe_open
 from safetensors.numpy import save_file
 
 from bert_tf.config import BertConfig
+from bert_tf.outputs import umask_permissions
 
 # Buffers and tied copies Hugging Face may store next to the weights: not separate weights.
 IGNORED = ("bert.embeddings.position_ids", "embeddings.position_ids")
@@ -33,6 +34,7 @@ def read_arrays(path: str, names) -> dict[str, np.ndarray]:
 def write(path: str, arrays: dict[str, np.ndarray]) -> str:
     # "format": "pt" is what transformers' from_pretrained expects in the header.
     save_file({name: np.ascontiguousarray(value) for name, value in arrays.items()}, path, {"format": "pt"})
+    umask_permissions(path)  # the writer makes it 0o600
     return path
 
 

@@ -13,8 +13,10 @@ import re
 import keras
 import numpy as np
 
+from bert_tf.errors import BertTfError
 
-class CheckpointError(ValueError):
+
+class CheckpointError(BertTfError, ValueError):
     """A checkpoint that does not fit the model; the message lists what and how to fix it."""
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import glob
 import json
+import logging
 import os
 import shutil
 
@@ -19,6 +20,9 @@ import numpy as np
 from bert_tf.checkpoints import huggingface
 from bert_tf.checkpoints.names import CheckpointError, Slot, hf_name, hf_transposed, model_slots
 from bert_tf.config import BertConfig
+from bert_tf.errors import damaged
+
+logger = logging.getLogger(__name__)
 
 HEADS = ("pretraining", "encoder")
 
@@ -106,8 +110,53 @@ def _load(model: keras.Model, source: _Source) -> None:
 # --- locating and configuring ----------------------------------------------------------
 
 
+def inspect_checkpoint(path: str | os.PathLike) -> BertConfig:
+    """The config of the checkpoint at `path`, after checking that its files are whole.
+
+    Cheap (no weight is read): what a program calls before writing anything.
+    """
+    source = _locate(os.fspath(path))
+    config = _read_config(source)
+    _check_files(source)
+    return config
+
+
+def _check_files(source: _Source) -> None:
+    from bert_tf.checkpoints import integrity
+
+    if source.kind == "huggingface":
+        integrity.check_safetensors(source.weights)
+    else:
+        integrity.check_tf_checkpoint(source.weights)
+
+
+def pretraining_export(directory: str) -> str | None:
+    """The export/ folder of a pretraining run's model_dir, or None if `directory` is not one.
+
+    A pretraining model_dir holds the run's own (object-based) checkpoints, ckpt-N.*, and
+    once the run has finished, export/ with the model in the formats `from_pretrained`
+    reads: that is the folder a user pointing at the model_dir means.
+    """
+    export = os.path.join(directory, "export")
+    is_run = os.path.isfile(os.path.join(directory, "bert_config.json")) and (
+        os.path.isdir(export) or glob.glob(os.path.join(directory, "ckpt-*.index"))
+    )
+    if not is_run or os.path.isfile(os.path.join(directory, "model.safetensors")):
+        return None
+    if not os.path.isdir(export):
+        raise CheckpointError(
+            f"{directory} is the model_dir of a pretraining run that has not finished (no export/ in it "
+            "yet); rerun bert_tf.pretrain with this --model_dir to finish it, then pass it again"
+        )
+    return export
+
+
 def _locate(path: str) -> _Source:
     if os.path.isdir(path):
+        export = pretraining_export(path)
+        if export:
+            logger.info("%s is a pretraining model_dir: using the model in %s", path, export)
+            path = export
         directory = path
         if os.path.isfile(os.path.join(directory, "model.safetensors")):
             return _Source("huggingface", os.path.join(directory, "model.safetensors"), directory)
@@ -162,7 +211,12 @@ def _read_config(source: _Source) -> BertConfig:
         return BertConfig.from_json_file(google_config)
     if os.path.isfile(hf_config):
         with open(hf_config, encoding="utf-8") as file:
-            values = json.load(file)
+            try:
+                values = json.load(file)
+            except (json.JSONDecodeError, UnicodeDecodeError) as error:
+                raise damaged(hf_config, f"not valid JSON: {error}", "download or export it again") from None
+        if not isinstance(values, dict):
+            raise damaged(hf_config, "not a JSON object", "download or export it again")
         return BertConfig.from_hf_dict(values, source=hf_config)
     if os.path.isfile(google_config):
         return BertConfig.from_json_file(google_config)
@@ -174,8 +228,8 @@ def _check_vocab(vocab_file: str, config: BertConfig) -> None:
         lines = sum(1 for _ in file)
     if lines != config.vocab_size:
         raise CheckpointError(
-            f"{vocab_file} has {lines} tokens but the config says vocab_size={config.vocab_size}; "
-            "the vocab file does not belong to this checkpoint"
+            f"{vocab_file} has {lines} tokens but the config says vocab_size={config.vocab_size}: the vocab "
+            "file is truncated, or does not belong to this checkpoint; copy the checkpoint's own vocab.txt"
         )
 
 
@@ -242,8 +296,12 @@ def _what(slots: list[Slot]) -> str:
 
 
 def _read_google(prefix: str, slots: list[Slot]) -> dict[str, np.ndarray]:
-    from bert_tf.checkpoints import google  # imports TensorFlow: only when a TF1 checkpoint is read
+    from bert_tf.checkpoints import (
+        google,  # imports TensorFlow: only when a TF1 checkpoint is read
+        integrity,
+    )
 
+    integrity.check_tf_checkpoint(prefix)
     if google.is_object_based(prefix):
         raise CheckpointError(
             f"{prefix} is an object-based TF2 checkpoint (tf.train.Checkpoint); restore it with "
@@ -258,6 +316,9 @@ def _read_google(prefix: str, slots: list[Slot]) -> dict[str, np.ndarray]:
 
 
 def _read_huggingface(path: str, slots: list[Slot]) -> dict[str, np.ndarray]:
+    from bert_tf.checkpoints import integrity
+
+    integrity.check_safetensors(path)
     found = huggingface.read_shapes(path)
     bert_prefix = any(name.startswith("bert.") for name in found)
     to_hf = {slot.name: hf_name(slot.name, bert_prefix) for slot in slots}

@@ -32,7 +32,8 @@ from collections.abc import Iterable, Iterator, Sequence
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.serving.packing import pack_segments
+from bert_tf.errors import BertTfError, UsageError
+from bert_tf.preprocessing.packing import pack_segments
 
 PAIR_SEPARATOR = " ||| "
 POOLINGS = ("cls", "mean")
@@ -72,14 +73,14 @@ class FeatureExtractor:
         num_layers = encoder.config.num_hidden_layers
         bad = [layer for layer in layers if not -num_layers <= layer < num_layers]
         if bad or not layers:
-            raise ValueError(
+            raise UsageError(
                 f"--layers {list(layers)}: the model has {num_layers} layers, so each index must be "
                 f"in [-{num_layers}, {num_layers - 1}]"
             )
         if pooling not in POOLINGS:
-            raise ValueError(f"--pooling={pooling!r}; use one of {', '.join(POOLINGS)}")
+            raise UsageError(f"--pooling={pooling!r}; use one of {', '.join(POOLINGS)}")
         if max_seq_length > encoder.config.max_position_embeddings or max_seq_length < 3:
-            raise ValueError(
+            raise UsageError(
                 f"--max_seq_length={max_seq_length} must be in [3, max_position_embeddings="
                 f"{encoder.config.max_position_embeddings}]"
             )
@@ -152,3 +153,51 @@ class FeatureExtractor:
                 ],
                 "sentence_vector": np.round(pooled, self.decimals).tolist(),
             }
+
+
+def read_lines(path: str) -> list[str]:
+    """The lines of a UTF-8 text file, with errors that name the file."""
+    import os
+
+    if os.path.isdir(path):
+        raise BertTfError(f"--input_file {path} is a directory; pass a text file, one text per line")
+    try:
+        with open(path, encoding="utf-8") as file:
+            return [line.rstrip("\n") for line in file]
+    except FileNotFoundError:
+        raise BertTfError(f"--input_file {path} does not exist; pass a text file, one text per line") from None
+    except UnicodeDecodeError as error:
+        raise BertTfError(
+            f"--input_file {path} is not UTF-8 text (byte {error.start}: {error.reason}); "
+            "save it as UTF-8"
+        ) from None
+
+
+def extract_features_to_file(settings) -> int:
+    """What `python -m bert_tf.extract_features` runs (`settings`: a `FeatureSettings`).
+
+    Everything is checked (input, output location, checkpoint, layers, length) before the
+    output is written; it is written under a temporary name and renamed when complete, so
+    a failed run leaves no partial file. Returns the number of records written.
+    """
+    import json
+
+    import keras
+
+    from bert_tf.outputs import check_output, partial_file
+    from bert_tf.serving.exporter import load_pretrained
+    from bert_tf.tokenization import BertTokenizer
+
+    lines = read_lines(settings.input_file)
+    check_output(settings.output_file, "--output_file", overwrite=settings.overwrite, is_file=True)
+    encoder, _, tokenizer_settings = load_pretrained(settings.init_checkpoint, "encoder")
+    tokenizer = BertTokenizer(tokenizer_settings.vocab_file, lower_case=tokenizer_settings.lower_case)
+    extractor = FeatureExtractor(
+        encoder, tokenizer, settings.layers, settings.pooling, settings.max_seq_length, settings.batch_size
+    )
+    bar = keras.utils.Progbar(len(lines), unit_name="line")
+    with partial_file(settings.output_file) as partial:
+        with open(partial, "w", encoding="utf-8") as output:
+            for record in extractor.extract(lines, progress=bar.update):
+                output.write(json.dumps(record, ensure_ascii=False) + "\n")
+    return len(lines)

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from bert_tf.serving.packing import pack_segments, tokenize_with_mask_markers
+from bert_tf.preprocessing.packing import pack_segments, tokenize_with_mask_markers
 
 
 class FillMask(tf.Module):
@@ -90,3 +90,30 @@ class FillMask(tf.Module):
     def trace(self) -> dict[str, tf.types.experimental.ConcreteFunction]:
         """Returns the signatures dict for tf.saved_model.save."""
         return {"serving_default": self.__call__.get_concrete_function()}
+
+
+def fill_mask_texts(settings, texts: list[str]) -> list[list[list[tuple[str, float]]]]:
+    """What `python -m bert_tf.fill_mask` runs (`settings`: a `FillMaskSettings`).
+
+    Returns, for each text, for each [MASK] in it (within max_seq_length), the top_k
+    (word piece, probability) pairs, best first.
+    """
+    from bert_tf.serving.exporter import load_pretrained
+    from bert_tf.serving.saving import check_seq_length
+    from bert_tf.tokenization import BertTokenizer
+
+    pretrainer, config, tokenizer_settings = load_pretrained(settings.init_checkpoint, "pretraining")
+    check_seq_length(settings.max_seq_length, config, "--max_seq_length")
+    tokenizer = BertTokenizer(tokenizer_settings.vocab_file, lower_case=tokenizer_settings.lower_case)
+    fill_mask = FillMask(pretrainer, tokenizer, settings.max_seq_length, settings.top_k)
+    outputs = {name: value.numpy() for name, value in fill_mask(tf.constant(texts)).items()}
+    return [
+        [
+            [
+                (token.decode("utf-8"), float(score))
+                for token, score in zip(outputs["top_k_tokens"][row, mask], outputs["top_k_scores"][row, mask], strict=True)
+            ]
+            for mask in range(outputs["num_masks"][row])
+        ]
+        for row in range(len(texts))
+    ]

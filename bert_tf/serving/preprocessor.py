@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from bert_tf.serving.packing import pack_segments
+from bert_tf.preprocessing.packing import pack_segments
 
 _TEXT = tf.TensorSpec([None], tf.string)
 # What `tokenize` returns and `bert_pack_inputs` takes after loading: int64 [batch, (pieces)].

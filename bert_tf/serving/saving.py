@@ -32,6 +32,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from bert_tf.config import BertConfig
+from bert_tf.errors import BertTfError
+from bert_tf.outputs import umask_permissions
 
 EXTRA_DIR = "assets.extra"
 CONFIG_NAME = "bert_config.json"
@@ -39,14 +41,19 @@ VOCAB_NAME = "vocab.txt"
 INFO_NAME = "export_info.json"
 
 
-class ExportError(ValueError):
+class ExportError(BertTfError, ValueError):
     """An export that cannot be made as asked; the message says what to change."""
+
+    exit_code = 2  # a command line to change (the path, --overwrite, --seq_length)
 
 
 def check_export_dir(export_dir: str, overwrite: bool) -> None:
     """Raises ExportError if `export_dir` holds files and `overwrite` is False."""
+    from bert_tf.outputs import check_output
+
     if os.path.isfile(export_dir):
         raise ExportError(f"--export_dir {export_dir} is a file; pass a directory path")
+    check_output(export_dir, "--export_dir", overwrite=True)  # a file above it
     if os.path.isdir(export_dir) and os.listdir(export_dir) and not overwrite:
         raise ExportError(
             f"--export_dir {export_dir} exists and is not empty; choose a new directory "
@@ -68,6 +75,7 @@ def atomic_export_dir(export_dir: str, overwrite: bool = False) -> Iterator[str]
     parent = os.path.dirname(export_dir)
     os.makedirs(parent, exist_ok=True)
     staging = tempfile.mkdtemp(prefix=f".{os.path.basename(export_dir)}.tmp-", dir=parent)
+    umask_permissions(staging)  # mkdtemp's 0o700 would become the export's mode
     try:
         yield staging
     except BaseException:

@@ -1,13 +1,10 @@
-"""SQuAD answer search in the graph: sliding windows, the max-context rule, the best span.
+"""SQuAD answer search in the graph: the best span over the windows of each question.
 
-The same rules as the fine-tuning code (`bert_tf.tasks.squad`, `squad_postprocess`), which
-are the original run_squad's, written as TensorFlow ops over a whole batch:
+The windows and the max-context rule are the span preprocessor's
+(`bert_tf.preprocessing.spans`); the search follows the fine-tuning post-processing
+(`bert_tf.tasks.squad_postprocess`, the original run_squad's), as TensorFlow ops over a
+whole batch:
 
-- Windows: the context's pieces are read in windows of seq_length - len(question) - 3
-  pieces (`[CLS] question [SEP] window [SEP]`), starting every min(window, doc_stride)
-  pieces, until one reaches the end of the context.
-- Max context: a piece read by several windows is scored only in the one where it has the
-  most context, min(pieces left, pieces right) + 0.01 * window length (the first on a tie).
 - Best span: a span starts at a piece of its window's context that has its max context
   there, ends in the same window's context at or after its start, and is at most
   max_answer_length pieces long; the highest start + end logit over all windows of an
@@ -15,14 +12,7 @@ are the original run_squad's, written as TensorFlow ops over a whole batch:
   windows, and there is no answer when null score - best span score > the threshold.
 
 Sums and comparisons are in float64, as the original's Python floats, so that the same
-logits give the same choice. The difference: an empty context gets one empty window here
-(the original makes none), so that every example has a row; it has no span.
-
-Example (one example, a 10-piece context, windows of up to 4 pieces every 3):
-
->>> windows = doc_windows(tf.constant([10], tf.int64), tf.constant([4], tf.int64), doc_stride=3)
->>> windows.start.numpy().tolist(), windows.length.numpy().tolist()
-([0, 3, 6], [4, 4, 4])
+logits give the same choice.
 """
 
 from __future__ import annotations
@@ -33,6 +23,7 @@ import typing
 import numpy as np
 import tensorflow as tf
 
+from bert_tf.preprocessing.spans import Windows, is_max_context
 from bert_tf.serving.saving import ExportError
 
 
@@ -74,55 +65,6 @@ class SpanSettings:
                 raise ExportError(
                     f"task.json has {name}={getattr(self, name)}; it must be a positive number of pieces"
                 )
-
-
-class Windows(typing.NamedTuple):
-    """The windows of a batch of contexts, all examples' windows in one list [w]."""
-
-    example: tf.Tensor  # [w] the example (row of the batch) each window reads
-    index: tf.Tensor  # [w] its number among that example's windows
-    start: tf.Tensor  # [w] its first context piece
-    length: tf.Tensor  # [w] its number of context pieces
-    count: tf.Tensor  # [b] windows per example (at least 1)
-    first_window: tf.Tensor  # [b] the first window of each example in the list
-
-    def per_example(self, values: tf.Tensor) -> tf.RaggedTensor:
-        """[w] -> [b, (windows)]."""
-        return tf.RaggedTensor.from_row_lengths(values, self.count)
-
-
-def doc_windows(num_pieces: tf.Tensor, max_pieces: tf.Tensor, doc_stride: int) -> Windows:
-    """The windows of each example: [b] context lengths and [b] window sizes (int64)."""
-    step = tf.minimum(max_pieces, doc_stride)
-    count = 1 + (tf.maximum(num_pieces - max_pieces, 0) + step - 1) // step  # [b]
-    index = tf.ragged.range(count)  # [b, (windows)]
-    example = index.value_rowids()
-    start = index.flat_values * tf.gather(step, example)
-    length = tf.minimum(tf.gather(max_pieces, example), tf.gather(num_pieces, example) - start)
-    return Windows(example, index.flat_values, start, length, count, index.row_starts())
-
-
-def window_pieces(query: tf.RaggedTensor, context: tf.RaggedTensor, windows: Windows):
-    """(question [w, (q)], window's context pieces [w, (length)]) of every window."""
-    first = tf.gather(context.row_starts(), windows.example) + windows.start
-    index = tf.ragged.range(first, first + windows.length)  # [w, (length)] into the flat pieces
-    return tf.gather(query, windows.example), tf.gather(context.flat_values, index)
-
-
-def is_max_context(windows: Windows, doc_position: tf.Tensor) -> tf.Tensor:
-    """[w, seq] bool: whether window w gives context piece `doc_position[w, i]` the most context."""
-    starts = tf.gather(windows.per_example(windows.start).to_tensor(), windows.example)  # [w, windows]
-    lengths = tf.gather(windows.per_example(windows.length).to_tensor(), windows.example)  # padding: 0
-    starts, lengths = starts[:, None, :], lengths[:, None, :]  # [w, 1, windows]
-    position = doc_position[:, :, None]  # [w, seq, 1]
-    last = starts + lengths - 1
-    holds = (starts <= position) & (position <= last)  # [w, seq, windows]
-    context = tf.cast(tf.minimum(position - starts, last - position), tf.float64)
-    score = tf.where(holds, context + 0.01 * tf.cast(lengths, tf.float64), -np.inf)
-    best = tf.reduce_max(score, axis=2, keepdims=True)
-    number = tf.range(tf.shape(score, out_type=tf.int64)[2])
-    first_best = tf.reduce_min(tf.where(tf.equal(score, best), number, tf.int64.max), axis=2)
-    return tf.equal(first_best, windows.index[:, None])
 
 
 class BestSpans(typing.NamedTuple):

@@ -35,9 +35,10 @@ multiple_choice (SWAG): context [batch], endings [batch, num_choices] -> probabi
   its end); an ending is the whole candidate continuation, for a SWAG row
   sent2 + " " + ending<i>, as `read_swag` builds it. Any number of choices works.
 
-Character offsets come from the words of `BasicTokenizer.split_with_offsets`, the
-original's rules: a span may hold characters the original deletes (control and format
-characters) inside, never at its ends.
+Text becomes features with the same preprocessors (`bert_tf.preprocessing`) that
+fine-tuning maps over its data, traced into the SavedModel. Character offsets come from
+the words of `BasicTokenizer.split_with_offsets`, the original's rules: a span may hold
+characters the original deletes (control and format characters) inside, never at its ends.
 """
 
 from __future__ import annotations
@@ -47,8 +48,9 @@ import os
 
 import tensorflow as tf
 
+from bert_tf import preprocessing
+from bert_tf.preprocessing.spans import word_index_of_pieces
 from bert_tf.serving import spans
-from bert_tf.serving.packing import pack_segments
 from bert_tf.serving.saving import ExportError, check_seq_length
 from bert_tf.serving.spans import SpanSettings
 
@@ -103,22 +105,29 @@ class TaskServing(tf.Module):
         self._kind = kind
         self._info = info
         self._seq_length = seq_length
-        self._special = (tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id)
         labels = info.get("label_list") or []
         self._labels = tf.constant(labels if labels else [""], tf.string)
         self._num_labels = len(labels)
         if kind == "span":
             self._span = SpanSettings.from_task_info(info)
             self._span.check(seq_length)
-
-    def _pack(self, texts: list[tf.Tensor]) -> dict[str, tf.Tensor]:
-        pieces = [self.tokenizer.tokenize(text) for text in texts]
-        return pack_segments(pieces, self._seq_length, *self._special)
+        # The fine-tuning preprocessor of the task family: the same rules, traced here.
+        if kind in ("classification", "regression"):
+            self.preprocessor = preprocessing.TextClassifierPreprocessor(tokenizer, seq_length)
+        elif kind == "span":
+            self.preprocessor = preprocessing.SpanPreprocessor(
+                tokenizer, seq_length, self._span.doc_stride, self._span.max_query_length
+            )
+        elif kind == "token":
+            self.preprocessor = preprocessing.TokenTaggerPreprocessor(tokenizer, seq_length)
+        else:
+            self.preprocessor = preprocessing.MultipleChoicePreprocessor(tokenizer, seq_length)
 
     # --- classification and regression -----------------------------------------
 
     def _classify(self, texts: list[tf.Tensor]) -> dict[str, tf.Tensor]:
-        outputs = tf.cast(self.model(self._pack(texts), training=False), tf.float32)
+        inputs = self.preprocessor(texts[0] if len(texts) == 1 else tuple(texts))
+        outputs = tf.cast(self.model(inputs, training=False), tf.float32)
         if self._kind == "regression":
             return {"score": outputs[:, 0]}
         probabilities = tf.nn.softmax(outputs, axis=-1)
@@ -133,41 +142,28 @@ class TaskServing(tf.Module):
 
     # --- word pieces with the words they came from -------------------------------
 
-    def _word_pieces(self, text: tf.Tensor, unknown_for_empty_words: bool = True):
-        """-> (pieces [batch, (words), (pieces)] int64, word begin / end byte offsets [batch, (words)]).
-
-        A word the tokenizer drops entirely (only accents of an uncased model) gets the one
-        piece [UNK] if `unknown_for_empty_words` (NER: every word keeps a first piece, as in
-        the fine-tuning NER features), else none (SQuAD, as its fine-tuning features).
-        """
+    def _word_pieces(self, text: tf.Tensor):
+        """-> (pieces [batch, (words), (pieces)] int64, word begin / end byte offsets [batch, (words)])."""
         # The original BasicTokenizer's words, split only: the tokenizer normalizes each word itself.
         words, begin, end = self.tokenizer.split_words_with_offsets(text)  # each [batch, (words)]
         pieces = tf.cast(self.tokenizer.tokenize(words.flat_values), tf.int64)  # [all words, (pieces)]
         if pieces.ragged_rank > 1:
             pieces = pieces.merge_dims(1, -1)
-        if not unknown_for_empty_words:
-            return words.with_flat_values(pieces), begin, end
-        empty = tf.cast(tf.equal(pieces.row_lengths(), 0), tf.int64)
-        unk = tf.RaggedTensor.from_row_lengths(
-            tf.fill([tf.reduce_sum(empty)], tf.constant(self.tokenizer.unk_id, tf.int64)), empty
-        )
-        pieces = tf.concat([pieces, unk], axis=1)
         return words.with_flat_values(pieces), begin, end
 
     # --- NER ------------------------------------------------------------------
 
     def _entities(self, text: tf.Tensor) -> dict[str, tf.Tensor]:
-        pieces, begin, end = self._word_pieces(text)  # [b, (w), (p)]
-        packed = pack_segments([pieces.merge_dims(1, 2)], self._seq_length, *self._special)
-        logits = tf.cast(self.model(packed, training=False), tf.float32)  # [b, seq, labels]
+        words, begin, end = self.tokenizer.split_words_with_offsets(text)  # [b, (w)]
+        features = self.preprocessor.features(words)
+        inputs = {name: features[name] for name in preprocessing.base.MODEL_INPUTS}
+        logits = tf.cast(self.model(inputs, training=False), tf.float32)  # [b, length, labels]
         probabilities = tf.nn.softmax(logits, axis=-1)
-        # Position of each word's first piece: 1 ([CLS]) + pieces of the words before it.
-        counts = pieces.row_lengths(axis=2)  # [b, (w)]
-        first = 1 + tf.cumsum(counts.to_tensor(), axis=1, exclusive=True)  # [b, W], padded words too
-        num_words = pieces.row_lengths()
-        is_word = tf.sequence_mask(num_words, tf.shape(first, out_type=tf.int64)[1])
-        kept = is_word & (first < self._seq_length - 1)  # its first piece survived trimming
-        word_probs = tf.gather(probabilities, tf.where(kept, first, 0), batch_dims=1)  # [b, W, labels]
+        # Each word's first piece (-1: cut by seq_length), as fine-tuning reads predictions.
+        num_words = words.row_lengths()
+        first = features["word_positions"].to_tensor(default_value=-1)  # [b, W]
+        kept = first >= 0
+        word_probs = tf.gather(probabilities, tf.maximum(first, 0), batch_dims=1)  # [b, W, labels]
         tag = tf.argmax(word_probs, axis=-1, output_type=tf.int32)  # [b, W]
         tag_prob = tf.reduce_max(word_probs, axis=-1)
         types, begins_entity = _tag_tables(self._info["label_list"])
@@ -217,24 +213,21 @@ class TaskServing(tf.Module):
     # --- SQuAD -----------------------------------------------------------------
 
     def _answer(self, question: tf.Tensor, context: tf.Tensor) -> dict[str, tf.Tensor]:
-        query = tf.cast(self.tokenizer.tokenize(question), tf.int64)
-        if query.ragged_rank > 1:
-            query = query.merge_dims(1, -1)
-        query = query[:, : self._span.max_query_length]  # [b, (q)]
-        pieces, begin, end = self._word_pieces(context, unknown_for_empty_words=False)
-        context_pieces = pieces.merge_dims(1, 2)  # [b, (p)]
-        # Each window gets what the question leaves: seq_length - len(query) - 3, as in run_squad.
-        windows = spans.doc_windows(
-            context_pieces.row_lengths(), self._seq_length - 3 - query.row_lengths(), self._span.doc_stride
-        )
-        window_query, window_context = spans.window_pieces(query, context_pieces, windows)
-        packed = pack_segments([window_query, window_context], self._seq_length, *self._special)
-        outputs = self.model(packed, training=False)  # all windows of all examples in one batch
+        features = self.preprocessor.features((question, context))
+        inputs = {name: features[name] for name in preprocessing.base.MODEL_INPUTS}
+        outputs = self.model(inputs, training=False)  # all windows of all examples in one batch
         best = spans.best_spans(
-            outputs["start_logits"], outputs["end_logits"], windows, window_query.row_lengths(), self._span
+            outputs["start_logits"],
+            outputs["end_logits"],
+            features["_windows"],
+            features["_query_length"],
+            self._span,
         )
+        # The context's pieces are the same split into the tokenizer's words (whitespace
+        # splits words in both), which carry byte offsets.
+        pieces, begin, end = self._word_pieces(context)
         # Pieces -> their words -> the words' bytes in the context.
-        word_of_piece = _word_index_of_pieces(pieces)  # [b, (p)]
+        word_of_piece = word_index_of_pieces(pieces)  # [b, (p)]
         first_byte = tf.cast(_take(begin, _take(word_of_piece, best.first_piece)), tf.int32)
         last_byte = tf.cast(_take(end, _take(word_of_piece, best.last_piece)), tf.int32)
         answer = tf.strings.substr(context, first_byte, last_byte - first_byte)
@@ -249,18 +242,7 @@ class TaskServing(tf.Module):
     # --- multiple choice (SWAG) ------------------------------------------------------
 
     def _choose(self, context: tf.Tensor, endings: tf.Tensor) -> dict[str, tf.Tensor]:
-        shape = tf.shape(endings)  # [batch, choices]
-        check = tf.debugging.assert_equal(
-            tf.shape(context)[0],
-            shape[0],
-            message="multiple choice: context [batch] and endings [batch, num_choices] need the same batch",
-        )
-        with tf.control_dependencies([check]):
-            contexts = tf.repeat(context, shape[1])  # [batch * choices]: each context once per ending
-        packed = self._pack([contexts, tf.reshape(endings, [-1])])  # [batch * choices, seq]
-        inputs = {
-            name: tf.reshape(ids, [shape[0], shape[1], self._seq_length]) for name, ids in packed.items()
-        }
+        inputs = self.preprocessor((context, endings))  # [batch, choices, length]
         logits = tf.cast(self.model(inputs, training=False), tf.float32)  # [batch, choices]
         probabilities = tf.nn.softmax(logits, axis=-1)
         return {
@@ -296,14 +278,6 @@ def _take(rows: tf.RaggedTensor, index: tf.Tensor) -> tf.Tensor:
     padded = tf.concat([rows.flat_values, tf.zeros([1], rows.dtype)], axis=0)
     flat_index = tf.where(inside, rows.row_starts() + index, tf.size(rows.flat_values, out_type=tf.int64))
     return tf.gather(padded, flat_index)
-
-
-def _word_index_of_pieces(pieces: tf.RaggedTensor) -> tf.RaggedTensor:
-    """[batch, (words), (pieces)] -> for each piece, the index of its word in its text."""
-    word_ids = tf.ragged.range(pieces.row_lengths())  # [b, (w)]: 0..words-1
-    counts = pieces.row_lengths(axis=2).flat_values
-    flat = tf.repeat(word_ids.flat_values, counts)
-    return tf.RaggedTensor.from_row_lengths(flat, tf.reduce_sum(pieces.row_lengths(axis=2), axis=1))
 
 
 def _tag_tables(label_list: list[str]) -> tuple[dict[str, tf.Tensor], tf.Tensor]:

@@ -1,9 +1,15 @@
 """One adapter per task family: where its data comes from, its model, metrics and outputs.
 
-An adapter turns the run's settings into `TaskData` (model inputs, targets and what
-post-processing needs), builds the Keras model on an encoder, scores model outputs with
-the task's official metric, and writes predictions in the task's official format. The
-runner (`bert_tf.tasks.runner`) drives all of them the same way.
+An adapter turns the run's settings into `TaskData` (a source that streams the split's
+examples from its file or TFDS split), makes `tf.data` pipelines of it with the family's
+in-graph preprocessor (`bert_tf.preprocessing`), builds the Keras model on an encoder,
+runs and scores a model with the task's official metric, and writes predictions in the
+task's official format. The runner (`bert_tf.tasks.runner`) drives all of them the same
+way; in Python:
+
+    data = adapter.load("train")[0]
+    model.fit(adapter.dataset(data, batch_size=32, training=True), steps_per_epoch=...)
+    scores = adapter.evaluate(model, adapter.load("eval")[0], batch_size=32)
 """
 
 from __future__ import annotations
@@ -11,11 +17,14 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
+import tensorflow as tf
 
-from bert_tf.tasks import classification, glue, metrics, ner, squad, swag, tfds_sources
+from bert_tf import preprocessing
+from bert_tf.tasks import classification, glue, metrics, ner, squad, streams, swag, tfds_sources
 from bert_tf.tasks.features import ConversionStats, TaskDataError
 from bert_tf.tasks.squad_postprocess import postprocess, write_predictions
 
@@ -23,15 +32,40 @@ logger = logging.getLogger(__name__)
 
 SQUAD_TASKS = ("squad", "squad_v2")
 TASKS = (*glue.GLUE_TASKS, "classification", "regression", *SQUAD_TASKS, "ner", "swag")
+_TEXT = tf.TensorSpec([], tf.string)
 
 
 @dataclasses.dataclass
 class TaskData:
+    """One split of a task's data, read again from its source on every pass.
+
+    `examples()` streams the examples (InputExample, Sentence, SquadExample,
+    ChoiceExample); nothing holds them all, except SQuAD's, whose JSON file is one
+    document parsed whole. `stats` counts examples, features (SQuAD: windows), truncated
+    and skipped examples once `Adapter.count` has run.
+    """
+
     name: str  # "train", "eval", "eval_mismatched", "predict", ...
-    x: dict[str, np.ndarray]
-    y: Any  # targets for model.fit / evaluate, None when unlabelled
+    examples: Callable[[], Iterator[Any]]
+    labelled: bool
     stats: ConversionStats
-    meta: Any = None  # what scoring and writing predictions need
+    meta: Any = None  # SQuAD: the `data` list, for the official scores
+
+
+@dataclasses.dataclass
+class Predictions:
+    """A model's outputs on a TaskData, in example order.
+
+    outputs: classification / regression / multiple choice: [examples, classes] array;
+      token: one [words, labels] logits array per sentence (NaN rows for cut words);
+      span: (window features, start logits, end logits), per window.
+    labels: the examples' labels where the data has them (not span, not token).
+    loss: the training loss on the data (labelled data; not span).
+    """
+
+    outputs: Any
+    labels: np.ndarray | None = None
+    loss: float | None = None
 
 
 def make_adapter(settings, tokenizer):
@@ -51,11 +85,147 @@ def _suffix(name: str) -> str:
     return name.split("_", 1)[1] if "_" in name else ""
 
 
-class ClassificationAdapter:
-    """GLUE (TSV files, a GLUE data_dir or TFDS glue/*) and users' own CSV/TSV/JSONL."""
+def _file(settings, split: str) -> str | None:
+    return {"train": settings.train_file, "eval": settings.eval_file, "predict": settings.predict_file}[split]
+
+
+class Adapter:
+    """What the families share: pipelines, counting, running a model, the loss.
+
+    Subclasses set `kind`, and define `load`, `preprocessor`, `signature` (of the raw
+    records), `record` (example -> raw record) and how outputs are gathered and scored.
+    """
+
+    kind = ""
+    label_list: list[str] | None = None
+    keep: tuple[str, ...] = ()  # preprocessor features that prediction needs
+    ignore_label: int | None = None
 
     def __init__(self, settings, tokenizer):
         self.settings, self.tokenizer = settings, tokenizer
+        # Static shapes (TPUs, or settings.static_shapes): rows padded to max_seq_length,
+        # fixed-size batches. The runner sets it for TPUStrategy.
+        self.static = bool(getattr(settings, "static_shapes", False))
+
+    # -- pipelines -------------------------------------------------------------------------
+    @property
+    def pad_to_multiple_of(self) -> int | None:
+        return None if self.static else getattr(self.settings, "pad_to_multiple_of", 8)
+
+    def records(self, data: TaskData) -> tf.data.Dataset:
+        record, labelled = self.record, data.labelled
+
+        def source():
+            for example in data.examples():
+                yield record(example, labelled)
+
+        return streams.records(source, self.signature(labelled), labelled)
+
+    def batches(self, data: TaskData, batch_size: int, training: bool = False, keep=()) -> tf.data.Dataset:
+        """{"inputs", "labels", "weight", "meta"} batches (see `streams.batches`)."""
+        buckets = None
+        if training and getattr(self.settings, "length_buckets", False):
+            buckets = streams.length_buckets(self.settings.max_seq_length, self.pad_to_multiple_of or 8)
+        batching = streams.Batching(
+            batch_size,
+            training=training,
+            static=self.static,
+            bucket_boundaries=buckets,
+            seed=self.settings.seed,
+            shuffle_buffer=getattr(self.settings, "shuffle_buffer_size", 10_000),
+        )
+        return streams.batches(self.records(data), self.preprocessor(), batching, keep, self.ignore_label)
+
+    def dataset(self, data: TaskData, batch_size: int, training: bool = False) -> tf.data.Dataset:
+        """For Keras: `(inputs, labels)` batches, shuffled and repeated when `training`;
+        else `(inputs, labels, sample_weight)` (weight 0 on the rows that only fill a
+        static-shape batch)."""
+        if not data.labelled:
+            raise TaskDataError(f"the {data.name} data has no labels to train or evaluate on")
+        return streams.keras_inputs(self.batches(data, batch_size, training), with_weights=not training)
+
+    def count(self, data: TaskData) -> ConversionStats:
+        """Fills `data.stats` (features, truncated examples) with one pass of the preprocessor."""
+        preprocessor = self.preprocessor()
+
+        def counts(batch):
+            features = preprocessor.features(batch["x"])
+            rows = tf.shape(features["input_ids"], out_type=tf.int64)[0]
+            trimmed = features["trimmed"]
+            if "example_index" in features:  # windows: an example is truncated once
+                trimmed = tf.math.unsorted_segment_max(
+                    tf.cast(trimmed, tf.int64), features["example_index"], tf.shape(batch["index"])[0]
+                )
+            return tf.stack(
+                [
+                    tf.shape(batch["index"], out_type=tf.int64)[0],
+                    rows,
+                    tf.reduce_sum(tf.cast(trimmed, tf.int64)),
+                ]
+            )
+
+        totals = (
+            self.records(data)
+            .ragged_batch(256)
+            .map(counts, num_parallel_calls=tf.data.AUTOTUNE)
+            .reduce(tf.zeros([3], tf.int64), lambda total, value: total + value)
+            .numpy()
+        )
+        data.stats.num_examples, data.stats.num_features, data.stats.num_truncated = (int(v) for v in totals)
+        if not data.stats.num_examples:
+            raise TaskDataError(f"the {data.name} data has no examples")
+        return data.stats
+
+    # -- running a model -------------------------------------------------------------------
+    def predict(self, model, data: TaskData, batch_size: int) -> Predictions:
+        """Runs `model` over the data in batches; outputs in example order."""
+        parts: list[tuple] = []
+        loss_sum, loss_count = 0.0, 0.0
+        for element in self.batches(data, batch_size, keep=self.keep):
+            outputs = model.predict_on_batch(element["inputs"])
+            real = element["weight"].numpy() > 0
+            labels = element.get("labels")
+            if labels is not None and self.kind != "span":
+                loss, count = self._batch_loss(labels, outputs, real)
+                loss_sum, loss_count = loss_sum + loss * count, loss_count + count
+            parts.append((outputs, labels, element["meta"], real))
+        predictions = self.gather(parts)
+        if loss_count:
+            predictions.loss = loss_sum / loss_count
+        return predictions
+
+    def _batch_loss(self, labels, outputs, real) -> tuple[float, float]:
+        from bert_tf.tasks import models
+
+        labels = tf.nest.map_structure(lambda t: np.asarray(t)[real], labels)
+        outputs = tf.nest.map_structure(lambda t: np.asarray(t)[real], outputs)
+        if not real.any():
+            return 0.0, 0.0
+        count = float((labels != self.ignore_label).sum()) if self.kind == "token" else float(real.sum())
+        return models.task_loss(self.kind, labels, outputs), count
+
+    def gather(self, parts) -> Predictions:
+        """Row outputs of classification-like tasks: [examples, ...] arrays."""
+        outputs = np.concatenate([np.asarray(o)[real] for o, _, _, real in parts])
+        labels = None
+        if parts and parts[0][1] is not None:
+            labels = np.concatenate([np.asarray(y)[real] for _, y, _, real in parts])
+        return Predictions(outputs, labels)
+
+    def evaluate(self, model, data: TaskData, batch_size: int) -> dict[str, float]:
+        """The task's official metrics (and `eval_loss` for labelled data) of `model`."""
+        predictions = self.predict(model, data, batch_size)
+        scores = self.score(data, predictions)
+        if predictions.loss is not None:
+            scores["eval_loss"] = float(predictions.loss)
+        return scores
+
+
+class ClassificationAdapter(Adapter):
+    """GLUE (TSV files, a GLUE data_dir or TFDS glue/*) and users' own CSV/TSV/JSONL."""
+
+    def __init__(self, settings, tokenizer):
+        super().__init__(settings, tokenizer)
         task = settings.task.lower()
         self.glue = glue.get_task(task) if task not in ("classification", "regression") else None
         if settings.tfds_name and (self.glue is None or settings.tfds_name != f"glue/{self.glue.name}"):
@@ -69,18 +239,21 @@ class ClassificationAdapter:
         self.kind = "regression" if regression else "classification"
         self.metric_names = self.glue.metrics if self.glue else ("accuracy",)
         self.label_list = list(self.glue.label_list) if self.glue and self.glue.label_list else None
+        self.pair = None  # whether examples have a second text: known from the first example
 
     # -- sources -----------------------------------------------------------------------
-    def _examples(self, split: str) -> dict[str, list]:
-        """split ("train", "eval", "predict") → {data name: examples}."""
+    def _readers(self, split: str) -> dict[str, Callable[[], Iterator[classification.InputExample]]]:
+        """split ("train", "eval", "predict") → {data name: function streaming its examples}."""
         s = self.settings
         labelled = split != "predict"
-        file = {"train": s.train_file, "eval": s.eval_file, "predict": s.predict_file}[split]
+        file = _file(s, split)
         if file and self.glue is not None:
-            return {split: glue.read_examples(self.glue, file, labelled=labelled)}
+            return {split: lambda: glue.iter_examples(self.glue, file, labelled=labelled)}
         if file:
             label_column = s.label_column if labelled else None
-            return {split: classification.read_table(file, s.text_column, s.text_b_column, label_column)}
+            return {
+                split: lambda: classification.iter_table(file, s.text_column, s.text_b_column, label_column)
+            }
         if self.glue is None:
             return {}
         if s.data_dir:  # a GLUE task directory as distributed
@@ -88,44 +261,76 @@ class ClassificationAdapter:
                 split
             ]
             files = glue.split_files(self.glue, s.data_dir)
-
-            def read(name):
-                return (
-                    glue.read_examples(self.glue, files[name], labelled)
-                    if os.path.isfile(files[name])
-                    else None
-                )
-
+            readers = {
+                name: (lambda path=files[name]: glue.iter_examples(self.glue, path, labelled))
+                for name in splits
+                if os.path.isfile(files[name])
+            }
         elif s.tfds_name or s.tfds_data_dir:
             tfds_splits = {"eval": self.glue.tfds_eval_splits, "predict": self.glue.tfds_test_splits}
             splits = tfds_splits.get(split, ("train",))
-
-            def read(name):
-                return glue.tfds_examples(self.glue, name, s.tfds_data_dir)
-
+            readers = {
+                name: (lambda name=name: glue.iter_tfds_examples(self.glue, name, s.tfds_data_dir))
+                for name in splits
+            }
         else:
             return {}
-        result = {}
-        for index, name in enumerate(splits):
-            examples = read(name)
-            if examples is not None:
-                # MNLI: "eval" is the matched dev set, "eval_mismatched" the other one.
-                result[split if index == 0 else f"{split}_{_suffix(name)}"] = examples
-        return result
+        # MNLI: "eval" is the matched dev set, "eval_mismatched" the other one.
+        return {
+            (split if index == 0 else f"{split}_{_suffix(name)}"): reader
+            for index, (name, reader) in enumerate(readers.items())
+        }
 
     def load(self, split: str) -> list[TaskData]:
-        loaded = self._examples(split)
-        if split == "train" and loaded and self.label_list is None and self.kind == "classification":
-            self.label_list = classification.label_list_from(loaded["train"])
+        """The split's data, after one validating pass (labels, empty texts, the label set)."""
         result = []
-        for name, examples in loaded.items():
-            if split == "predict":
-                examples = [dataclasses.replace(e, label=None) for e in examples]
-            x, y, stats = classification.convert_examples(
-                self.tokenizer, examples, self.label_list, self.settings.max_seq_length
-            )
-            result.append(TaskData(name, x, y, stats, examples))
+        labelled = split != "predict"
+        for name, reader in self._readers(split).items():
+            collect = split == "train" and self.label_list is None and self.kind == "classification"
+            known = None if collect else self.label_list
+            labels: set[str] = set()
+            first = None
+            for example in classification.validate(
+                reader(), known if labelled else None, self.kind == "regression" and labelled
+            ):
+                first = first or example
+                if collect and example.label is not None:
+                    labels.add(str(example.label))
+            if first is None:
+                raise TaskDataError(f"the {name} data has no examples")
+            if collect:
+                self.label_list = classification.label_list_from(
+                    [classification.InputExample("", "", None, label) for label in labels]
+                )
+            if self.pair is None:
+                self.pair = first.text_b is not None
+
+            def examples(reader=reader, labelled=labelled):
+                for example in reader():
+                    yield example if labelled else dataclasses.replace(example, label=None)
+
+            result.append(TaskData(name, examples, labelled, ConversionStats()))
         return result
+
+    def preprocessor(self):
+        return preprocessing.TextClassifierPreprocessor(
+            self.tokenizer,
+            self.settings.max_seq_length,
+            self.label_list if self.kind == "classification" else None,
+            self.pad_to_multiple_of,
+        )
+
+    def signature(self, labelled: bool) -> tuple:
+        x = (_TEXT, _TEXT) if self.pair else _TEXT
+        if not labelled:
+            return (x,)
+        return (x, _TEXT if self.kind == "classification" else tf.TensorSpec([], tf.float32))
+
+    def record(self, example, labelled: bool) -> tuple:
+        x = (example.text_a, example.text_b or "") if self.pair else example.text_a
+        if not labelled:
+            return (x,)
+        return (x, str(example.label) if self.kind == "classification" else float(example.label))
 
     # -- model and outputs ---------------------------------------------------------------
     def build_model(self, encoder):
@@ -137,43 +342,45 @@ class ClassificationAdapter:
         outputs = np.asarray(outputs)
         return outputs[:, 0] if self.kind == "regression" else outputs.argmax(axis=-1)
 
-    def score(self, data: TaskData, outputs) -> dict[str, float]:
+    def score(self, data: TaskData, predictions: Predictions) -> dict[str, float]:
+        values = self._values(predictions.outputs)
         if self.kind == "regression":
-            return metrics.regression_metrics(data.y, self._values(outputs))
-        return metrics.classification_metrics(data.y, self._values(outputs), self.metric_names)
+            return metrics.regression_metrics(predictions.labels, values)
+        return metrics.classification_metrics(predictions.labels, values, self.metric_names)
 
-    def write(self, data: TaskData, outputs, output_dir: str) -> list[str]:
-        values = self._values(outputs)
+    def write(self, data: TaskData, predictions: Predictions, output_dir: str) -> list[str]:
+        values = self._values(predictions.outputs)
         if self.glue is not None:
             names = self.glue.submission_names
             name = names[1] if data.name.endswith("mismatched") and len(names) > 1 else names[0]
             # Leaderboard files for the test sets; eval_<name>.tsv for the dev sets.
             file_name = f"{name}.tsv" if data.name.startswith("predict") else f"eval_{name}.tsv"
             path = os.path.join(output_dir, file_name)
-            glue.write_submission(path, self.glue, data.meta, values)
+            glue.write_submission(path, self.glue, data.examples(), values)
             return [path]
         path = os.path.join(output_dir, f"{data.name}_predictions.tsv")
         with open(path, "w", encoding="utf-8") as handle:
             handle.write("id\tprediction\n")
-            for example, value in zip(data.meta, values, strict=True):
+            for example, value in zip(data.examples(), values, strict=True):
                 label = f"{float(value):.6g}" if self.kind == "regression" else self.label_list[int(value)]
                 handle.write(f"{example.guid}\t{label}\n")
         return [path]
 
 
-class SquadAdapter:
+class SquadAdapter(Adapter):
     kind = "span"
-    label_list = None
+    keep = ("token_to_orig", "token_is_max_context", "input_ids")
 
     def __init__(self, settings, tokenizer):
-        self.settings, self.tokenizer = settings, tokenizer
+        super().__init__(settings, tokenizer)
         self.version_2 = settings.task.lower() == "squad_v2" or (
             bool(settings.tfds_name) and tfds_sources.squad_version(settings.tfds_name)
         )
 
     def load(self, split: str) -> list[TaskData]:
+        """SQuAD JSON is one document: it is parsed whole (the examples stay in memory)."""
         s = self.settings
-        file = {"train": s.train_file, "eval": s.eval_file, "predict": s.predict_file}[split]
+        file = _file(s, split)
         if file:
             dataset = squad.load_dataset(file)
         elif s.tfds_name and split != "predict":
@@ -187,32 +394,80 @@ class SquadAdapter:
             logger.warning("%s: %d answers not found in their context were skipped", split, skipped)
         if not examples:
             raise TaskDataError(f"no usable SQuAD examples in the {split} data ({skipped} skipped)")
-        features, stats = squad.convert_examples(
-            self.tokenizer, examples, training, s.max_seq_length, s.doc_stride, s.max_query_length
+        return [
+            TaskData(
+                split,
+                lambda: iter(examples),
+                training,
+                ConversionStats(num_skipped=skipped),
+                (dataset, examples),
+            )
+        ]
+
+    def preprocessor(self):
+        s = self.settings
+        return preprocessing.SpanPreprocessor(
+            self.tokenizer, s.max_seq_length, s.doc_stride, s.max_query_length, self.pad_to_multiple_of
         )
+
+    def signature(self, labelled: bool) -> tuple:
+        x = (_TEXT, _TEXT)
+        return (x, (_TEXT, tf.TensorSpec([], tf.int64))) if labelled else (x,)
+
+    def record(self, example, labelled: bool) -> tuple:
+        x = (example.question_text, example.context)
+        if not labelled:
+            return (x,)
+        return (x, (example.orig_answer_text or "", -1 if example.is_impossible else example.answer_start))
+
+    def count(self, data: TaskData) -> ConversionStats:
+        skipped = data.stats.num_skipped
+        stats = super().count(data)
         stats.num_skipped = skipped
-        arrays = squad.feature_arrays(features)
-        x = {name: arrays[name] for name in ("input_ids", "input_mask", "segment_ids")}
-        y = (
-            {"start_logits": arrays["start_position"], "end_logits": arrays["end_position"]}
-            if training
-            else None
-        )
-        return [TaskData(split, x, y, stats, (dataset, examples, features))]
+        return stats
 
     def build_model(self, encoder):
         from bert_tf.models import BertSpanLabeler
 
         return BertSpanLabeler(encoder)
 
-    def _answers(self, data: TaskData, outputs):
-        _, examples, features = data.meta
+    def gather(self, parts) -> Predictions:
+        vocab = self.tokenizer.vocab
+        features, starts, ends = [], [], []
+        for outputs, _, meta, real in parts:
+            meta = {name: np.asarray(value) for name, value in meta.items()}
+            start_logits, end_logits = np.asarray(outputs["start_logits"]), np.asarray(outputs["end_logits"])
+            for row in np.flatnonzero(real):
+                to_orig, max_context = meta["token_to_orig"][row], meta["token_is_max_context"][row]
+                context = np.flatnonzero(to_orig >= 0)
+                ids = meta["input_ids"][row]
+                length = int((ids != self.tokenizer.pad_id).sum())  # [PAD] is never a real piece
+                features.append(
+                    squad.SquadFeature(
+                        unique_id=1000000000 + len(features),
+                        example_index=int(meta["index"][row]),
+                        doc_span_index=0,
+                        tokens=[vocab[i] for i in ids[:length]],
+                        token_to_orig_map={int(p): int(to_orig[p]) for p in context},
+                        token_is_max_context={int(p): bool(max_context[p]) for p in context},
+                        input_ids=[],
+                        input_mask=[],
+                        segment_ids=[],
+                    )
+                )
+                starts.append(start_logits[row, :length])
+                ends.append(end_logits[row, :length])
+        return Predictions((features, starts, ends))
+
+    def _answers(self, data: TaskData, predictions: Predictions):
+        _, examples = data.meta
+        features, starts, ends = predictions.outputs
         s = self.settings
         return postprocess(
             examples,
             features,
-            np.asarray(outputs["start_logits"]),
-            np.asarray(outputs["end_logits"]),
+            starts,
+            ends,
             n_best_size=s.n_best_size,
             max_answer_length=s.max_answer_length,
             lower_case=self.tokenizer.lower_case,
@@ -220,90 +475,145 @@ class SquadAdapter:
             null_score_diff_threshold=s.null_score_diff_threshold,
         )
 
-    def score(self, data: TaskData, outputs) -> dict[str, float]:
-        predictions, _, null_odds = self._answers(data, outputs)
-        return metrics.squad_scores(data.meta[0], predictions, null_odds if self.version_2 else None)
+    def score(self, data: TaskData, predictions: Predictions) -> dict[str, float]:
+        answers, _, null_odds = self._answers(data, predictions)
+        return metrics.squad_scores(data.meta[0], answers, null_odds if self.version_2 else None)
 
-    def write(self, data: TaskData, outputs, output_dir: str) -> list[str]:
-        predictions, nbest, null_odds = self._answers(data, outputs)
+    def write(self, data: TaskData, predictions: Predictions, output_dir: str) -> list[str]:
+        answers, nbest, null_odds = self._answers(data, predictions)
         # predictions.json of the predict file at the top; the eval file's beside it only
         # when there is no predict file, else in eval/.
         separate = data.name != "predict" and self.settings.predict_file
         directory = os.path.join(output_dir, "eval") if separate else output_dir
-        return write_predictions(directory, predictions, nbest, null_odds if self.version_2 else None)
+        return write_predictions(directory, answers, nbest, null_odds if self.version_2 else None)
 
 
-class NerAdapter:
+class NerAdapter(Adapter):
     kind = "token"
-
-    def __init__(self, settings, tokenizer):
-        self.settings, self.tokenizer = settings, tokenizer
-        self.label_list = None
+    keep = ("word_positions",)
+    ignore_label = preprocessing.IGNORE_LABEL
 
     def load(self, split: str) -> list[TaskData]:
         s = self.settings
-        file = {"train": s.train_file, "eval": s.eval_file, "predict": s.predict_file}[split]
+        file = _file(s, split)
+        labelled = split != "predict"
         if file:
-            sentences = ner.read_conll(file, labelled=split != "predict")
+
+            def reader():
+                return ner.iter_conll(file, labelled=labelled)
+
         elif s.tfds_name:
             tfds_split = {"train": "train", "eval": "validation", "predict": "test"}[split]
-            sentences = tfds_sources.conll_sentences(s.tfds_name, tfds_split, s.tfds_data_dir)
+
+            def reader():
+                return tfds_sources.iter_conll_sentences(s.tfds_name, tfds_split, s.tfds_data_dir)
+
         else:
             return []
         if split == "train":
-            self.label_list = ner.label_list_from(sentences)
-        converted = ner.convert_sentences(self.tokenizer, sentences, self.label_list, s.max_seq_length)
-        x = {name: converted.arrays[name] for name in ("input_ids", "input_mask", "segment_ids")}
-        y = converted.arrays["label_ids"] if split != "predict" else None
-        return [TaskData(split, x, y, converted.stats, (sentences, converted.first_piece))]
+            self.label_list = ner.label_list_from(reader())
+        elif labelled and self.label_list is not None:
+            _check_tags(reader(), self.label_list, file or s.tfds_name)
+        return [TaskData(split, reader, labelled, ConversionStats())]
+
+    def preprocessor(self):
+        return preprocessing.TokenTaggerPreprocessor(
+            self.tokenizer, self.settings.max_seq_length, self.label_list, self.pad_to_multiple_of
+        )
+
+    def signature(self, labelled: bool) -> tuple:
+        words = tf.TensorSpec([None], tf.string)
+        return (words, tf.TensorSpec([None], tf.string)) if labelled else (words,)
+
+    def record(self, sentence, labelled: bool) -> tuple:
+        return (sentence.words, sentence.tags) if labelled else (sentence.words,)
 
     def build_model(self, encoder):
         from bert_tf.models import BertTokenClassifier
 
         return BertTokenClassifier(encoder, num_classes=len(self.label_list))
 
-    def score(self, data: TaskData, outputs) -> dict[str, float]:
-        sentences, first_piece = data.meta
-        predicted = ner.word_predictions(outputs, first_piece, self.label_list)
-        return metrics.ner_metrics([sentence.tags for sentence in sentences], predicted)
+    def gather(self, parts) -> Predictions:
+        word_logits = []
+        for outputs, _, meta, real in parts:
+            logits = np.asarray(outputs)
+            positions = meta["word_positions"]
+            positions = positions.to_list() if hasattr(positions, "to_list") else positions
+            for row in np.flatnonzero(real):
+                where = np.asarray(positions[row], dtype=np.int64)
+                rows = logits[row, np.maximum(where, 0)].astype(np.float64)
+                rows[where < 0] = np.nan
+                word_logits.append(rows)
+        return Predictions(word_logits)
 
-    def write(self, data: TaskData, outputs, output_dir: str) -> list[str]:
-        sentences, first_piece = data.meta
+    def score(self, data: TaskData, predictions: Predictions) -> dict[str, float]:
+        predicted = ner.word_predictions(predictions.outputs, self.label_list)
+        return metrics.ner_metrics([sentence.tags for sentence in data.examples()], predicted)
+
+    def write(self, data: TaskData, predictions: Predictions, output_dir: str) -> list[str]:
         path = os.path.join(output_dir, f"{data.name}_predictions.txt")
-        ner.write_predictions(path, sentences, ner.word_predictions(outputs, first_piece, self.label_list))
+        ner.write_predictions(
+            path, data.examples(), ner.word_predictions(predictions.outputs, self.label_list)
+        )
         return [path]
 
 
-class ChoiceAdapter:
-    kind = "multiple_choice"
-    label_list = None
+def _check_tags(sentences: Iterable[ner.Sentence], label_list, source) -> None:
+    known = set(label_list)
+    for sentence in sentences:
+        for word, tag in zip(sentence.words, sentence.tags or [], strict=False):
+            if tag not in known:
+                raise TaskDataError(
+                    f"{source}: sentence at line {sentence.line}: tag {tag!r} of word {word!r} is not one "
+                    f"of the training data's tags {list(label_list)}; add it to the training data or fix the tag"
+                )
 
-    def __init__(self, settings, tokenizer):
-        self.settings, self.tokenizer = settings, tokenizer
+
+class ChoiceAdapter(Adapter):
+    kind = "multiple_choice"
 
     def load(self, split: str) -> list[TaskData]:
-        s = self.settings
-        file = {"train": s.train_file, "eval": s.eval_file, "predict": s.predict_file}[split]
+        file = _file(self.settings, split)
         if not file:
             return []
-        examples = swag.read_swag(file)
-        x, y, stats = swag.convert_examples(self.tokenizer, examples, s.max_seq_length)
-        if split != "predict" and y is None:
-            raise TaskDataError(f"{file}: the {split} data needs a label column")
-        return [TaskData(split, x, y if split != "predict" else None, stats, examples)]
+        labelled = split != "predict"
+        num_choices = None
+        for example in swag.iter_swag(file):  # validates every row
+            num_choices = num_choices or len(example.endings)
+            if labelled and example.label is None:
+                raise TaskDataError(f"{example.guid}: the {split} data needs a label column")
+        self.num_choices = num_choices
+        return [TaskData(split, lambda: swag.iter_swag(file), labelled, ConversionStats())]
+
+    def preprocessor(self):
+        return preprocessing.MultipleChoicePreprocessor(
+            self.tokenizer, self.settings.max_seq_length, self.pad_to_multiple_of
+        )
+
+    def signature(self, labelled: bool) -> tuple:
+        x = (_TEXT, tf.TensorSpec([None], tf.string))
+        return (x, tf.TensorSpec([], tf.int32)) if labelled else (x,)
+
+    def record(self, example, labelled: bool) -> tuple:
+        x = (example.context, example.endings)
+        return (x, example.label) if labelled else (x,)
 
     def build_model(self, encoder):
         from bert_tf.models import BertMultipleChoice
 
         return BertMultipleChoice(encoder)
 
-    def score(self, data: TaskData, outputs) -> dict[str, float]:
-        return metrics.classification_metrics(data.y, np.asarray(outputs).argmax(axis=-1), ("accuracy",))
+    def score(self, data: TaskData, predictions: Predictions) -> dict[str, float]:
+        return metrics.classification_metrics(
+            predictions.labels, np.asarray(predictions.outputs).argmax(axis=-1), ("accuracy",)
+        )
 
-    def write(self, data: TaskData, outputs, output_dir: str) -> list[str]:
+    def write(self, data: TaskData, predictions: Predictions, output_dir: str) -> list[str]:
         path = os.path.join(output_dir, f"{data.name}_predictions.tsv")
         with open(path, "w", encoding="utf-8") as handle:
             handle.write("id\tprediction\n")
-            for example, choice in zip(data.meta, np.asarray(outputs).argmax(axis=-1), strict=True):
+            for example, choice in zip(
+                data.examples(), np.asarray(predictions.outputs).argmax(axis=-1), strict=True
+            ):
                 handle.write(f"{example.guid}\t{int(choice)}\n")
         return [path]

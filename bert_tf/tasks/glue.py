@@ -19,7 +19,7 @@ import dataclasses
 import difflib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -107,33 +107,45 @@ def get_task(name: str) -> GlueTask:
 # --- TSV files ---------------------------------------------------------------------------
 
 
-def read_tsv(path: str | os.PathLike) -> list[list[str]]:
+def read_tsv(path: str | os.PathLike) -> Iterator[list[str]]:
+    """The rows of a TSV file, read as it goes."""
     if not os.path.isfile(path):
         raise TaskDataError(f"GLUE file not found: {path}")
     csv.field_size_limit(sys.maxsize)
     with open(path, encoding="utf-8", newline="") as handle:
-        return list(csv.reader(handle, delimiter="\t", quotechar=None))
+        yield from csv.reader(handle, delimiter="\t", quotechar=None)
 
 
 def read_examples(task: GlueTask | str, path: str | os.PathLike, labelled: bool = True) -> list[InputExample]:
-    """Reads a train/dev file (`labelled=True`) or a test file of a GLUE task.
+    """All examples of a GLUE file (see `iter_examples`)."""
+    return list(iter_examples(task, path, labelled))
+
+
+def iter_examples(
+    task: GlueTask | str, path: str | os.PathLike, labelled: bool = True, skipped: list | None = None
+) -> Iterator[InputExample]:
+    """Streams a train/dev file (`labelled=True`) or a test file of a GLUE task.
 
     Rows with too few columns are an error naming the line, except in QQP, whose
-    distributed train file has a few broken rows that the community skips.
+    distributed train file has a few broken rows that the community skips: their line
+    numbers are appended to `skipped`.
     """
     task = get_task(task) if isinstance(task, str) else task
+    if not os.path.isfile(path):
+        raise TaskDataError(f"GLUE file not found: {path}")
     rows = read_tsv(path)
     name = os.path.basename(os.fspath(path))
     # Test files always have a header; train/dev files have one except CoLA's.
     skip_header = task.has_header or not labelled
     a_col, b_col = (task.text_a, task.text_b) if labelled else (task.test_text_a, task.test_text_b)
     needed = max(c for c in (a_col, b_col, task.label if labelled else 0) if c is not None and c >= 0) + 1
-    examples = []
     for line_number, row in enumerate(rows, start=1):
         if skip_header and line_number == 1:
             continue
         if len(row) < needed or (labelled and task.label < 0 and len(row) < needed + 1):
             if task.name == "qqp":
+                if skipped is not None:
+                    skipped.append(line_number)
                 continue
             raise TaskDataError(
                 f"{path} line {line_number}: {len(row)} columns, {task.name} needs at least {needed}; "
@@ -141,15 +153,12 @@ def read_examples(task: GlueTask | str, path: str | os.PathLike, labelled: bool 
             )
         # Test rows are submitted by their index (first column).
         guid = f"{name} line {line_number}" if labelled else row[0]
-        examples.append(
-            InputExample(
-                guid=guid,
-                text_a=row[a_col],
-                text_b=row[b_col] if b_col is not None else None,
-                label=row[task.label] if labelled else None,
-            )
+        yield InputExample(
+            guid=guid,
+            text_a=row[a_col],
+            text_b=row[b_col] if b_col is not None else None,
+            label=row[task.label] if labelled else None,
         )
-    return examples
 
 
 def split_files(task: GlueTask | str, data_dir: str | os.PathLike) -> dict[str, str]:
@@ -186,27 +195,40 @@ def check_tfds_name(name: str) -> None:
 
 
 def tfds_examples(task: GlueTask | str, split: str, data_dir: str | None = None) -> list[InputExample]:
-    """Reads a split of TFDS `glue/<task>` into examples with GLUE's label strings."""
+    """All examples of a TFDS `glue/<task>` split (see `iter_tfds_examples`)."""
+    return list(iter_tfds_examples(task, split, data_dir))
+
+
+def load_tfds(name: str, split: str, data_dir: str | None = None):
+    """(tf.data.Dataset, info) of a TFDS split; a missing split is a TaskDataError naming the others."""
+    import tensorflow_datasets as tfds
+
+    check_tfds_name(name)
+    builder = tfds.builder(name, data_dir=data_dir)
+    splits = builder.info.splits
+    if splits and split.split("[")[0] not in splits:
+        raise TaskDataError(f"TFDS {name} has no split {split!r}; its splits are {sorted(splits)}")
+    return tfds.load(name, split=split, data_dir=data_dir, with_info=True)
+
+
+def iter_tfds_examples(
+    task: GlueTask | str, split: str, data_dir: str | None = None
+) -> Iterator[InputExample]:
+    """Streams a split of TFDS `glue/<task>` as examples with GLUE's label strings."""
     import tensorflow_datasets as tfds
 
     task = get_task(task) if isinstance(task, str) else task
-    name = f"glue/{task.name}"
-    check_tfds_name(name)
-    dataset, info = tfds.load(name, split=split, data_dir=data_dir, with_info=True)
+    dataset, info = load_tfds(f"glue/{task.name}", split, data_dir)
     label_names = None if task.is_regression else info.features["label"].names
-    examples = []
     for record in tfds.as_numpy(dataset):
         texts = [record[column].decode("utf-8") for column in task.tfds_columns]
         label = _glue_label(task, record["label"], label_names)
-        examples.append(
-            InputExample(
-                guid=str(int(record["idx"])),
-                text_a=texts[0],
-                text_b=texts[1] if len(texts) > 1 else None,
-                label=label,
-            )
+        yield InputExample(
+            guid=str(int(record["idx"])),
+            text_a=texts[0],
+            text_b=texts[1] if len(texts) > 1 else None,
+            label=label,
         )
-    return examples
 
 
 def _glue_label(task: GlueTask, value, label_names: Sequence[str] | None) -> str | None:

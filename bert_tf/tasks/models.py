@@ -198,10 +198,16 @@ def create_optimizer(
     num_train_steps: int,
     warmup_proportion: float = 0.1,
     weight_decay: float = 0.01,
+    gradient_accumulation_steps: int = 1,
 ) -> keras.optimizers.Optimizer:
     """The original fine-tuning optimizer for `model.fit`: AdamW (weight decay 0.01, not
     on LayerNorm or bias variables, epsilon 1e-6, global-norm clipping 1.0) with linear
     warmup over `warmup_proportion` of the steps, then linear decay to 0.
+
+    `num_train_steps` counts optimizer updates. With `gradient_accumulation_steps=k`
+    (Keras' own optimizer option) each update averages the gradients of k calls, so
+    `model.fit` on batches of B / k takes k * num_train_steps batches and follows the
+    same recipe as batches of B; under mixed_float16 the loss scaling wraps it.
 
     Built by `bert_tf.training.optimization.create_optimizer` with its default
     `presummed_gradients=False`: under `model.fit` Keras sums each replica's gradients.
@@ -210,10 +216,13 @@ def create_optimizer(
 
     if not 0.0 <= warmup_proportion < 1.0:
         raise ValueError(f"warmup_proportion must be in [0, 1), got {warmup_proportion}")
+    if gradient_accumulation_steps < 1:
+        raise ValueError(f"gradient_accumulation_steps must be >= 1, got {gradient_accumulation_steps}")
     optimizer = optimization.create_optimizer(
         learning_rate,
         num_train_steps=num_train_steps,
         num_warmup_steps=int(num_train_steps * warmup_proportion),
         weight_decay=weight_decay,
+        gradient_accumulation_steps=gradient_accumulation_steps,
     )
     return optimizer

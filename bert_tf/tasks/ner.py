@@ -1,10 +1,10 @@
 """Named-entity recognition on CoNLL-2003-format files (BIO/IOB tags).
 
 One word per line with its tag in the last column (`EU NNP B-NP B-ORG`), a blank line
-between sentences, `-DOCSTART-` lines ignored. Each word is word-piece tokenized; its
-tag is the label of its first piece, and the other pieces (and `[CLS]`/`[SEP]`/padding)
-get label -1, which the loss and metrics ignore. Predictions are read back at each
-word's first piece, so they are per word, as seqeval and conlleval score them.
+between sentences, `-DOCSTART-` lines ignored. The features (the tag on each word's
+first piece, -1 on the rest) are `bert_tf.preprocessing.TokenTaggerPreprocessor`'s.
+Predictions are read back at each word's first piece, so they are per word, as seqeval
+and conlleval score them.
 
 Example:
 
@@ -21,13 +21,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from bert_tf.tasks.features import ConversionStats, TaskDataError, tokenize_texts
-
-IGNORE_LABEL = -1
+from bert_tf.tasks.features import TaskDataError
 
 
 @dataclasses.dataclass
@@ -38,28 +36,28 @@ class Sentence:
 
 
 def read_conll(path: str | os.PathLike, labelled: bool = True) -> list[Sentence]:
-    """Sentences of a CoNLL file; a line with a word but no tag column is an error."""
+    """All sentences of a CoNLL file (see `iter_conll`)."""
+    return list(iter_conll(path, labelled))
+
+
+def iter_conll(path: str | os.PathLike, labelled: bool = True) -> Iterator[Sentence]:
+    """Streams the sentences of a CoNLL file; a line with a word but no tag column is an error."""
     if not os.path.isfile(path):
         raise TaskDataError(f"CoNLL file not found: {path}")
-    sentences: list[Sentence] = []
     words: list[str] = []
     tags: list[str] = []
     first_line = 0
-
-    def flush() -> None:
-        if words:
-            sentences.append(Sentence(list(words), list(tags) if labelled else None, first_line))
-            words.clear()
-            tags.clear()
+    count = 0
 
     with open(path, encoding="utf-8") as handle:
         for line_number, line in enumerate(handle, start=1):
             columns = line.split()
-            if not columns:
-                flush()
-                continue
-            if columns[0] == "-DOCSTART-":
-                flush()
+            if not columns or columns[0] == "-DOCSTART-":
+                if words:
+                    count += 1
+                    yield Sentence(list(words), list(tags) if labelled else None, first_line)
+                    words.clear()
+                    tags.clear()
                 continue
             if labelled and len(columns) < 2:
                 raise TaskDataError(
@@ -76,10 +74,11 @@ def read_conll(path: str | os.PathLike, labelled: bool = True) -> list[Sentence]
             if not words:
                 first_line = line_number
             words.append(columns[0])
-    flush()
-    if not sentences:
+    if words:
+        count += 1
+        yield Sentence(list(words), list(tags) if labelled else None, first_line)
+    if not count:
         raise TaskDataError(f"{path} has no sentences")
-    return sentences
 
 
 def label_list_from(sentences: Sequence[Sentence]) -> list[str]:
@@ -90,73 +89,12 @@ def label_list_from(sentences: Sequence[Sentence]) -> list[str]:
     return ["O", *sorted(tags - {"O"})] if "O" in tags else sorted(tags)
 
 
-@dataclasses.dataclass
-class NerFeatures:
-    arrays: dict[str, np.ndarray]  # input_ids, input_mask, segment_ids, label_ids [n, seq]
-    first_piece: list[list[int | None]]  # per sentence and word: position of its first piece
-    stats: ConversionStats
-
-
-def convert_sentences(
-    tokenizer,
-    sentences: Sequence[Sentence],
-    label_list: Sequence[str],
-    max_seq_length: int,
-) -> NerFeatures:
-    """One feature per sentence; words beyond `max_seq_length` are cut (counted)."""
-    index = {tag: i for i, tag in enumerate(label_list)}
-    all_words = [word for sentence in sentences for word in sentence.words]
-    all_pieces = iter(tokenize_texts(tokenizer, all_words))
-    stats = ConversionStats(num_examples=len(sentences))
-    columns: dict[str, list] = {"input_ids": [], "input_mask": [], "segment_ids": [], "label_ids": []}
-    first_piece: list[list[int | None]] = []
-    for sentence in sentences:
-        input_ids, label_ids, positions = [tokenizer.cls_id], [IGNORE_LABEL], []
-        truncated = False
-        for word_index, word in enumerate(sentence.words):
-            # A word of only removed characters (control chars) still needs a position.
-            pieces = next(all_pieces) or [tokenizer.unk_id]
-            if truncated or len(input_ids) + len(pieces) > max_seq_length - 1:
-                truncated = True
-                positions.append(None)
-                continue
-            positions.append(len(input_ids))
-            input_ids.extend(pieces)
-            label = IGNORE_LABEL
-            if sentence.tags is not None:
-                tag = sentence.tags[word_index]
-                if tag not in index:
-                    raise TaskDataError(
-                        f"sentence at line {sentence.line}: tag {tag!r} of word {word!r} is not one "
-                        f"of the task's labels {list(label_list)}"
-                    )
-                label = index[tag]
-            label_ids.extend([label] + [IGNORE_LABEL] * (len(pieces) - 1))
-        input_ids.append(tokenizer.sep_id)
-        label_ids.append(IGNORE_LABEL)
-        stats.num_truncated += int(truncated)
-        padding = max_seq_length - len(input_ids)
-        columns["input_ids"].append(input_ids + [tokenizer.pad_id] * padding)
-        columns["input_mask"].append([1] * len(input_ids) + [0] * padding)
-        columns["segment_ids"].append([0] * max_seq_length)
-        columns["label_ids"].append(label_ids + [IGNORE_LABEL] * padding)
-        first_piece.append(positions)
-    stats.num_features = len(sentences)
-    arrays = {
-        name: np.asarray(values, dtype=np.int32).reshape(-1, max_seq_length)
-        for name, values in columns.items()
-    }
-    return NerFeatures(arrays, first_piece, stats)
-
-
-def word_predictions(
-    logits: np.ndarray, first_piece: Sequence[Sequence[int | None]], label_list: Sequence[str]
-) -> list[list[str]]:
-    """Per-word tags from per-piece logits [n, seq, labels]; cut-off words get "O"."""
-    best = np.asarray(logits).argmax(axis=-1)
+def word_predictions(word_logits: Sequence[np.ndarray], label_list: Sequence[str]) -> list[list[str]]:
+    """Per-word tags from each sentence's word logits [words, labels] (read at each word's
+    first piece); words cut off by max_seq_length (their row is NaN) get "O"."""
     return [
-        [label_list[best[row, position]] if position is not None else "O" for position in positions]
-        for row, positions in enumerate(first_piece)
+        [label_list[int(row.argmax())] if np.isfinite(row).all() else "O" for row in np.asarray(logits)]
+        for logits in word_logits
     ]
 
 

@@ -6,6 +6,13 @@
 `OUTPUT_DIR/eval_results.json`, writes predictions in the official formats, and saves
 the fine-tuned model to `OUTPUT_DIR/model/` (see `save_finetuned`).
 
+While it trains (see `bert_tf.tasks.callbacks`) it scores the eval data every epoch or
+every `eval_every_steps` updates into `OUTPUT_DIR/eval_history.jsonl`, writes TensorBoard
+scalars to `OUTPUT_DIR/logs/`, prints a progress line, and backs the training state up
+in `OUTPUT_DIR/backup/`: rerunning the same command after a crash, a `kill -9` or a
+SIGTERM continues from the last backup and ends with the same weights as a run that was
+never interrupted. The backup is removed once the run has finished (`is_finished`).
+
 Example (a tiny random-init model on a two-row CSV):
 
 >>> import os, tempfile
@@ -23,6 +30,8 @@ Example (a tiny random-init model on a two-row CSV):
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import logging
 import math
@@ -31,6 +40,7 @@ import shutil
 
 import keras
 
+from bert_tf.errors import UsageError
 from bert_tf.tasks.adapters import TaskData, make_adapter
 from bert_tf.tasks.features import TaskDataError
 from bert_tf.tasks.settings import FinetuneSettings
@@ -40,6 +50,108 @@ logger = logging.getLogger(__name__)
 MODEL_DIR = "model"
 MODEL_FILE = "model.keras"
 TASK_FILE = "task.json"
+# What a finished run leaves in its output folder (not overwritten without --overwrite).
+FINISHED = ("eval_results.json", "data_stats.json", MODEL_DIR)
+BACKUP_DIR = "backup"  # the training state while a run is unfinished
+HISTORY_FILE = "eval_history.jsonl"
+LOG_DIR = "logs"
+# Settings a resumed run must share with the run whose backup it continues.
+RESUME_FIELDS = (
+    "task",
+    "init_checkpoint",
+    "bert_config",
+    "vocab_file",
+    "lower_case",
+    "train_file",
+    "data_dir",
+    "tfds_name",
+    "text_column",
+    "text_b_column",
+    "label_column",
+    "max_seq_length",
+    "doc_stride",
+    "max_query_length",
+    "train_batch_size",
+    "learning_rate",
+    "num_train_epochs",
+    "warmup_proportion",
+    "seed",
+    "mixed_precision",
+    "gradient_accumulation_steps",
+)
+
+
+def _has_backup(output_dir: str) -> bool:
+    directory = os.path.join(output_dir, BACKUP_DIR)
+    return os.path.isdir(directory) and any(name.startswith("step-") for name in os.listdir(directory))
+
+
+def is_finished(output_dir: str) -> bool:
+    """Whether `output_dir` holds a finished run: its results are written and no training
+    backup is left (an unfinished run of the same command resumes instead)."""
+    return any(os.path.exists(os.path.join(output_dir, name)) for name in FINISHED) and not _has_backup(
+        output_dir
+    )
+
+
+def main_metric(adapter) -> str:
+    """The metric that picks the best model and stops training early: the task's first."""
+    if adapter.kind == "classification":
+        return adapter.metric_names[0]  # accuracy; Matthews correlation for CoLA
+    return {"regression": "pearson", "span": "f1", "token": "f1", "multiple_choice": "accuracy"}[adapter.kind]
+
+
+@dataclasses.dataclass
+class TrainingPlan:
+    """How many updates a run makes and when it evaluates, from the settings and the data."""
+
+    num_examples: int
+    steps_per_epoch: int
+    num_train_steps: int  # optimizer updates
+    micro_batch_size: int  # train_batch_size / gradient_accumulation_steps
+    eval_every_steps: int  # 0: no evaluation during training
+
+    @classmethod
+    def make(cls, settings: FinetuneSettings, num_examples: int, has_eval_data: bool) -> TrainingPlan:
+        steps_per_epoch = max(1, math.ceil(num_examples / settings.train_batch_size))
+        num_train_steps = max(1, int(steps_per_epoch * settings.num_train_epochs))
+        every = settings.eval_every_steps
+        if every and every > num_train_steps:
+            raise UsageError(
+                f"--eval_every_steps={every} is more than the {num_train_steps} updates of this run "
+                f"({num_examples} examples, batch {settings.train_batch_size}, {settings.num_train_epochs:g} "
+                f"epochs); pass a smaller value, or leave it unset to evaluate after every epoch"
+            )
+        if not has_eval_data:
+            for name in ("eval_every_steps", "early_stopping_patience"):
+                if getattr(settings, name):
+                    raise UsageError(f"--{name} evaluates during training: it needs eval data (--eval_file)")
+            if settings.keep_best_model:
+                raise UsageError("--keep_best_model picks by evaluation: it needs eval data (--eval_file)")
+            every = 0
+        elif every is None:
+            every = steps_per_epoch
+        if (settings.early_stopping_patience or settings.keep_best_model) and not every:
+            raise UsageError(
+                "--eval_every_steps=0 turns evaluation during training off, which "
+                "--early_stopping_patience and --keep_best_model need"
+            )
+        return cls(
+            num_examples,
+            steps_per_epoch,
+            num_train_steps,
+            settings.train_batch_size // settings.gradient_accumulation_steps,
+            every,
+        )
+
+
+def check_sequence_lengths(settings: FinetuneSettings, config) -> None:
+    """--max_seq_length must fit the model's position embeddings (checked before any data is read)."""
+    if settings.max_seq_length > config.max_position_embeddings:
+        raise UsageError(
+            f"--max_seq_length={settings.max_seq_length} is above the model's max_position_embeddings="
+            f"{config.max_position_embeddings}; pass --max_seq_length={config.max_position_embeddings} or less"
+        )
 
 
 def load_tokenizer(settings: FinetuneSettings, checkpoint_settings=None):
@@ -47,7 +159,7 @@ def load_tokenizer(settings: FinetuneSettings, checkpoint_settings=None):
 
     vocab_file = settings.vocab_file or (checkpoint_settings.vocab_file if checkpoint_settings else None)
     if not vocab_file:
-        raise ValueError("no vocab file: pass vocab_file (--vocab_file) or an init_checkpoint that has one")
+        raise UsageError("no vocab file: pass --vocab_file, or an --init_checkpoint that has a vocab.txt")
     lower_case = settings.lower_case
     if lower_case is None:
         lower_case = checkpoint_settings.lower_case if checkpoint_settings else True
@@ -62,8 +174,24 @@ def _encoder(settings: FinetuneSettings):
         encoder, checkpoint_settings = from_pretrained(settings.init_checkpoint, heads="encoder")
         return encoder, checkpoint_settings
     if not settings.bert_config:
-        raise ValueError("pass init_checkpoint (pretrained) or bert_config (random initialisation)")
-    return BertEncoder(load_config(settings.bert_config)), None
+        raise UsageError(
+            "pass --init_checkpoint (a pretrained model) or --bert_config_file (random initialisation)"
+        )
+    config = load_config(settings.bert_config)
+    if settings.vocab_file:  # from scratch: the vocab decides the embedding size
+        from bert_tf.tokenization import load_vocab
+
+        vocab_size = len(load_vocab(settings.vocab_file))
+        if vocab_size != config.vocab_size:
+            logger.info(
+                "random initialisation: vocab_size %d from %s (the config %s says %d)",
+                vocab_size,
+                settings.vocab_file,
+                settings.bert_config,
+                config.vocab_size,
+            )
+            config = config.replace(vocab_size=vocab_size)
+    return BertEncoder(config), None
 
 
 def _finetuned_info(settings: FinetuneSettings) -> dict | None:
@@ -77,8 +205,7 @@ def _finetuned_info(settings: FinetuneSettings) -> dict | None:
         os.path.isfile(os.path.join(directory, name)) for name in (MODEL_FILE, TASK_FILE)
     ):
         return None  # a pretrained checkpoint (or nothing from_pretrained can read: it says so)
-    with open(os.path.join(directory, TASK_FILE), encoding="utf-8") as handle:
-        info = json.load(handle)
+    info = _read_task_info(directory)
     if info["task"].lower() != settings.task.lower():
         raise TaskDataError(
             f"{directory} holds a model fine-tuned for task {info['task']!r}, not {settings.task!r}; "
@@ -93,14 +220,20 @@ def _finetuned_info(settings: FinetuneSettings) -> dict | None:
     return info
 
 
-def _dataset(data: TaskData, batch_size: int, *, shuffle: bool, seed: int, drop_remainder: bool = False):
-    import tensorflow as tf
+def _read_task_info(directory: str) -> dict:
+    from bert_tf.errors import damaged
 
-    elements = (data.x, data.y) if data.y is not None else data.x
-    dataset = tf.data.Dataset.from_tensor_slices(elements)
-    if shuffle:
-        dataset = dataset.shuffle(len(data.x["input_ids"]), seed=seed, reshuffle_each_iteration=True).repeat()
-    return dataset.batch(batch_size, drop_remainder=drop_remainder).prefetch(tf.data.AUTOTUNE)
+    path = os.path.join(directory, TASK_FILE)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            info = json.load(handle)
+    except FileNotFoundError:
+        raise TaskDataError(f"no {TASK_FILE} in {directory}; is it the model/ folder of a fine-tuning run?") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise damaged(path, f"not valid JSON: {error}", "save the model again") from None
+    if not isinstance(info, dict) or "task" not in info or "lower_case" not in info:
+        raise damaged(path, "not a task description", "save the model again")
+    return info
 
 
 def _log_stats(data: TaskData) -> dict:
@@ -118,20 +251,44 @@ def _log_stats(data: TaskData) -> dict:
 def run(settings: FinetuneSettings) -> dict[str, float]:
     """Trains (when there is training data), evaluates, predicts and saves; returns the
     eval metrics (also written to OUTPUT_DIR/eval_results.json)."""
-    from bert_tf.tasks import models
+    from bert_tf.outputs import check_output
     from bert_tf.training.distribute import get_strategy
 
     keras.utils.set_random_seed(settings.seed)
-    os.makedirs(settings.output_dir, exist_ok=True)
+    # Every check before anything is written: the output folder, the model, the vocab, the
+    # lengths and the data. Only then is the output folder created.
+    unfinished = _has_backup(settings.output_dir)
+    state = check_output(
+        settings.output_dir,
+        "--output_dir",
+        overwrite=settings.overwrite,
+        finished=() if unfinished else FINISHED,
+    )
+    if unfinished and not settings.overwrite:
+        _check_resumable(settings)
     strategy = get_strategy(settings.strategy, settings.tpu, settings.num_gpus)
+    with _dtype_policy(settings.mixed_precision):
+        return _run(settings, strategy, fresh=state == "overwrite" or settings.overwrite)
+
+
+def _run(settings: FinetuneSettings, strategy, fresh: bool) -> dict[str, float]:
+    from bert_tf.tasks import models
+
     finetuned = _finetuned_info(settings)
     with strategy.scope():
         if finetuned:  # a model/ folder of an earlier run: its head, labels and tokenizer
             model, tokenizer, _ = load_finetuned(settings.init_checkpoint, compile=False)
+            config = model.encoder.config
         else:
             encoder, checkpoint_settings = _encoder(settings)
             tokenizer = load_tokenizer(settings, checkpoint_settings)
+            config = encoder.config
+    check_sequence_lengths(settings, config)
+    import tensorflow as tf
+
     adapter = make_adapter(settings, tokenizer)
+    # TPUs compile one program per shape: pad to max_seq_length, fixed-size batches.
+    adapter.static = adapter.static or isinstance(strategy, tf.distribute.TPUStrategy)
     if finetuned and finetuned.get("label_list") is not None:
         adapter.label_list = list(finetuned["label_list"])
 
@@ -147,80 +304,187 @@ def run(settings: FinetuneSettings) -> dict[str, float]:
         raise TaskDataError(
             f"task {settings.task!r} takes its labels from the training data; pass --train_file"
         )
+    for data in (*train, *evals, *predicts):
+        adapter.count(data)
     data_stats = {data.name: _log_stats(data) for data in (*train, *evals, *predicts)}
+    # Steps count batches of features (SQuAD: windows, several per long context).
+    num_examples = train[0].stats.num_features if train else 0
+    plan = TrainingPlan.make(settings, num_examples, has_eval_data=bool(evals))
+    if fresh:  # --overwrite: the training state of an earlier run is not reused
+        shutil.rmtree(os.path.join(settings.output_dir, BACKUP_DIR), ignore_errors=True)
+    os.makedirs(settings.output_dir, exist_ok=True)
 
     with strategy.scope():
         if not finetuned:
             model = adapter.build_model(encoder)
-        num_examples = len(train[0].x["input_ids"]) if train else 0
-        steps_per_epoch = max(1, math.ceil(num_examples / settings.train_batch_size))
-        num_train_steps = max(1, int(steps_per_epoch * settings.num_train_epochs))
         model.compile(
             optimizer=models.create_optimizer(
-                settings.learning_rate, num_train_steps, settings.warmup_proportion
+                settings.learning_rate,
+                plan.num_train_steps,
+                settings.warmup_proportion,
+                gradient_accumulation_steps=settings.gradient_accumulation_steps,
             ),
+            jit_compile="auto" if settings.jit_compile is None else settings.jit_compile,
             **models.compile_args(adapter.kind),
         )
 
     if train:
-        logger.info("training on %d examples for %d steps", num_examples, num_train_steps)
-        dataset = _dataset(
-            train[0],
-            settings.train_batch_size,
-            shuffle=True,
-            seed=settings.seed,
-            drop_remainder=bool(settings.tpu),
-        )
-        epochs = math.ceil(num_train_steps / steps_per_epoch)
-        model.fit(
-            dataset,
-            epochs=epochs,
-            steps_per_epoch=steps_per_epoch,
-            callbacks=[_StopAtStep(num_train_steps)],
-            shuffle=False,  # the dataset is shuffled already
-            verbose=settings.verbose,
-        )
+        _train(settings, strategy, model, adapter, train[0], evals, plan)
 
     results: dict[str, float] = {}
     scored = [*train, *evals] if settings.eval_train else evals
     for data in scored:
-        outputs = model.predict(data.x, batch_size=settings.eval_batch_size, verbose=0)
-        scores = adapter.score(data, outputs)
-        if data.y is not None:
-            scores["eval_loss"] = models.task_loss(adapter.kind, data.y, outputs)
+        scores, outputs = _evaluate(adapter, model, data, settings)
         # "accuracy" for the eval data, "accuracy_mismatched" for MNLI's second dev set,
         # "train_accuracy" for the training data.
-        if data.name == "train":
-            results.update({f"train_{name.removeprefix('eval_')}": float(v) for name, v in scores.items()})
-            continue
-        suffix = "" if data.name == "eval" else "_" + data.name.split("_", 1)[1]
-        results.update({f"{name}{suffix}": float(value) for name, value in scores.items()})
-        adapter.write(data, outputs, settings.output_dir)
+        results.update(scores)
+        if data.name != "train":
+            adapter.write(data, outputs, settings.output_dir)
     if scored:
         _write_json(os.path.join(settings.output_dir, "eval_results.json"), results)
         logger.info("eval results: %s", results)
     for data in predicts:
-        outputs = model.predict(data.x, batch_size=settings.eval_batch_size, verbose=0)
+        outputs = _predict(adapter, model, data, settings)
         for path in adapter.write(data, outputs, settings.output_dir):
             logger.info("wrote %s", path)
     _write_json(os.path.join(settings.output_dir, "data_stats.json"), data_stats)
     if settings.save_model and train:
         save_finetuned(os.path.join(settings.output_dir, MODEL_DIR), model, tokenizer, settings, adapter)
+    # Last: without the backup the folder reads as a finished run.
+    shutil.rmtree(os.path.join(settings.output_dir, BACKUP_DIR), ignore_errors=True)
     return results
 
 
-class _StopAtStep(keras.callbacks.Callback):
-    """Ends training after `num_steps` batches (num_train_epochs may be fractional)."""
+def _predict(adapter, model, data: TaskData, settings: FinetuneSettings):
+    """The model's outputs on one split (the one place a model runs over eval or predict data)."""
+    return adapter.predict(model, data, settings.eval_batch_size)
 
-    def __init__(self, num_steps: int):
-        super().__init__()
-        self.num_steps = num_steps
-        self.seen = 0
 
-    def on_train_batch_end(self, batch, logs=None):
-        self.seen += 1
-        if self.seen >= self.num_steps:
-            self.model.stop_training = True
+def _evaluate(adapter, model, data: TaskData, settings: FinetuneSettings) -> tuple[dict[str, float], object]:
+    """({metric: value}, outputs) of one labelled split, with the names eval_results.json uses."""
+    outputs = _predict(adapter, model, data, settings)
+    scores = adapter.score(data, outputs)
+    if outputs.loss is not None:
+        scores["eval_loss"] = outputs.loss
+    if data.name == "train":
+        return {f"train_{name.removeprefix('eval_')}": float(v) for name, v in scores.items()}, outputs
+    suffix = "" if data.name == "eval" else "_" + data.name.split("_", 1)[1]
+    return {f"{name}{suffix}": float(value) for name, value in scores.items()}, outputs
+
+
+def _train(settings: FinetuneSettings, strategy, model, adapter, train: TaskData, evals, plan: TrainingPlan):
+    """model.fit with the run's callbacks, from the last backup if there is one."""
+    from bert_tf.tasks import callbacks
+
+    output_dir = settings.output_dir
+    backup_dir = os.path.join(output_dir, BACKUP_DIR)
+    log_dir = os.path.join(output_dir, LOG_DIR)
+    evaluation = best = stopping = None
+    fit_callbacks = []
+    if plan.eval_every_steps:
+
+        def evaluate(model):
+            results = {}
+            for data in evals:
+                results.update(_evaluate(adapter, model, data, settings)[0])
+            return results
+
+        evaluation = callbacks.TaskEvaluation(
+            evaluate,
+            every_steps=plan.eval_every_steps,
+            history_file=os.path.join(output_dir, HISTORY_FILE),
+            log_dir=os.path.join(log_dir, "eval"),
+        )
+        monitor = callbacks.VALIDATION_PREFIX + main_metric(adapter)
+        best = callbacks.BestModel(os.path.join(backup_dir, "best.weights.npz"), monitor) if settings.keep_best_model else None
+        if settings.early_stopping_patience:
+            stopping = callbacks.EarlyStopping(monitor, settings.early_stopping_patience)
+        fit_callbacks += [c for c in (evaluation, best, stopping) if c is not None]
+    backup = callbacks.TrainingBackup(
+        backup_dir,
+        every_steps=settings.save_checkpoints_steps,
+        stateful=fit_callbacks,
+        extra_state={"settings": _resume_settings(settings)},
+    )
+    with strategy.scope():
+        start = backup.restore(model)
+    if not start:  # what an earlier attempt without a backup logged is not this run's
+        shutil.rmtree(log_dir, ignore_errors=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(output_dir, HISTORY_FILE))
+    fit_callbacks.append(backup)
+    fit_callbacks.append(
+        callbacks.ProgressLogger(
+            plan.num_train_steps,
+            settings.train_batch_size,
+            every_steps=settings.log_every_steps,
+            verbose=int(settings.verbose),
+            log_dir=os.path.join(log_dir, "train"),
+        )
+    )
+    stopped = stopping is not None and stopping.stopped_step is not None
+    if start < plan.num_train_steps and not stopped:
+        accumulation = settings.gradient_accumulation_steps
+        logger.info(
+            "training on %d examples for %d updates of %d examples%s%s",
+            plan.num_examples,
+            plan.num_train_steps,
+            settings.train_batch_size,
+            f" ({accumulation} micro-batches of {plan.micro_batch_size})" if accumulation > 1 else "",
+            f", from the backup of step {start}" if start else "",
+        )
+        dataset = adapter.dataset(train, plan.micro_batch_size, training=True)
+        # The batches an uninterrupted run would see from this step on.
+        dataset = dataset.skip(start * accumulation)
+        model.fit(
+            dataset,
+            epochs=1,
+            steps_per_epoch=(plan.num_train_steps - start) * accumulation,
+            callbacks=fit_callbacks,
+            shuffle=False,  # the dataset is shuffled already
+            verbose=0,
+        )
+        if backup.interrupted:
+            raise callbacks.TrainingInterrupted(
+                f"stopped by SIGTERM at update {callbacks.optimizer_updates(model)} of {plan.num_train_steps}; "
+                f"the training state is in {backup_dir}: rerun the same command to continue"
+            )
+    if best is not None and best.restore(model):
+        logger.info("using the best model: %s %.4f at step %d", best.monitor, best.best, best.best_step)
+
+
+def _resume_settings(settings: FinetuneSettings) -> dict:
+    return {name: getattr(settings, name) for name in RESUME_FIELDS}
+
+
+def _check_resumable(settings: FinetuneSettings) -> None:
+    """An unfinished run in output_dir continues only under the same training settings."""
+    from bert_tf.tasks.callbacks import TrainingBackup
+
+    state = TrainingBackup(os.path.join(settings.output_dir, BACKUP_DIR)).read_state() or {}
+    saved = state.get("settings", {})
+    changed = [
+        f"--{name}={saved[name]!r} there, {value!r} now"
+        for name, value in _resume_settings(settings).items()
+        if name in saved and saved[name] != value
+    ]
+    if changed:
+        raise UsageError(
+            f"--output_dir={settings.output_dir} holds an unfinished run (step {state.get('step')}) with other "
+            f"training settings ({'; '.join(changed)}); rerun it with its own flags to continue it, pass "
+            "--overwrite to start again, or choose another folder"
+        )
+
+
+@contextlib.contextmanager
+def _dtype_policy(name: str):
+    """Keras' global dtype policy for the block (models built in it compute in `name`)."""
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(name)
+    try:
+        yield
+    finally:
+        keras.config.set_dtype_policy(previous)
 
 
 def _write_json(path: str, content) -> None:
@@ -274,15 +538,16 @@ def load_finetuned(directory: str, compile: bool = True):
     import bert_tf.models  # noqa: F401
     import bert_tf.tasks.models  # noqa: F401
     import bert_tf.training.optimization  # noqa: F401
+    from bert_tf.checkpoints.integrity import check_keras_archive
     from bert_tf.tokenization import BertTokenizer
 
     path = os.path.join(directory, MODEL_FILE)
     if not os.path.isfile(path):
-        raise FileNotFoundError(
+        raise TaskDataError(
             f"no {MODEL_FILE} in {directory}; is it the model/ folder of a fine-tuning run?"
         )
-    with open(os.path.join(directory, TASK_FILE), encoding="utf-8") as handle:
-        info = json.load(handle)
+    info = _read_task_info(directory)
+    check_keras_archive(path)
     model = keras.saving.load_model(path, compile=compile)
     tokenizer = BertTokenizer(os.path.join(directory, "vocab.txt"), lower_case=info["lower_case"])
     return model, tokenizer, info

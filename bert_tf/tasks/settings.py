@@ -11,51 +11,166 @@ from __future__ import annotations
 
 import dataclasses
 
+from bert_tf.cli import setting
+from bert_tf.errors import UsageError
+
+PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
+
 
 @dataclasses.dataclass
 class FinetuneSettings:
     """Everything a fine-tuning run needs; the CLI flags map onto these one to one."""
 
-    task: str
-    output_dir: str
-    init_checkpoint: str | None = None
+    task: str = dataclasses.field(metadata={"help": "The task to fine-tune on."})
+    output_dir: str = dataclasses.field(
+        metadata={"help": "Where eval_results.json, predictions and model/ are written."}
+    )
+    init_checkpoint: str | None = setting(
+        None,
+        "Pretrained model: Google checkpoint dir, Hugging Face dir or ours (a pretraining model_dir: "
+        "its export/); or the model/ folder of an earlier fine-tuning run, to evaluate, predict or "
+        "train it further.",
+    )
     # Without init_checkpoint (random init) both are needed; with it they override.
-    bert_config: str | None = None  # a bert_config.json path or a shipped config name
-    vocab_file: str | None = None
-    lower_case: bool | None = None  # None: what the checkpoint says (True if unknown)
-    train_file: str | None = None
-    eval_file: str | None = None
-    predict_file: str | None = None
-    data_dir: str | None = None  # a GLUE task directory (train.tsv, dev*.tsv, test*.tsv)
-    tfds_name: str | None = None
-    tfds_data_dir: str | None = None
-    text_column: str = "text"
-    text_b_column: str | None = None
-    label_column: str = "label"
-    max_seq_length: int | None = None  # None: 384 for SQuAD, 128 otherwise
-    doc_stride: int = 128
-    max_query_length: int = 64
-    n_best_size: int = 20
-    max_answer_length: int = 30
-    null_score_diff_threshold: float = 0.0
-    train_batch_size: int = 32
-    eval_batch_size: int = 8
-    learning_rate: float = 5e-5
-    num_train_epochs: float = 3.0
-    warmup_proportion: float = 0.1
-    seed: int = 12345
-    strategy: str = "default"
+    bert_config: str | None = setting(
+        None,
+        "Model config (bert_config.json path or a name such as bert_tiny): random initialisation "
+        "without --init_checkpoint.",
+        flag="bert_config_file",
+    )
+    vocab_file: str | None = setting(None, "WordPiece vocab (default: the checkpoint's).")
+    lower_case: bool | None = setting(  # None: what the checkpoint says (True if unknown)
+        None, "Lower-case input (default: what the checkpoint says).", flag="do_lower_case"
+    )
+    train_file: str | None = setting(None, "Training data (TSV/CSV/JSONL, SQuAD JSON, CoNLL or SWAG CSV).")
+    eval_file: str | None = setting(None, "Evaluation data with labels; scored into eval_results.json.")
+    predict_file: str | None = setting(
+        None, "Data to predict (labels not needed); written in the official format."
+    )
+    data_dir: str | None = setting(None, "GLUE task directory as distributed (train.tsv, dev*.tsv, test*.tsv).")
+    tfds_name: str | None = setting(None, "TFDS dataset, e.g. glue/mrpc, squad/v1.1, conll2003.")
+    tfds_data_dir: str | None = setting(None, "TFDS data directory (a prepared one works offline).")
+    text_column: str = setting("text", "classification/regression: column of the text.")
+    text_b_column: str | None = setting(None, "classification/regression: column of the second text of a pair.")
+    label_column: str = setting("label", "classification/regression: column of the label.")
+    max_seq_length: int | None = setting(None, "Word pieces per sequence (default 384 for SQuAD, else 128).")
+    doc_stride: int = setting(128, "SQuAD: stride between context windows.")
+    max_query_length: int = setting(64, "SQuAD: question pieces kept.")
+    n_best_size: int = setting(20, "SQuAD: candidates kept per question.")
+    max_answer_length: int = setting(30, "SQuAD: longest answer in pieces.")
+    null_score_diff_threshold: float = setting(0.0, "SQuAD 2.0: answer '' above this.")
+    train_batch_size: int = setting(32, "Global training batch size.")
+    eval_batch_size: int = setting(8, "Batch size of evaluation and prediction.")
+    learning_rate: float = setting(5e-5, "Peak learning rate of AdamW.")
+    num_train_epochs: float = setting(3.0, "Epochs of training (may be fractional).")
+    warmup_proportion: float = setting(0.1, "Fraction of steps of linear warmup.")
+    seed: int = setting(12345, "Random seed (initialisation, dropout, shuffling).")
+    strategy: str = "default"  # these three: the shared strategy flags
     tpu: str | None = None
     num_gpus: int = 0
-    save_model: bool = True
-    eval_train: bool = False  # also score the training data ("train_" metrics): did it fit?
-    verbose: int | str = 2  # Keras fit verbosity: 2 = one line per epoch
+    save_model: bool = setting(True, "Save the fine-tuned model to OUTPUT_DIR/model.")
+    eval_train: bool = setting(  # did it fit?
+        False, "Also score the training data (train_* metrics in eval_results.json)."
+    )
+    overwrite: bool = setting(False, "Replace the finished results of an earlier run in --output_dir.")
+    # -- how training runs (the defaults are the original recipe's) ---------------------------
+    mixed_precision: str = setting(
+        "float32",
+        "Keras dtype policy of training: float32, mixed_bfloat16 (TPUs, CPUs with AMX or "
+        "AVX512-BF16) or mixed_float16 (GPUs; with loss scaling). Heads' logits stay float32. "
+        "float32 is the fastest on CPUs without bfloat16 units.",
+        choices=PRECISIONS,
+    )
+    jit_compile: bool | None = setting(
+        None, "Compile the training step with XLA (default: Keras' choice: on a GPU, not on a CPU)."
+    )
+    gradient_accumulation_steps: int = setting(
+        1,
+        "Average the gradients of this many micro-batches of train_batch_size / N before each "
+        "update: the recipe of --train_batch_size in less memory.",
+    )
+    eval_every_steps: int | None = setting(
+        None,
+        "Score the eval data with the task's metrics every N updates during training "
+        "(default: after every epoch; 0: only after training). Needs eval data.",
+    )
+    early_stopping_patience: int | None = setting(
+        None, "Stop after this many evaluations in a row without a better main metric."
+    )
+    keep_best_model: bool = setting(
+        False,
+        "Finish with the weights of the evaluation with the best main metric (accuracy, F1, "
+        "Matthews or Pearson correlation, as the task reports) instead of the last ones.",
+    )
+    save_checkpoints_steps: int = setting(
+        1000,
+        "Back up the training state every N updates (and after each evaluation, and on "
+        "SIGTERM) in OUTPUT_DIR/backup; rerunning the same command continues from it.",
+    )
+    log_every_steps: int = setting(
+        100, "Progress line (when not on a terminal) and TensorBoard scalars every N updates."
+    )
+    verbose: int | str = setting(  # 0: silent, 1: a progress line, in place on a terminal
+        1, "", flag=None
+    )
+    # -- the input pipeline -----------------------------------------------------------------
+    pad_to_multiple_of: int = setting(
+        8, "Dynamic padding: each batch is padded to its longest row rounded up to this multiple."
+    )
+    static_shapes: bool = setting(
+        False, "Pad every row to max_seq_length in fixed-size batches (always under TPUStrategy)."
+    )
+    length_buckets: bool = setting(
+        False, "Batch training rows of similar length together (less padding; less shuffling)."
+    )
+    shuffle_buffer_size: int = setting(
+        10_000, "Training examples held for shuffling (the data is streamed, never held whole)."
+    )
 
     def __post_init__(self):
         if self.max_seq_length is None:
             self.max_seq_length = 384 if self.task.lower().startswith("squad") else 128
-        for name in ("max_seq_length", "train_batch_size", "eval_batch_size"):
+        for name in (
+            "max_seq_length",
+            "train_batch_size",
+            "eval_batch_size",
+            "pad_to_multiple_of",
+            "shuffle_buffer_size",
+            "doc_stride",
+            "n_best_size",
+            "max_query_length",
+            "max_answer_length",
+        ):
             if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-        if self.num_train_epochs <= 0 or self.learning_rate <= 0:
-            raise ValueError("num_train_epochs and learning_rate must be positive")
+                raise UsageError(f"--{name} must be a positive integer, got {getattr(self, name)}")
+        if not self.learning_rate > 0:
+            raise UsageError(f"--learning_rate must be > 0, got {self.learning_rate} (BERT uses 2e-5 to 5e-5)")
+        if not self.num_train_epochs > 0:
+            raise UsageError(f"--num_train_epochs must be > 0, got {self.num_train_epochs}")
+        if not 0.0 <= self.warmup_proportion < 1.0:
+            raise UsageError(f"--warmup_proportion must be in [0, 1), got {self.warmup_proportion}")
+        if self.num_gpus < 0:
+            raise UsageError(f"--num_gpus must be >= 0, got {self.num_gpus}")
+        for name in ("gradient_accumulation_steps", "save_checkpoints_steps", "log_every_steps"):
+            if getattr(self, name) < 1:
+                raise UsageError(f"--{name} must be a positive integer, got {getattr(self, name)}")
+        if self.train_batch_size % self.gradient_accumulation_steps:
+            raise UsageError(
+                f"--train_batch_size={self.train_batch_size} is not a multiple of "
+                f"--gradient_accumulation_steps={self.gradient_accumulation_steps}; each update "
+                "averages that many equal micro-batches: choose a divisor of the batch size"
+            )
+        if self.eval_every_steps is not None and self.eval_every_steps < 0:
+            raise UsageError(
+                f"--eval_every_steps must be >= 0 (0: only after training), got {self.eval_every_steps}"
+            )
+        if self.early_stopping_patience is not None and self.early_stopping_patience < 1:
+            raise UsageError(
+                f"--early_stopping_patience must be >= 1 evaluation, got {self.early_stopping_patience}"
+            )
+        if self.mixed_precision not in PRECISIONS:
+            raise UsageError(
+                f"--mixed_precision={self.mixed_precision} is not a dtype policy; use one of {', '.join(PRECISIONS)}"
+            )
+        if not self.output_dir:
+            raise UsageError("--output_dir is empty; name the folder the results go to")

@@ -3,8 +3,8 @@
 Files are CSV as SWAG distributes them: a header naming `sent1` (the context), `sent2`
 (the start of the ending, shared by the candidates), `ending0` … `ending{N-1}` and, in
 labelled files, `label` (the index of the right ending). Each candidate becomes
-`[CLS] sent1 [SEP] sent2 ending_i [SEP]`; the model scores the N sequences and is trained
-with a softmax over them.
+`[CLS] sent1 [SEP] sent2 ending_i [SEP]` (`bert_tf.preprocessing.MultipleChoicePreprocessor`);
+the model scores the N sequences and is trained with a softmax over them.
 
 Example:
 
@@ -22,11 +22,9 @@ from __future__ import annotations
 import csv
 import dataclasses
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator
 
-import numpy as np
-
-from bert_tf.tasks.features import ConversionStats, TaskDataError, encode_pairs
+from bert_tf.tasks.features import TaskDataError
 
 
 @dataclasses.dataclass
@@ -38,6 +36,13 @@ class ChoiceExample:
 
 
 def read_swag(path: str | os.PathLike) -> list[ChoiceExample]:
+    """All examples of a SWAG CSV file (see `iter_swag`)."""
+    return list(iter_swag(path))
+
+
+def iter_swag(path: str | os.PathLike) -> Iterator[ChoiceExample]:
+    """Streams a SWAG CSV file; a row without a context or ending, or with a bad label, is
+    an error naming its line."""
     if not os.path.isfile(path):
         raise TaskDataError(f"multiple-choice file not found: {path}")
     name = os.path.basename(os.fspath(path))
@@ -49,7 +54,7 @@ def read_swag(path: str | os.PathLike) -> list[ChoiceExample]:
             raise TaskDataError(
                 f"{path}: expected SWAG columns sent1, sent2, ending0, ending1, ... (label); got {fields}"
             )
-        examples = []
+        count = 0
         for row in reader:
             guid = f"{name} line {reader.line_num}"
             start = (row.get("sent2") or "").strip()
@@ -66,31 +71,7 @@ def read_swag(path: str | os.PathLike) -> list[ChoiceExample]:
                     raise TaskDataError(
                         f"{guid}: label {row['label']!r} is not an ending index 0..{len(ending_columns) - 1}"
                     )
-            examples.append(ChoiceExample(guid, row["sent1"], endings, label))
-    if not examples:
+            count += 1
+            yield ChoiceExample(guid, row["sent1"], endings, label)
+    if not count:
         raise TaskDataError(f"{path} has no examples")
-    return examples
-
-
-def convert_examples(
-    tokenizer, examples: Sequence[ChoiceExample], max_seq_length: int
-) -> tuple[dict[str, np.ndarray], np.ndarray | None, ConversionStats]:
-    """Features [n, choices, seq] and labels [n] (None when unlabelled)."""
-    num_choices = len(examples[0].endings)
-    for example in examples:
-        if len(example.endings) != num_choices:
-            raise TaskDataError(f"{example.guid}: {len(example.endings)} endings, expected {num_choices}")
-    stats = ConversionStats()
-    contexts = [example.context for example in examples for _ in range(num_choices)]
-    endings = [ending for example in examples for ending in example.endings]
-    truncated: list[bool] = []
-    flat = encode_pairs(tokenizer, contexts, endings, max_seq_length, truncated_rows=truncated)
-    # Count examples (an example is truncated when any of its choices is), not sequences.
-    stats.num_examples = stats.num_features = len(examples)
-    stats.num_truncated = int(np.asarray(truncated).reshape(-1, num_choices).any(axis=1).sum())
-    features = {
-        name: array.reshape(len(examples), num_choices, max_seq_length) for name, array in flat.items()
-    }
-    if any(example.label is None for example in examples):
-        return features, None, stats
-    return features, np.asarray([example.label for example in examples], dtype=np.int32), stats

@@ -12,16 +12,17 @@ True
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from bert_tf.tasks.features import TaskDataError
-from bert_tf.tasks.glue import check_tfds_name
+from bert_tf.tasks.glue import load_tfds
 from bert_tf.tasks.ner import Sentence
 
 
 def _load(name: str, split: str, data_dir: str | None):
     import tensorflow_datasets as tfds
 
-    check_tfds_name(name)
-    dataset, info = tfds.load(name, split=split, data_dir=data_dir, with_info=True)
+    dataset, info = load_tfds(name, split, data_dir)
     return tfds.as_numpy(dataset), info
 
 
@@ -59,10 +60,14 @@ def squad_dataset(name: str, split: str, data_dir: str | None = None) -> list[di
 
 
 def conll_sentences(name: str, split: str, data_dir: str | None = None) -> list[Sentence]:
-    """A TFDS CoNLL-2003 split as sentences with tag strings."""
+    """A TFDS CoNLL-2003 split as sentences with tag strings (see `iter_conll_sentences`)."""
+    return list(iter_conll_sentences(name, split, data_dir))
+
+
+def iter_conll_sentences(name: str, split: str, data_dir: str | None = None) -> Iterator[Sentence]:
+    """Streams a TFDS CoNLL-2003 split as sentences with tag strings."""
     records, info = _load(name, split, data_dir)
     tag_names = info.features["ner"].feature.names
-    sentences = []
     for index, record in enumerate(records):
         words = [token.decode("utf-8") for token in record["tokens"]]
         tags = [tag_names[int(tag)] for tag in record["ner"]]
@@ -71,5 +76,4 @@ def conll_sentences(name: str, split: str, data_dir: str | None = None) -> list[
                 f"{name} {split} record {index}: {len(words)} tokens but {len(tags)} ner tags"
             )
         if words:
-            sentences.append(Sentence(words, tags, line=index))
-    return sentences
+            yield Sentence(words, tags, line=index)

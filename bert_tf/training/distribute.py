@@ -17,6 +17,8 @@ import os
 
 import tensorflow as tf
 
+from bert_tf.errors import BertTfError
+
 STRATEGIES = ("default", "one_device", "mirrored", "multi_worker", "tpu")
 
 
@@ -40,7 +42,7 @@ def define_strategy_flags(flag_values) -> None:
     flags.DEFINE_integer("num_gpus", 0, "GPUs for --strategy=one_device/mirrored.", flag_values=flag_values)
 
 
-class StrategyError(ValueError):
+class StrategyError(BertTfError, ValueError):
     """A strategy request that cannot be satisfied; the message says what to change."""
 
 

@@ -10,11 +10,13 @@ import os
 
 import tensorflow as tf
 
+from bert_tf.checkpoints import integrity
 from bert_tf.config import BertConfig
+from bert_tf.errors import BertTfError
 from pipelines import records
 
 
-class InputError(ValueError):
+class InputError(BertTfError, ValueError):
     """Pretraining input a user must fix; the message says what and how."""
 
 
@@ -56,6 +58,8 @@ def check_record_shapes(
     """TFRecords hold fixed-length features; they must match the flags (checked on the first file)."""
     if not files or not is_tfrecord(files[0]):
         return
+    for path in files:  # a file cut short is named now, not when training reaches it
+        records.check_framing(path)
     lengths = record_lengths(files[0])
     seq_length = lengths.get("input_ids")
     if seq_length is not None and "input_mask" in lengths and seq_length != max_seq_length:
@@ -89,6 +93,7 @@ def check_model_dir(model_dir: str, config: BertConfig, vocab_file: str | None) 
     """A model_dir from an earlier run must hold the same config (and vocab) as this one."""
     stored_config = os.path.join(model_dir, CONFIG_FILE)
     if os.path.exists(stored_config):
+        integrity.latest_checkpoint(model_dir)  # a state file that cannot be read is an error
         stored = BertConfig.from_json_file(stored_config)
         if stored != config:
             differences = ", ".join(
@@ -100,7 +105,7 @@ def check_model_dir(model_dir: str, config: BertConfig, vocab_file: str | None) 
                 f"--model_dir={model_dir} holds a run of another config ({differences}); "
                 "use a new --model_dir, or the --config of that run to resume it"
             )
-    elif tf.train.latest_checkpoint(model_dir):
+    elif integrity.latest_checkpoint(model_dir):
         raise InputError(
             f"--model_dir={model_dir} holds a checkpoint but no {CONFIG_FILE} to tell which config it "
             "belongs to; use a new --model_dir"

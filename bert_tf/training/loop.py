@@ -34,6 +34,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging as absl_logging
 
+from bert_tf.errors import BertTfError
 from bert_tf.training import distribute
 from bert_tf.training.progress import ProgressReporter, log_dir
 
@@ -41,7 +42,7 @@ LossFn = Callable[[Mapping[str, tf.Tensor], Mapping[str, tf.Tensor], Mapping[str
 TotalsFn = Callable[[Mapping[str, tf.Tensor]], dict]
 
 
-class NonFiniteLossError(RuntimeError):
+class NonFiniteLossError(BertTfError, RuntimeError):
     """The loss became NaN or infinite; the last good checkpoint is kept."""
 
 

@@ -108,6 +108,14 @@ class _BertOptimizerMixin:
             re.compile("|".join(re.escape(p) for p in patterns), re.IGNORECASE) if patterns else None
         )
 
+    def _get_current_learning_rate(self):
+        # Keras evaluates a schedule at its raw iteration counter, which counts micro-batches
+        # under gradient accumulation; the schedule is in optimizer updates (`iterations`),
+        # so accumulating k micro-batches follows the same rate as a k-times larger batch.
+        if isinstance(self._learning_rate, keras.optimizers.schedules.LearningRateSchedule):
+            return self._learning_rate(self.iterations)
+        return super()._get_current_learning_rate()
+
     def _use_weight_decay(self, variable) -> bool:
         pattern = getattr(self, "_weight_decay_exclusion", None)
         if pattern is not None and pattern.search(_variable_path(variable)):
@@ -169,6 +177,7 @@ def create_optimizer(
     exclude_from_weight_decay: Sequence[str] = DEFAULT_WEIGHT_DECAY_EXCLUSIONS,
     loss_scale: bool | None = None,
     presummed_gradients: bool = False,
+    gradient_accumulation_steps: int | None = None,
 ) -> keras.optimizers.Optimizer:
     """Builds the BERT optimizer: AdamW or LAMB on a warmup-then-linear-decay schedule.
 
@@ -186,6 +195,10 @@ def create_optimizer(
       presummed_gradients: True for `bert_tf.training.loop.Trainer`, which hands over
         gradients already summed over replicas (and so clips the global batch's gradient);
         False for `model.fit`, where Keras sums them.
+      gradient_accumulation_steps: Keras' own option: average the gradients of this many
+        calls and update once (None or 1: update every call). `iterations` and the
+        learning-rate schedule count updates, so k micro-batches of B follow the recipe
+        of batches of k * B.
 
     Example:
 
@@ -207,6 +220,7 @@ def create_optimizer(
         global_clipnorm=global_clipnorm,
         weight_decay_exclusions=tuple(exclude_from_weight_decay),
         presummed_gradients=presummed_gradients,
+        gradient_accumulation_steps=gradient_accumulation_steps if gradient_accumulation_steps != 1 else None,
     )
     if loss_scale is None:
         loss_scale = keras.mixed_precision.global_policy().name == "mixed_float16"

@@ -25,7 +25,10 @@ import keras
 import tensorflow as tf
 
 from bert_tf.cache import cache_dir as default_cache_dir
+from bert_tf.cli import setting
 from bert_tf.config import load_config
+from bert_tf.errors import UsageError
+from bert_tf.outputs import check_output, umask_permissions
 from bert_tf.training import distribute, inputs, optimization
 from bert_tf.training.loop import Phase, Trainer, TrainResult
 
@@ -43,59 +46,117 @@ class PretrainingConfig:
     at `phase2_seq_length` (the original recipe: 0.1 at 512).
     """
 
-    model_dir: str | None = None  # None: a new temporary directory
-    config: str = "demo"
-    vocab_file: str | None = None  # None with the embedded corpus: learnt and cached
-    do_lower_case: bool = True
-    init_checkpoint: str | None = None
-    train_files: str | None = None
-    corpus: str | None = None
-    eval_files: str | None = None
-    eval_steps: int = 20
-    phase2_train_files: str | None = None
-    train_batch_size: int = 64
-    num_train_steps: int = 1800
-    num_warmup_steps: int = 150
-    learning_rate: float = 5e-3
-    optimizer: str = "adamw"
-    weight_decay: float = 0.01
-    max_seq_length: int = 64
-    max_predictions_per_seq: int = 10
-    phase2_seq_length: int = 512
-    phase2_fraction: float = 0.0
-    phase2_max_predictions_per_seq: int | None = None  # None: scaled with the length (20 -> 80)
-    masked_lm_prob: float = 0.15
-    whole_word_mask: bool = False
-    dupe_factor: int = 1
-    save_checkpoints_steps: int = 600
-    steps_per_loop: int = 100
-    mixed_precision: str = "float32"
-    jit_compile: bool = False
-    gradient_accumulation_steps: int = 1
-    seed: int | None = 12345
-    strategy: str = "default"
+    model_dir: str | None = setting(
+        None, "Checkpoints, logs and the export; rerun to resume. Default: a temp dir."
+    )
+    config: str = setting("demo", "Model config: a name in configs/ (bert_base, ...) or a JSON path.")
+    vocab_file: str | None = setting(
+        None,
+        "WordPiece vocab; default with the embedded corpus: learnt and cached. From scratch, its "
+        "size replaces the config's vocab_size.",
+    )
+    do_lower_case: bool = setting(True, "Lower-case and strip accents (uncased models).")
+    init_checkpoint: str | None = setting(None, "Start from this checkpoint (Google, Hugging Face or ours).")
+    train_files: str | None = setting(
+        None, "Comma-separated globs of pretraining TFRecords (original format or ours)."
+    )
+    corpus: str | None = setting(
+        None, "Comma-separated globs of raw text (one sentence per line), masked on the fly."
+    )
+    eval_files: str | None = setting(None, "Held-out data (TFRecords or raw text) for MLM/NSP metrics at the end.")
+    eval_steps: int = setting(20, "Batches of --eval_files to evaluate.")
+    phase2_train_files: str | None = setting(
+        None, "TFRecords at --phase2_seq_length for phase 2 (raw text: not needed)."
+    )
+    train_batch_size: int = setting(64, "Global batch size (all replicas).")
+    num_train_steps: int = setting(1800, "Optimizer steps in all.")
+    num_warmup_steps: int = setting(150, "Linear warmup steps.")
+    learning_rate: float = setting(5e-3, "Peak learning rate.")
+    optimizer: str = setting("adamw", "AdamW (original) or LAMB (large batches).", choices=("adamw", "lamb"))
+    weight_decay: float = setting(0.01, "Decoupled weight decay (not on LayerNorm and biases).")
+    max_seq_length: int = setting(64, "Sequence length of phase 1.")
+    max_predictions_per_seq: int = setting(10, "Masked positions per sequence.")
+    phase2_seq_length: int = setting(512, "Sequence length of phase 2.")
+    phase2_fraction: float = setting(0.0, "Fraction of the steps trained at phase 2 (0: off).")
+    phase2_max_predictions_per_seq: int | None = setting(
+        None, "Masked positions in phase 2 (default: scaled with the length, 20 -> 80)."
+    )
+    masked_lm_prob: float = setting(0.15, "Raw text: fraction of tokens masked.")
+    whole_word_mask: bool = setting(False, "Raw text: mask whole words.")
+    word_segmenter: str | None = setting(
+        None,
+        "Raw text with --whole_word_mask: segment CJK text into words (jieba) and mask all characters of a "
+        'word together; pip install "bert_tf[chinese]".',
+    )
+    dupe_factor: int = setting(1, "Raw text: maskings of each document per epoch.")
+    accept_non_text: bool = setting(
+        False, "Raw text: train on a corpus even if most of its lines are not text (invalid UTF-8, no word pieces)."
+    )
+    save_checkpoints_steps: int = setting(600, "Checkpoint every N steps.")
+    steps_per_loop: int = setting(100, "Steps per compiled loop (and per progress line).")
+    mixed_precision: str = setting(
+        "float32",
+        "Keras dtype policy; mixed_float16 adds dynamic loss scaling.",
+        choices=MIXED_PRECISION_POLICIES,
+    )
+    jit_compile: bool = setting(False, "XLA-compile the forward/backward pass.")
+    gradient_accumulation_steps: int = setting(1, "Micro-batches per optimizer step.")
+    seed: int | None = setting(12345, "Seed for weights, dropout and data (resumes reproduce it).")
+    strategy: str = "default"  # these three: distribute.define_strategy_flags
     tpu: str | None = None
     num_gpus: int = 0
-    fill_mask_demo: bool = True
-    cache_dir: str | None = None  # None: $BERT_TF_CACHE or ~/.cache/bert_tf
+    fill_mask_demo: bool = setting(True, "", flag=None)
+    cache_dir: str | None = setting(None, "", flag=None)  # None: $BERT_TF_CACHE or ~/.cache/bert_tf
 
     def __post_init__(self) -> None:
         if self.mixed_precision not in MIXED_PRECISION_POLICIES:
-            raise inputs.InputError(
+            raise UsageError(
                 f"unknown --mixed_precision={self.mixed_precision}; use one of {', '.join(MIXED_PRECISION_POLICIES)}"
             )
         if self.optimizer not in optimization.OPTIMIZERS:
-            raise inputs.InputError(f"unknown --optimizer={self.optimizer}; use adamw or lamb")
+            raise UsageError(f"unknown --optimizer={self.optimizer}; use adamw or lamb")
         if self.train_files and self.corpus:
-            raise inputs.InputError("pass --train_files (TFRecords) or --corpus (raw text), not both")
+            raise UsageError("pass --train_files (TFRecords) or --corpus (raw text), not both")
+        if self.word_segmenter is not None:
+            from pipelines import segmenters
+
+            problems = segmenters.setting_problems(
+                self.word_segmenter, whole_word_mask=self.whole_word_mask, whole_word_setting="--whole_word_mask"
+            )
+            if self.train_files:
+                problems.append("--word_segmenter applies to raw text (--corpus), not to --train_files TFRecords")
+            if problems:
+                raise UsageError("; ".join(problems))
         if not 0.0 <= self.phase2_fraction < 1.0:
-            raise inputs.InputError(f"--phase2_fraction must be in [0, 1), got {self.phase2_fraction}")
-        for name in ("train_batch_size", "num_train_steps", "max_seq_length", "max_predictions_per_seq"):
+            raise UsageError(f"--phase2_fraction must be in [0, 1), got {self.phase2_fraction}")
+        for name in (
+            "train_batch_size",
+            "num_train_steps",
+            "max_seq_length",
+            "max_predictions_per_seq",
+            "phase2_seq_length",
+            "eval_steps",
+            "dupe_factor",
+            "save_checkpoints_steps",
+            "steps_per_loop",
+            "gradient_accumulation_steps",
+        ):
             if getattr(self, name) < 1:
-                raise inputs.InputError(f"--{name} must be >= 1, got {getattr(self, name)}")
+                raise UsageError(f"--{name} must be >= 1, got {getattr(self, name)}")
         if self.num_warmup_steps < 0 or self.num_warmup_steps > self.num_train_steps:
-            raise inputs.InputError(
+            raise UsageError(
                 f"--num_warmup_steps={self.num_warmup_steps} must be in [0, --num_train_steps={self.num_train_steps}]"
+            )
+        if not self.learning_rate > 0:
+            raise UsageError(f"--learning_rate must be > 0, got {self.learning_rate} (BERT-Base used 1e-4)")
+        if not self.weight_decay >= 0:
+            raise UsageError(f"--weight_decay must be >= 0, got {self.weight_decay}")
+        if not 0.0 < self.masked_lm_prob < 1.0:
+            raise UsageError(f"--masked_lm_prob must be in (0, 1), got {self.masked_lm_prob}")
+        if self.max_predictions_per_seq > self.max_seq_length:
+            raise UsageError(
+                f"--max_predictions_per_seq={self.max_predictions_per_seq} is above --max_seq_length="
+                f"{self.max_seq_length}; use at most about 15% of the length (20 for 128)"
             )
 
     @property
@@ -213,6 +274,8 @@ def _dataset_fn(
             max_predictions_per_seq=predictions,
             masked_lm_prob=settings.masked_lm_prob,
             whole_word_mask=settings.whole_word_mask,
+            # Raw text only: records (eval files may be some) keep no word boundaries.
+            word_segmenter=None if inputs.is_tfrecord(files[0]) else settings.word_segmenter,
             dupe_factor=settings.dupe_factor,
             shuffle=training,
             seed=seed,
@@ -247,11 +310,25 @@ def run_pretraining(settings: PretrainingConfig) -> PretrainingResult:
         from bert_tf.tokenization import load_vocab
 
         vocab = load_vocab(vocab_file)
-        if not (settings.train_files or settings.corpus or settings.vocab_file):
-            # The demo's vocab is learnt to the config's size; the learner may stop short of it
-            # on a small corpus, and then the learnt vocab decides.
+        if len(vocab) != config.vocab_size and not settings.init_checkpoint:
+            # From scratch the vocab decides the embedding size (the demo's vocab is learnt to
+            # the config's size, but the learner may stop short of it on a small corpus).
+            if settings.vocab_file:
+                print(
+                    f"vocab_size {len(vocab)} from {vocab_file} (the config {settings.config} says "
+                    f"{config.vocab_size}): pretraining from scratch, the vocab decides",
+                    flush=True,
+                )
             config = config.replace(vocab_size=len(vocab))
         inputs.check_vocab(vocab, vocab_file, config)
+        if settings.corpus:
+            from bert_tf.tokenization import BertTokenizer
+            from pipelines.text_input import check_mostly_text
+
+            tokenizer = BertTokenizer(vocab_file, lower_case=settings.do_lower_case)
+            check_mostly_text(train_files, tokenizer, "--corpus", accept=settings.accept_non_text)
+    if settings.init_checkpoint:
+        check_init_checkpoint(settings.init_checkpoint, config)
     for length, name in (
         (settings.max_seq_length, "max_seq_length"),
         (settings.phase2_seq_length, "phase2_seq_length"),
@@ -281,7 +358,13 @@ def run_pretraining(settings: PretrainingConfig) -> PretrainingResult:
             eval_files, settings.max_seq_length, settings.max_predictions_per_seq, "eval_files"
         )
 
-    model_dir = settings.model_dir or tempfile.mkdtemp(prefix="bert_tf_pretrain_")
+    if settings.model_dir:
+        # An earlier run in model_dir resumes (check_model_dir: of the same config and vocab).
+        check_output(settings.model_dir, "--model_dir", overwrite=False)
+        model_dir = settings.model_dir
+    else:
+        model_dir = tempfile.mkdtemp(prefix="bert_tf_pretrain_")
+        umask_permissions(model_dir)
     inputs.check_model_dir(model_dir, config, vocab_file)
     strategy = distribute.get_strategy(settings.strategy, settings.tpu, settings.num_gpus)
     replicas = strategy.num_replicas_in_sync
@@ -407,6 +490,25 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
         return PretrainingResult(model_dir, export_dir, result, eval_metrics, fill_mask)
     finally:
         keras.mixed_precision.set_global_policy(previous_policy)
+
+
+def check_init_checkpoint(path: str, config) -> None:
+    """--init_checkpoint must be a checkpoint of this config's shapes (checked before writing)."""
+    from bert_tf.checkpoints import inspect_checkpoint
+    from bert_tf.checkpoints.google import is_object_based
+
+    ours = tf.train.latest_checkpoint(path) if os.path.isdir(path) else None
+    if ours and is_object_based(ours):
+        return  # another run's model_dir: restored object by object, checked by the restore
+    found = inspect_checkpoint(path)
+    shapes = ("vocab_size", "hidden_size", "num_hidden_layers", "intermediate_size", "max_position_embeddings")
+    differences = [f"{name} {getattr(found, name)} there, {getattr(config, name)} here" for name in shapes
+                   if getattr(found, name) != getattr(config, name)]
+    if differences:
+        raise inputs.InputError(
+            f"--init_checkpoint={path} was trained with another config ({', '.join(differences)}); "
+            f"pass the --config (and vocab) it was trained with"
+        )
 
 
 def _load_init_checkpoint(model, path: str) -> None:

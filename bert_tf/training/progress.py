@@ -81,10 +81,10 @@ class ProgressReporter:
         if self._writer is not None:
             with self._writer.as_default(step=step):
                 for name, value in metrics.items():
-                    _scalar(name, value)
-                _scalar("learning_rate", learning_rate)
+                    write_scalar(name, value)
+                write_scalar("learning_rate", learning_rate)
                 if self._loops > 1:
-                    _scalar("sequences_per_second", sequences_per_second)
+                    write_scalar("sequences_per_second", sequences_per_second)
             self._writer.flush()
         return line
 
@@ -100,9 +100,23 @@ _SCALAR_METADATA = summary_pb2.SummaryMetadata(
 ).SerializeToString()
 
 
-def _scalar(name: str, value: float) -> None:
+def write_scalar(name: str, value: float) -> None:
     tf.summary.write(name, tf.constant(value, tf.float32), metadata=_SCALAR_METADATA)
 
 
 def log_dir(model_dir: str) -> str:
     return os.path.join(model_dir, "logs")
+
+
+def read_scalars(log_dir: str) -> dict[str, list[tuple[int, float]]]:
+    """{tag: [(step, value), ...]} of the scalars in the TensorBoard event files of `log_dir`."""
+    from tensorflow.core.util import event_pb2
+
+    scalars: dict[str, list[tuple[int, float]]] = {}
+    for name in sorted(os.listdir(log_dir)):
+        for record in tf.data.TFRecordDataset(os.path.join(log_dir, name)):
+            event = event_pb2.Event.FromString(record.numpy())
+            for value in event.summary.value:
+                number = float(tf.make_ndarray(value.tensor)) if value.HasField("tensor") else value.simple_value
+                scalars.setdefault(value.tag, []).append((int(event.step), number))
+    return scalars

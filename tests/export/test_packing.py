@@ -6,7 +6,7 @@ import sys
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.serving.packing import pack_segments, tokenize_with_mask_markers
+from bert_tf.preprocessing.packing import pack_segments, tokenize_with_mask_markers
 
 sys.path.insert(0, os.path.dirname(__file__))
 from export_helpers import CLS, PAD, SEP, original_features  # noqa: E402

@@ -25,18 +25,60 @@ from bert_tf.models import (
     BertSpanLabeler,
     BertTokenClassifier,
 )
+from bert_tf.preprocessing.spans import doc_windows, is_max_context
 from bert_tf.serving.exporter import export_saved_model
 from bert_tf.serving.saving import ExportError
-from bert_tf.serving.spans import doc_windows, is_max_context
 from bert_tf.serving.task import TaskServing
-from bert_tf.tasks import ner, squad, swag
+from bert_tf.tasks import squad
 from bert_tf.tasks.adapters import make_adapter
 from bert_tf.tasks.runner import FinetuneSettings, run, save_finetuned
 from bert_tf.tasks.squad_postprocess import postprocess
 from bert_tf.tokenization import BertTokenizer
 
 sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "preprocessing"))
+import original_rules  # noqa: E402
 from export_helpers import VOCAB, original_features, run_in_fresh_process, strings  # noqa: E402
+
+
+def padded(rows, length, value=0):
+    return np.asarray([row + [value] * (length - len(row)) for row in rows], dtype=np.int32)
+
+
+def reference_windows(tokenizer, examples, seq_length, doc_stride, max_query_length):
+    """SquadFeatures (and model inputs) of the original rules for unanswered examples."""
+    features, inputs = [], {"input_ids": [], "input_mask": [], "segment_ids": []}
+    for index, example in enumerate(examples):
+        windows = original_rules.squad_features(
+            tokenizer,
+            example.question_text,
+            example.context,
+            None,
+            None,
+            seq_length,
+            doc_stride,
+            max_query_length,
+        )
+        for span_index, window in enumerate(windows):
+            ids = window["input_ids"]
+            features.append(
+                squad.SquadFeature(
+                    1000000000 + len(features),
+                    index,
+                    span_index,
+                    [tokenizer.vocab[i] for i in ids],
+                    window["token_to_orig"],
+                    window["token_is_max_context"],
+                    [],
+                    [],
+                    [],
+                )
+            )
+            inputs["input_ids"].append(ids)
+            inputs["input_mask"].append([1] * len(ids))
+            inputs["segment_ids"].append(window["segment_ids"])
+    return features, {name: padded(rows, seq_length) for name, rows in inputs.items()}
+
 
 SEQ_LENGTH = 20
 TEXTS = ["a good movie", "a bad film", "", "naïve café — 東京 😀 " * 10, "good good good"]
@@ -135,9 +177,8 @@ def squad_reference(model, tokenizer, questions, contexts, doc_stride, **postpro
     ]
     version_2 = postprocess_args.get("version_2_with_negative", False)
     examples, _ = squad.read_examples(dataset, False, version_2_with_negative=version_2)
-    features, _ = squad.convert_examples(tokenizer, examples, False, SEQ_LENGTH, doc_stride, MAX_QUERY_LENGTH)
-    arrays = squad.feature_arrays(features)
-    outputs = model.predict({k: arrays[k] for k in ("input_ids", "input_mask", "segment_ids")}, verbose=0)
+    features, arrays = reference_windows(tokenizer, examples, SEQ_LENGTH, doc_stride, MAX_QUERY_LENGTH)
+    outputs = model.predict(arrays, verbose=0)
     starts, ends = outputs["start_logits"], outputs["end_logits"]
     predictions, nbest, null_odds = postprocess(
         examples, features, starts, ends, n_best_size=SEQ_LENGTH, **postprocess_args
@@ -344,14 +385,24 @@ class TaskExportTest(tf.test.TestCase):
         self.assertLessEqual(np.abs(self.loaded["reg/score"] - scores).max(), 1e-5)
 
     def test_ner_entities_have_character_offsets(self):
-        sentences = []
+        rows, positions = [], []
         for text in NER_TEXTS:
             words = [m.group() for m in re.finditer(r"\w+|[^\w\s]", text)]
-            sentences.append(ner.Sentence(words=words, tags=["O"] * len(words), line=1))
-        converted = ner.convert_sentences(self.tokenizer, sentences, NER_LABELS, SEQ_LENGTH)
-        x = {name: converted.arrays[name] for name in ("input_ids", "input_mask", "segment_ids")}
-        logits = self.models["ner"].predict(x, verbose=0)
-        tags = ner.word_predictions(logits, converted.first_piece, NER_LABELS)
+            ids, _, first, _ = original_rules.tagger_features(
+                self.tokenizer, words, None, NER_LABELS, SEQ_LENGTH
+            )
+            rows.append(ids)
+            positions.append(first)
+        x = {
+            "input_ids": padded(rows, SEQ_LENGTH),
+            "input_mask": padded([[1] * len(ids) for ids in rows], SEQ_LENGTH),
+            "segment_ids": np.zeros([len(rows), SEQ_LENGTH], np.int32),
+        }
+        best = self.models["ner"].predict(x, verbose=0).argmax(axis=-1)
+        tags = [
+            [NER_LABELS[best[row, p]] if p >= 0 else "O" for p in first]
+            for row, first in enumerate(positions)
+        ]
         total = 0
         for row, text in enumerate(NER_TEXTS):
             entities = python_entities(text, tags[row])
@@ -469,12 +520,22 @@ class TaskExportTest(tf.test.TestCase):
         self.assertFalse(os.path.exists(target))
 
     def test_multiple_choice_matches_model_predict_on_the_fine_tuning_features(self):
-        examples = [
-            swag.ChoiceExample(str(i), context, endings, None)
-            for i, (context, endings) in enumerate(zip(CHOICE_CONTEXTS, CHOICE_ENDINGS, strict=True))
-        ]
-        features, _, stats = swag.convert_examples(self.tokenizer, examples, SEQ_LENGTH)
-        self.assertGreater(stats.num_truncated, 0)  # trimming is part of what is compared
+        rows, segments, truncated = [], [], 0
+        for context, endings in zip(CHOICE_CONTEXTS, CHOICE_ENDINGS, strict=True):
+            for ending in endings:
+                ids, segment_ids, cut = original_rules.classifier_features(
+                    self.tokenizer, context, ending, SEQ_LENGTH
+                )
+                rows.append(ids)
+                segments.append(segment_ids)
+                truncated += cut
+        self.assertGreater(truncated, 0)  # trimming is part of what is compared
+        shape = [len(CHOICE_CONTEXTS), 4, SEQ_LENGTH]
+        features = {
+            "input_ids": padded(rows, SEQ_LENGTH).reshape(shape),
+            "input_mask": padded([[1] * len(ids) for ids in rows], SEQ_LENGTH).reshape(shape),
+            "segment_ids": padded(segments, SEQ_LENGTH).reshape(shape),
+        }
         probabilities = tf.nn.softmax(self.models["swag"].predict(features, verbose=0)).numpy()
         self.assertEqual(self.loaded["swag/probabilities"].shape, (len(CHOICE_CONTEXTS), 4))
         self.assertLessEqual(np.abs(self.loaded["swag/probabilities"] - probabilities).max(), 1e-5)
@@ -568,10 +629,12 @@ class SquadWindowsTest(tf.test.TestCase):
             for doc_stride in strides:
                 lengths = [(n, q) for n, q, stride in cases if stride == doc_stride]
                 examples = [
-                    squad.SquadExample(str(i), " ".join(["the"] * q), ["the"] * n)
+                    squad.SquadExample(
+                        str(i), " ".join(["the"] * q), ["the"] * n, context=" ".join(["the"] * n)
+                    )
                     for i, (n, q) in enumerate(lengths)
                 ]
-                features, _ = squad.convert_examples(tokenizer, examples, False, seq_length, doc_stride, 6)
+                features, _ = reference_windows(tokenizer, examples, seq_length, doc_stride, 6)
                 num_pieces = tf.constant([n for n, _ in lengths], tf.int64)
                 max_pieces = seq_length - 3 - tf.constant([q for _, q in lengths], tf.int64)
                 windows = doc_windows(num_pieces, max_pieces, doc_stride)

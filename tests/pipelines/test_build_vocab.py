@@ -11,6 +11,7 @@ from absl import flags  # noqa: E402
 
 from bert_tf.tokenization import BertTokenizer, load_vocab  # noqa: E402
 from pipelines import build_vocab, corpus  # noqa: E402
+from pipelines.text_input import InputFileError  # noqa: E402
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
@@ -91,7 +92,7 @@ class BuildVocabTest(tf.test.TestCase):
         self.assertEqual(dict(cased), {"Hello": 1, ",": 1, "helloworld": 1, "!": 1})
 
     def test_bad_arguments(self):
-        with self.assertRaisesRegex(FileNotFoundError, "no input file matches '/no/such/\\*.txt'"):
+        with self.assertRaisesRegex(InputFileError, "no input file matches '/no/such/\\*.txt'"):
             build_vocab.count_words("/no/such/*.txt")
         with self.assertRaisesRegex(ValueError, "vocab_size must be > 5"):
             build_vocab.learn_vocab({"a": 1}, vocab_size=5)

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.tasks import squad
+from bert_tf.tasks.adapters import make_adapter
 from bert_tf.tasks.runner import FinetuneSettings, load_finetuned, run
 from bert_tf.tasks.squad_postprocess import postprocess
 
@@ -316,13 +316,13 @@ class LearningTest(tf.test.TestCase):
             info["null_score_diff_threshold"],
             FinetuneSettings(task="squad", output_dir="").null_score_diff_threshold,
         )
-        examples, _ = squad.read_examples(test_data["data"], is_training=False)
-        found, _ = squad.convert_examples(
-            tokenizer, examples, False, info["max_seq_length"], info["doc_stride"]
+        settings = FinetuneSettings(
+            task="squad", output_dir="", eval_file=test, max_seq_length=48, doc_stride=info["doc_stride"]
         )
-        arrays = squad.feature_arrays(found)
-        outputs = model.predict({k: arrays[k] for k in ("input_ids", "input_mask", "segment_ids")}, verbose=0)
-        again, _, _ = postprocess(examples, found, outputs["start_logits"], outputs["end_logits"])
+        adapter = make_adapter(settings, tokenizer)
+        [data] = adapter.load("eval")
+        windows, starts, ends = adapter.predict(model, data, batch_size=7).outputs
+        again, _, _ = postprocess(data.meta[1], windows, starts, ends)
         self.assertEqual(again, predictions)
 
     @pytest.mark.slow  # four sequences per example, 20 epochs; ~40 s

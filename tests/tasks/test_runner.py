@@ -3,12 +3,14 @@
 import dataclasses
 import json
 import os
+from unittest import mock
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from bert_tf.tasks import adapters, squad, tfds_sources
+from bert_tf.errors import UsageError
+from bert_tf.tasks import adapters, glue, squad, tfds_sources
 from bert_tf.tasks.features import TaskDataError
 from bert_tf.tasks.runner import load_finetuned, run
 from bert_tf.tasks.settings import FinetuneSettings
@@ -129,7 +131,7 @@ class GlueRunTest(tf.test.TestCase):
         adapter = adapters.make_adapter(settings, tokenizer)
         adapter.label_list = info["label_list"]
         [test_data, _] = adapter.load("predict")
-        logits = model.predict(test_data.x, verbose=0)
+        logits = adapter.predict(model, test_data, batch_size=3).outputs
         self.assertEqual([LABELS[i] for i in logits.argmax(-1)], submissions["MNLI-m"])
 
     def test_squad_v2_evaluation_writes_the_official_files(self):
@@ -185,7 +187,10 @@ class GlueRunTest(tf.test.TestCase):
     def test_no_data_and_unknown_task(self):
         root = self.get_temp_dir()
         base = dict(
-            output_dir=os.path.join(root, "x"), vocab_file=write_vocab(root), bert_config=write_config(root)
+            output_dir=os.path.join(root, "x"),
+            vocab_file=write_vocab(root),
+            bert_config=write_config(root),
+            max_seq_length=16,  # the test config has 32 positions
         )
         with self.assertRaisesRegex(TaskDataError, "no data for task 'rte'"):
             run(FinetuneSettings(task="rte", **base))
@@ -204,14 +209,26 @@ class TfdsSourcesTest(tf.test.TestCase):
         with tfds.testing.mock_data(num_examples=6):
             [train] = adapter.load("train")
             evals = adapter.load("eval")
+            self.assertEqual(adapter.count(train).num_examples, 6)
+            inputs, labels = next(iter(adapter.dataset(train, batch_size=6, training=True)))
         self.assertEqual(adapter.kind, "regression")
-        self.assertEqual(train.y.dtype, np.float32)
-        self.assertEqual(train.x["input_ids"].shape, (6, 16))
+        self.assertEqual(labels.dtype, tf.float32)
+        self.assertEqual(inputs["input_ids"].shape[0], 6)
+        self.assertLessEqual(inputs["input_ids"].shape[1], 16)
         self.assertEqual([data.name for data in evals], ["eval"])
         with self.assertRaisesRegex(TaskDataError, "--task=mrpc reads glue/mrpc, not --tfds_name=glue/sst2"):
             adapters.make_adapter(
                 FinetuneSettings(task="mrpc", output_dir=root, tfds_name="glue/sst2"), tokenizer
             )
+
+    def test_a_missing_split_names_the_others(self):
+        builder = mock.Mock()
+        builder.info.splits = {"train": None, "validation": None}
+        with mock.patch("tensorflow_datasets.builder", return_value=builder):
+            with self.assertRaisesRegex(
+                TaskDataError, r"TFDS glue/stsb has no split 'tset'.*\['train', 'validation'\]"
+            ):
+                next(glue.iter_tfds_examples("stsb", "tset"))
 
     def test_squad_and_conll_records(self):
         with tfds.testing.mock_data(num_examples=4):
@@ -272,7 +289,11 @@ class FlagsTest(tf.test.TestCase):
         with self.assertRaisesRegex(
             TaskDataError, "fine-tuned for task 'classification'.*--task=classification"
         ):
-            run(dataclasses.replace(second, task="mrpc"))
+            run(dataclasses.replace(second, task="mrpc", output_dir=os.path.join(root, "third")))
+        # A finished result is kept unless --overwrite.
+        with self.assertRaisesRegex(UsageError, "second holds a finished result .*pass --overwrite"):
+            run(second)
+        self.assertAllClose(run(dataclasses.replace(second, overwrite=True)), trained)
 
     def test_flags_map_onto_settings(self):
         from absl import flags

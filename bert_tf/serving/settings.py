@@ -1,0 +1,99 @@
+"""The settings of the serving programs (export, extract_features, fill_mask); light: no TensorFlow.
+
+Each dataclass is what its program's flags fill in (`bert_tf.cli` makes one flag per field)
+and checks its own values, so a bad value is refused before anything is loaded or written.
+
+Example:
+
+>>> from bert_tf.serving.settings import ExportSettings
+>>> ExportSettings(kind="encoder", init_checkpoint="ckpt", export_dir="out").seq_length is None
+True
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from bert_tf.cli import setting
+from bert_tf.errors import UsageError
+
+EXPORT_KINDS = ("preprocessor", "encoder", "mlm", "task")
+
+
+def _required(help_text: str) -> dataclasses.Field:
+    return dataclasses.field(metadata={"help": help_text})
+
+
+def _check_positive(settings, names) -> None:
+    for name in names:
+        value = getattr(settings, name)
+        if value is not None and value <= 0:
+            raise UsageError(f"--{name} must be a positive integer, got {value}")
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportSettings:
+    """`python -m bert_tf.export`: `export_saved_model(**dataclasses.asdict(settings))`."""
+
+    kind: str = dataclasses.field(metadata={"help": "What to export.", "choices": EXPORT_KINDS})
+    init_checkpoint: str = _required(
+        "A Google checkpoint directory or prefix, a Hugging Face BERT directory, a bert_tf checkpoint "
+        "(a pretraining model_dir: its export/), or (for --kind=task) a fine-tuned model directory "
+        "written by bert_tf.finetune."
+    )
+    export_dir: str = _required("Directory to write the SavedModel to.")
+    seq_length: int | None = setting(
+        None,
+        "Packed sequence length, at most the model's max_position_embeddings. Default: 128, or for "
+        "--kind=task the max_seq_length the model was fine-tuned with.",
+    )
+    top_k: int = setting(5, "--kind=mlm: predictions returned per [MASK].")
+    overwrite: bool = setting(False, "Replace an existing non-empty --export_dir.")
+
+    def __post_init__(self) -> None:
+        _check_positive(self, ("seq_length", "top_k"))
+
+
+@dataclasses.dataclass(frozen=True)
+class FeatureSettings:
+    """`python -m bert_tf.extract_features`: per-token and sentence vectors of a text file."""
+
+    input_file: str = _required("Text file: one text (or 'a ||| b' pair) per line.")
+    output_file: str = _required("JSON Lines file to write.")
+    init_checkpoint: str = _required(
+        "A Google checkpoint directory or prefix, a Hugging Face BERT directory, or ours (a "
+        "pretraining model_dir: its export/)."
+    )
+    layers: tuple[int, ...] = setting((-1, -2, -3, -4), "Transformer block indices; -1 is the last.")
+    pooling: str = setting(
+        "cls", "Sentence vector: [CLS] vector or mean over tokens.", choices=("cls", "mean")
+    )
+    max_seq_length: int = setting(128, "Packed length; longer texts are trimmed from the end.")
+    batch_size: int = setting(32, "Texts per encoder call.")
+    overwrite: bool = setting(False, "Replace an existing --output_file.")
+
+    def __post_init__(self) -> None:
+        try:
+            object.__setattr__(self, "layers", tuple(int(layer) for layer in self.layers))
+        except ValueError:
+            raise UsageError(
+                f"--layers must be comma-separated integers such as -1,-2, got {','.join(map(str, self.layers))}"
+            ) from None
+        if not self.layers:
+            raise UsageError("--layers is empty; name at least one layer, e.g. --layers=-1")
+        _check_positive(self, ("max_seq_length", "batch_size"))
+
+
+@dataclasses.dataclass(frozen=True)
+class FillMaskSettings:
+    """`python -m bert_tf.fill_mask TEXT ...`: the word pieces behind each [MASK]."""
+
+    init_checkpoint: str = _required(
+        "A checkpoint with the pretraining heads (Google, Hugging Face BertForPreTraining/"
+        "BertForMaskedLM, or ours; a pretraining model_dir: its export/)."
+    )
+    top_k: int = setting(5, "Predictions per [MASK].")
+    max_seq_length: int = setting(128, "Packed length; text beyond it (and its masks) is dropped.")
+
+    def __post_init__(self) -> None:
+        _check_positive(self, ("top_k", "max_seq_length"))

@@ -1,0 +1,482 @@
+"""Keras callbacks of a fine-tuning run: evaluation with the task's own metrics, the best
+model, early stopping, a resumable backup, and a progress line with TensorBoard scalars.
+
+Each is a plain `keras.callbacks.Callback` for `model.fit`. They count optimizer updates
+(`model.optimizer.iterations`), not batches, so they agree under gradient accumulation
+and after a resume. The evaluation adds its metrics to the logs as `val_<name>` in the
+batch where it runs; the callbacks after it in the list (best model, early stopping,
+backup, progress) read them there, so put `TaskEvaluation` first.
+
+Example (evaluation every 2 updates, training stops after 1 evaluation without a gain):
+
+>>> import numpy as np, keras
+>>> from bert_tf.tasks import callbacks
+>>> model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+>>> model.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+>>> x, y = np.ones((8, 3), "float32"), np.zeros(8, "int32")
+>>> evaluation = callbacks.TaskEvaluation(lambda m: {"accuracy": 0.5}, every_steps=2)
+>>> stop = callbacks.EarlyStopping("val_accuracy", patience=1)
+>>> _ = model.fit(x, y, batch_size=1, callbacks=[evaluation, stop], verbose=0)
+>>> [step for step, _ in evaluation.history], stop.stopped_step
+([2, 4], 4)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import shutil
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+import keras
+import numpy as np
+
+from bert_tf.errors import BertTfError
+from bert_tf.training.progress import format_duration, write_scalar
+
+logger = logging.getLogger(__name__)
+
+VALIDATION_PREFIX = "val_"
+
+
+def optimizer_updates(model: keras.Model) -> int:
+    """Optimizer updates so far (micro-batches / gradient_accumulation_steps)."""
+    return int(model.optimizer.iterations)
+
+
+class _UpdateCallback(keras.callbacks.Callback):
+    """Calls `on_update(step, logs)` once per optimizer update, after its last micro-batch."""
+
+    def on_train_begin(self, logs=None):
+        self._last_step = optimizer_updates(self.model)
+
+    def on_train_batch_end(self, batch, logs=None):
+        step = optimizer_updates(self.model)
+        if step != self._last_step:
+            self._last_step = step
+            self.on_update(step, logs if logs is not None else {})
+
+    def on_update(self, step: int, logs: dict) -> None:
+        pass
+
+
+class TaskEvaluation(_UpdateCallback):
+    """Scores the model with `evaluate(model) -> {metric: value}` during training.
+
+    Every `every_steps` updates, or at the end of every epoch when `every_steps` is None.
+    The metrics go into the logs as `val_<name>`, into `history` ([(step, metrics)]), one
+    JSON line each into `history_file`, and into TensorBoard under `log_dir` (if given).
+    """
+
+    def __init__(
+        self,
+        evaluate: Callable[[keras.Model], dict[str, float]],
+        every_steps: int | None = None,
+        history_file: str | None = None,
+        log_dir: str | None = None,
+    ):
+        super().__init__()
+        if every_steps is not None and every_steps <= 0:
+            raise ValueError(f"every_steps must be positive, got {every_steps}")
+        self.evaluate, self.every_steps = evaluate, every_steps
+        self.history_file, self.log_dir = history_file, log_dir
+        self.history: list[tuple[int, dict[str, float]]] = []
+        self._writer = None
+
+    def on_update(self, step, logs):
+        if self.every_steps and step % self.every_steps == 0:
+            self._run(step, logs)
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self.every_steps is None:
+            self._run(optimizer_updates(self.model), logs if logs is not None else {})
+
+    def _run(self, step: int, logs: dict) -> None:
+        metrics = {name: float(value) for name, value in self.evaluate(self.model).items()}
+        self.history.append((step, metrics))
+        logs.update({VALIDATION_PREFIX + name: value for name, value in metrics.items()})
+        if self.history_file:
+            with open(self.history_file, "a", encoding="utf-8") as handle:
+                handle.write(json.dumps({"step": step, **metrics}, sort_keys=True) + "\n")
+        if self.log_dir:
+            write_scalars(self._summary_writer(), step, metrics)
+
+    def _summary_writer(self):
+        if self._writer is None:
+            import tensorflow as tf
+
+            self._writer = tf.summary.create_file_writer(self.log_dir)
+        return self._writer
+
+    def on_train_end(self, logs=None):
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+    def get_state(self) -> dict:
+        return {"history": [[step, metrics] for step, metrics in self.history]}
+
+    def set_state(self, state: dict) -> None:
+        """Restores the history of a resumed run; the history file keeps only those lines."""
+        self.history = [(int(step), dict(metrics)) for step, metrics in state["history"]]
+        if self.history_file:
+            with open(self.history_file, "w", encoding="utf-8") as handle:
+                for step, metrics in self.history:
+                    handle.write(json.dumps({"step": step, **metrics}, sort_keys=True) + "\n")
+
+
+class _MonitorCallback(_UpdateCallback):
+    """Acts when the monitored value appears in the logs (that is, after an evaluation)."""
+
+    def __init__(self, monitor: str, mode: str = "max", min_delta: float = 0.0):
+        super().__init__()
+        if mode not in ("max", "min"):
+            raise ValueError(f"mode must be 'max' or 'min', got {mode!r}")
+        self.monitor, self.mode, self.min_delta = monitor, mode, abs(min_delta)
+        self.best: float | None = None
+        self.best_step: int | None = None
+
+    def _improved(self, value: float) -> bool:
+        if self.best is None:
+            return True
+        return (
+            value > self.best + self.min_delta if self.mode == "max" else value < self.best - self.min_delta
+        )
+
+    def on_update(self, step, logs):
+        if self.monitor in logs:
+            self.on_evaluation(step, float(logs[self.monitor]))
+
+    def on_epoch_end(self, epoch, logs=None):
+        logs = logs or {}
+        if self.monitor in logs:
+            self.on_evaluation(optimizer_updates(self.model), float(logs[self.monitor]))
+
+    def on_evaluation(self, step: int, value: float) -> None:
+        raise NotImplementedError
+
+    def get_state(self) -> dict:
+        return {"best": self.best, "best_step": self.best_step}
+
+    def set_state(self, state: dict) -> None:
+        self.best, self.best_step = state["best"], state["best_step"]
+
+
+class BestModel(_MonitorCallback):
+    """Keeps the model weights of the best evaluation by `monitor` in `path` (an .npz).
+
+    `restore(model)` puts them back, e.g. at the end of training. The file is written
+    under a temporary name and renamed, so a kill never leaves half a file.
+    """
+
+    def __init__(self, path: str, monitor: str, mode: str = "max"):
+        super().__init__(monitor, mode)
+        self.path = path
+
+    def on_evaluation(self, step, value):
+        if not self._improved(value):
+            return
+        self.best, self.best_step = value, step
+        os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
+        partial = self.path + ".partial.npz"
+        np.savez(partial, *self.model.get_weights())
+        os.replace(partial, self.path)
+        logger.info("best %s so far: %.4f at step %d", self.monitor, value, step)
+
+    def restore(self, model: keras.Model) -> bool:
+        """Loads the best weights into `model`; False when there are none."""
+        if self.best_step is None or not os.path.isfile(self.path):
+            return False
+        with np.load(self.path) as arrays:
+            model.set_weights([arrays[f"arr_{index}"] for index in range(len(arrays.files))])
+        return True
+
+
+class EarlyStopping(_MonitorCallback):
+    """Stops training after `patience` evaluations in a row without a better `monitor`."""
+
+    def __init__(self, monitor: str, patience: int, mode: str = "max", min_delta: float = 0.0):
+        super().__init__(monitor, mode, min_delta)
+        if patience < 1:
+            raise ValueError(f"patience must be >= 1, got {patience}")
+        self.patience = patience
+        self.wait = 0
+        self.stopped_step: int | None = None
+
+    def on_evaluation(self, step, value):
+        if self._improved(value):
+            self.best, self.best_step, self.wait = value, step, 0
+            return
+        self.wait += 1
+        if self.wait >= self.patience:
+            self.stopped_step = step
+            self.model.stop_training = True
+            logger.info(
+                "early stopping at step %d: no better %s than %.4f (step %d) in %d evaluations",
+                step,
+                self.monitor,
+                self.best,
+                self.best_step,
+                self.wait,
+            )
+
+    def get_state(self) -> dict:
+        return {**super().get_state(), "wait": self.wait, "stopped_step": self.stopped_step}
+
+    def set_state(self, state: dict) -> None:
+        super().set_state(state)
+        self.wait, self.stopped_step = state["wait"], state["stopped_step"]
+
+
+class TrainingInterrupted(BertTfError):
+    """Training stopped on SIGTERM after saving its backup; rerunning continues it."""
+
+    exit_code = 128 + signal.SIGTERM  # what a shell reports for a process ended by SIGTERM
+
+
+class TrainingBackup(_UpdateCallback):
+    """Saves what resuming needs, and restores it: Keras' BackupAndRestore, to the step.
+
+    A backup is a folder `step-<N>` in `directory` holding the model and optimizer
+    variables (`model.save_weights`), the dropout generators' states, and the states of
+    `stateful` callbacks (evaluation history, best value, early-stopping patience). It is
+    written under a temporary name and renamed into place, then older ones are removed,
+    so a `kill -9` at any moment leaves a complete backup. Saved every `every_steps`
+    updates, after each evaluation, at the end of training, and on SIGTERM (which then
+    stops training: `interrupted` is set and the caller decides how to exit).
+
+    `restore(model)` (also run by `on_train_begin` if not called before) returns the
+    step it resumed from; the caller skips that many batches of its training data
+    (`dataset.skip`) so a resumed run sees the same batches as an uninterrupted one.
+    """
+
+    STATE_FILE = "state.json"
+    WEIGHTS_FILE = "model.weights.h5"
+    RNG_FILE = "dropout_rng.npz"
+
+    def __init__(
+        self,
+        directory: str,
+        every_steps: int | None = None,
+        stateful: Sequence[keras.callbacks.Callback] = (),
+        extra_state: dict | None = None,
+    ):
+        super().__init__()
+        self.directory, self.every_steps = directory, every_steps
+        self.stateful = {type(callback).__name__: callback for callback in stateful}
+        self.extra_state = dict(extra_state or {})
+        self.restored_step: int | None = None
+        self.restored_state: dict | None = None
+        self.interrupted = False
+        self._saved_step: int | None = None
+        self._signal_received = False
+        self._previous_handler = None
+
+    # -- restoring --------------------------------------------------------------------------
+    def latest(self) -> str | None:
+        """The folder of the newest complete backup, or None."""
+        if not os.path.isdir(self.directory):
+            return None
+        steps = [
+            int(name.split("-", 1)[1])
+            for name in os.listdir(self.directory)
+            if name.startswith("step-") and name.split("-", 1)[1].isdigit()
+        ]
+        return os.path.join(self.directory, f"step-{max(steps)}") if steps else None
+
+    def read_state(self) -> dict | None:
+        latest = self.latest()
+        if latest is None:
+            return None
+        with open(os.path.join(latest, self.STATE_FILE), encoding="utf-8") as handle:
+            return json.load(handle)
+
+    def restore(self, model: keras.Model) -> int:
+        """Loads the newest backup into `model` and the stateful callbacks; returns its step (0: none)."""
+        self.restored_step = 0
+        latest = self.latest()
+        if latest is None:
+            return 0
+        if not model.optimizer.built:
+            model.optimizer.build(model.trainable_variables)
+        model.load_weights(os.path.join(latest, self.WEIGHTS_FILE))
+        with np.load(os.path.join(latest, self.RNG_FILE)) as states:
+            for index, variable in enumerate(_rng_states(model)):
+                variable.assign(states[f"arr_{index}"])
+        state = self.read_state()
+        for name, callback in self.stateful.items():
+            if name in state["callbacks"]:
+                callback.set_state(state["callbacks"][name])
+        self.restored_state = state
+        self.restored_step = self._saved_step = int(state["step"])
+        logger.info("resumed from the backup of step %d in %s", self.restored_step, self.directory)
+        return self.restored_step
+
+    # -- saving ------------------------------------------------------------------------------
+    def save(self, step: int | None = None) -> str:
+        step = optimizer_updates(self.model) if step is None else step
+        os.makedirs(self.directory, exist_ok=True)
+        final = os.path.join(self.directory, f"step-{step}")
+        partial = os.path.join(self.directory, f".step-{step}.partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        os.makedirs(partial)
+        self.model.save_weights(os.path.join(partial, self.WEIGHTS_FILE))
+        np.savez(os.path.join(partial, self.RNG_FILE), *[v.numpy() for v in _rng_states(self.model)])
+        state = {
+            "step": step,
+            "callbacks": {name: callback.get_state() for name, callback in self.stateful.items()},
+            **self.extra_state,
+        }
+        with open(os.path.join(partial, self.STATE_FILE), "w", encoding="utf-8") as handle:
+            json.dump(state, handle, indent=1, sort_keys=True)
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(partial, final)
+        for name in os.listdir(self.directory):  # older backups and leftovers of a kill
+            if name != os.path.basename(final):
+                path = os.path.join(self.directory, name)
+                if name.startswith(("step-", ".step-")):
+                    shutil.rmtree(path, ignore_errors=True)
+        self._saved_step = step
+        return final
+
+    def on_train_begin(self, logs=None):
+        if self.restored_step is None:
+            self.restore(self.model)
+        super().on_train_begin(logs)
+        self.interrupted = self._signal_received = False
+        if threading.current_thread() is threading.main_thread():
+            self._previous_handler = signal.signal(signal.SIGTERM, self._on_sigterm)
+
+    def _on_sigterm(self, signum, frame):
+        # Only a flag here: the backup is written between two updates, in on_update.
+        self._signal_received = True
+
+    def on_update(self, step, logs):
+        evaluated = any(name.startswith(VALIDATION_PREFIX) for name in logs)
+        if self._signal_received or evaluated or (self.every_steps and step % self.every_steps == 0):
+            self.save(step)
+        if self._signal_received:
+            self.interrupted = True
+            self.model.stop_training = True
+            logger.warning("SIGTERM: saved the backup of step %d in %s and stopped", step, self.directory)
+
+    def on_train_end(self, logs=None):
+        if self._previous_handler is not None:
+            signal.signal(signal.SIGTERM, self._previous_handler)
+            self._previous_handler = None
+        step = optimizer_updates(self.model)
+        if step != self._saved_step:
+            self.save(step)
+
+
+def _rng_states(model: keras.Model) -> list:
+    """The state variables of the model's dropout seed generators (not in save_weights)."""
+    return [v for v in model.variables if v.path.endswith("seed_generator_state")]
+
+
+class ProgressLogger(_UpdateCallback):
+    """A progress line per update (step/total, loss, learning rate, examples/s, ETA) and
+    TensorBoard scalars.
+
+    On a terminal with `verbose=1` the line is redrawn in place every update; otherwise
+    (a log file, or `verbose=2`) one line is printed every `every_steps` updates. The
+    evaluation metrics in the logs are printed on their own line. TensorBoard gets
+    `loss`, `learning_rate` and `examples_per_second` every `every_steps` updates in
+    `log_dir`. The first update's time (tracing and compilation) is left out of the speed.
+    """
+
+    def __init__(
+        self,
+        total_steps: int,
+        examples_per_step: int,
+        every_steps: int = 100,
+        verbose: int = 1,
+        log_dir: str | None = None,
+        stream=None,
+    ):
+        super().__init__()
+        self.total_steps, self.examples_per_step = total_steps, examples_per_step
+        self.every_steps, self.verbose, self.log_dir = max(1, every_steps), verbose, log_dir
+        self.stream = stream or sys.stdout
+        self._writer = None
+
+    def on_train_begin(self, logs=None):
+        super().on_train_begin(logs)
+        self._timer_step, self._timer = None, None  # from the end of the first update
+        self._loss_mark = (0, 0.0)  # (batches, summed loss) at the last report
+        self._in_place = self.verbose == 1 and getattr(self.stream, "isatty", lambda: False)()
+        if self.log_dir and self._writer is None:
+            import tensorflow as tf
+
+            self._writer = tf.summary.create_file_writer(self.log_dir)
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._mean_loss = float((logs or {}).get("loss", math.nan))  # running mean of the epoch
+        self._epoch_batches = batch + 1
+        super().on_train_batch_end(batch, logs)
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._loss_mark = (0, 0.0)
+
+    def _period_loss(self, reset: bool) -> float:
+        # Keras logs the epoch's running mean; the mean since the last report is more telling.
+        total = self._mean_loss * self._epoch_batches
+        batches, summed = self._loss_mark
+        if reset:
+            self._loss_mark = (self._epoch_batches, total)
+        return (total - summed) / max(self._epoch_batches - batches, 1)
+
+    def on_update(self, step, logs):
+        now = time.perf_counter()
+        if self._timer is None:
+            self._timer_step, self._timer = step, now
+        done = step - self._timer_step
+        speed = done * self.examples_per_step / (now - self._timer) if done else None
+        report = step % self.every_steps == 0 or step == self.total_steps
+        line = None
+        if self._in_place or report:
+            loss = self._period_loss(reset=report)
+            learning_rate = float(self.model.optimizer.learning_rate)
+            parts = [f"step {step}/{self.total_steps}", f"loss {loss:.4f}", f"lr {learning_rate:.3g}"]
+            if speed is not None:
+                eta = (self.total_steps - step) * (now - self._timer) / done
+                parts += [f"{speed:.1f} examples/s", f"ETA {format_duration(eta)}"]
+            line = "  ".join(parts)
+            if report and self._writer is not None:
+                scalars = {"loss": loss, "learning_rate": learning_rate}
+                if speed is not None:
+                    scalars["examples_per_second"] = speed
+                write_scalars(self._writer, step, scalars)
+        if self.verbose and line is not None:
+            if self._in_place:
+                self.stream.write("\r" + line + "\033[K")
+            else:
+                self.stream.write(line + "\n")
+            self.stream.flush()
+        evaluation = {
+            k[len(VALIDATION_PREFIX) :]: v for k, v in logs.items() if k.startswith(VALIDATION_PREFIX)
+        }
+        if self.verbose and evaluation:
+            text = "  ".join(f"{name} {value:.4f}" for name, value in evaluation.items())
+            self.stream.write(("\n" if self._in_place else "") + f"evaluation at step {step}: {text}\n")
+            self.stream.flush()
+
+    def on_train_end(self, logs=None):
+        if self._in_place and self.verbose:
+            self.stream.write("\n")
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+
+def write_scalars(writer, step: int, scalars: dict[str, float]) -> None:
+    with writer.as_default(step=step):
+        for name, value in scalars.items():
+            write_scalar(name, value)
+    writer.flush()

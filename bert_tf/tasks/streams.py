@@ -1,0 +1,205 @@
+"""Task data as `tf.data` pipelines that never hold the whole dataset.
+
+A source is a function that returns a fresh iterator of raw records, `(x, y)` for
+labelled data or `(x,)` without labels, read row by row from the task's file (or TFDS
+split). `batches` turns it into batches of model features with a task preprocessor
+(`bert_tf.preprocessing`): the raw strings are shuffled in a bounded buffer, grouped,
+tokenized and packed in parallel in the graph, and prefetched. Rows are padded to the
+longest row of their batch rounded up to a multiple (dynamic padding), or to the
+preprocessor's sequence length when it pads statically.
+
+Example:
+
+>>> from bert_tf.preprocessing import TextClassifierPreprocessor
+>>> from bert_tf.tokenization import BertTokenizer
+>>> preprocessor = TextClassifierPreprocessor(
+...     BertTokenizer("tests/fixtures/bert_uncased_vocab.txt"), 32, label_list=["neg", "pos"])
+>>> def source():
+...     yield "a fine film", "pos"
+...     yield "dull", "neg"
+>>> signature = (tf.TensorSpec([], tf.string), tf.TensorSpec([], tf.string))
+>>> batch = next(iter(batches(records(source, signature), preprocessor, Batching(batch_size=2))))
+>>> batch["inputs"]["input_ids"].shape.as_list(), batch["labels"].numpy().tolist()
+([2, 8], [1, 0])
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator, Sequence
+
+import tensorflow as tf
+
+from bert_tf.preprocessing.base import MODEL_INPUTS
+
+
+@dataclasses.dataclass(frozen=True)
+class Batching:
+    """How records become batches.
+
+    Args:
+      batch_size: rows (or, for windowed tasks, windows) per batch.
+      training: shuffle in a buffer of `shuffle_buffer` records and repeat forever.
+      static: fixed-size batches (TPUs): training drops the last partial batch; evaluation
+        pads it with rows of weight 0, so nothing is dropped or counted twice.
+      bucket_boundaries: training only: group rows of similar length
+        (`bucket_by_sequence_length`); rows in a bucket are padded to its upper bound - 1.
+      seed: shuffle seed.
+    """
+
+    batch_size: int
+    training: bool = False
+    static: bool = False
+    bucket_boundaries: Sequence[int] | None = None
+    seed: int | None = None
+    shuffle_buffer: int = 10_000
+
+
+def records(
+    source: Callable[[], Iterator[tuple]], signature: tuple, labelled: bool = True
+) -> tf.data.Dataset:
+    """{"x", "y" (when labelled), "index"} records of a source (streamed, in order).
+
+    `source()` yields `(x, y)` tuples (`(x,)` or `(x, y)` when not `labelled`: y is
+    dropped) matching `signature`, a tuple of `tf.TensorSpec`s (x may be a tuple itself).
+    """
+    dataset = tf.data.Dataset.from_generator(source, output_signature=signature)
+
+    def to_record(index, fields):
+        record = {"x": fields[0], "index": index}
+        if labelled:
+            record["y"] = fields[1]
+        return record
+
+    return dataset.enumerate().map(to_record)
+
+
+def length_buckets(sequence_length: int, multiple: int = 8) -> list[int]:
+    """Bucket boundaries for `bucket_by_sequence_length`: rows pad to multiples of `multiple`."""
+    bounds = list(range(multiple + 1, sequence_length + 1, multiple))
+    return [*bounds, sequence_length + 1]
+
+
+def batches(
+    dataset: tf.data.Dataset,
+    preprocessor,
+    batching: Batching,
+    keep: Sequence[str] = (),
+    ignore_label: int | None = None,
+) -> tf.data.Dataset:
+    """Batches of {"inputs", "labels" (labelled data), "weight", "meta"} dicts.
+
+    `meta` holds the preprocessor features named in `keep`, `index` (the record each row
+    came from) and `trimmed`. Windowed preprocessors (one record, several rows: SQuAD)
+    are regrouped into batches of `batch_size` windows. `ignore_label` pads label rows
+    of token tasks.
+    """
+    labelled = "y" in dataset.element_spec
+    if batching.training:
+        dataset = dataset.shuffle(batching.shuffle_buffer, seed=batching.seed, reshuffle_each_iteration=True)
+        dataset = dataset.repeat()
+    windowed = getattr(preprocessor, "windowed", False)
+    regroup = windowed or (batching.training and batching.bucket_boundaries)
+    drop = batching.static and batching.training and not regroup
+
+    def process(batch):
+        features = preprocessor.features(batch["x"])
+        rows = tf.shape(features["input_ids"])[0]
+        element = {
+            "inputs": {name: features[name] for name in MODEL_INPUTS},
+            "weight": tf.ones([rows], tf.float32),
+        }
+        index = batch["index"]
+        if "example_index" in features:
+            index = tf.gather(index, features["example_index"])
+        element["meta"] = {"index": index, "trimmed": features["trimmed"], **{n: features[n] for n in keep}}
+        if labelled:
+            element["labels"] = preprocessor.labels(batch["y"], features)
+        return element
+
+    # Ragged: NER sentences and SWAG endings have their own lengths.
+    dataset = dataset.ragged_batch(batching.batch_size, drop_remainder=drop)
+    dataset = dataset.map(process, num_parallel_calls=tf.data.AUTOTUNE)
+    if regroup:
+        dataset = dataset.unbatch()
+        padding = _padding_values(dataset.element_spec, preprocessor.tokenizer.pad_id, ignore_label)
+        if batching.training and batching.bucket_boundaries:
+            dataset = dataset.map(_strip_padding, num_parallel_calls=tf.data.AUTOTUNE)
+            boundaries = list(batching.bucket_boundaries)
+            dataset = dataset.bucket_by_sequence_length(
+                lambda element: tf.shape(element["inputs"]["input_ids"])[-1],
+                bucket_boundaries=boundaries,
+                bucket_batch_sizes=[batching.batch_size] * (len(boundaries) + 1),
+                padding_values=padding,
+                pad_to_bucket_boundary=True,
+                drop_remainder=batching.static,
+            )
+        else:
+            if batching.training:
+                dataset = dataset.shuffle(4 * batching.batch_size, seed=batching.seed)
+            dataset = dataset.padded_batch(
+                batching.batch_size,
+                padding_values=padding,
+                drop_remainder=batching.static and batching.training,
+            )
+    if batching.static and not batching.training:
+        dataset = dataset.map(lambda element: _fill_batch(element, batching.batch_size))
+    return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def _padding_values(spec, pad_id: int, ignore_label: int | None):
+    def value(path, leaf):
+        if path == ("inputs", "input_ids"):
+            return tf.constant(pad_id, leaf.dtype)
+        if path[0] == "labels" and ignore_label is not None and leaf.shape.rank:
+            return tf.constant(ignore_label, leaf.dtype)
+        if path[-1] in ("token_to_orig",):
+            return tf.constant(-1, leaf.dtype)
+        return tf.zeros([], leaf.dtype)
+
+    def walk(path, node):
+        if isinstance(node, dict):
+            return {key: walk((*path, key), child) for key, child in node.items()}
+        return value(path, node)
+
+    return walk((), spec)
+
+
+def _strip_padding(element):
+    """One row cut to its real length (its padding is the batch's, not its own)."""
+    length = tf.reduce_sum(element["inputs"]["input_mask"])
+
+    def cut(tensor):
+        return tensor[:length] if tensor.shape.rank == 1 else tensor
+
+    element = dict(element)
+    element["inputs"] = {name: cut(value) for name, value in element["inputs"].items()}
+    if "labels" in element:
+        element["labels"] = tf.nest.map_structure(cut, element["labels"])
+    return element
+
+
+def _fill_batch(element, batch_size: int):
+    """Pads a partial batch to `batch_size` rows of weight 0 (static shapes)."""
+
+    def fill(tensor):
+        if isinstance(tensor, tf.RaggedTensor):
+            missing = batch_size - tensor.nrows()
+            empty = tf.RaggedTensor.from_row_lengths(
+                tf.zeros([0], tensor.dtype), tf.zeros([missing], tensor.row_splits.dtype)
+            )
+            return tf.concat([tensor, empty], axis=0)
+        missing = batch_size - tf.shape(tensor)[0]
+        paddings = [[0, missing]] + [[0, 0]] * (tensor.shape.rank - 1)
+        filled = tf.pad(tensor, paddings)
+        filled.set_shape([batch_size, *tensor.shape[1:]])
+        return filled
+
+    return tf.nest.map_structure(fill, element)
+
+
+def keras_inputs(dataset: tf.data.Dataset, with_weights: bool = False) -> tf.data.Dataset:
+    """(inputs, labels) or (inputs, labels, weight) for `model.fit` / `evaluate`."""
+    if with_weights:
+        return dataset.map(lambda element: (element["inputs"], element["labels"], element["weight"]))
+    return dataset.map(lambda element: (element["inputs"], element["labels"]))

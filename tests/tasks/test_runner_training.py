@@ -1,0 +1,283 @@
+"""The runner's training: evaluation during training, TensorBoard, the best model, bad
+settings, and resuming a killed `python -m bert_tf.finetune` to the same weights."""
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf.errors import UsageError
+from bert_tf.tasks.runner import BACKUP_DIR, TrainingPlan, is_finished, load_finetuned, run
+from bert_tf.tasks.settings import FinetuneSettings
+from bert_tf.training.progress import read_scalars
+
+WORDS = ["good", "great", "fine", "bad", "awful", "poor", "the", "film", "was", "very"]
+
+
+def write_task(root, n_train=24, n_eval=8):
+    """A CSV task learnt from one word (positive or negative), a vocab and a tiny config."""
+    rng = np.random.default_rng(0)
+    paths = {}
+    for name, n in (("train", n_train), ("dev", n_eval)):
+        paths[name] = os.path.join(root, f"{name}.csv")
+        with open(paths[name], "w") as handle:
+            handle.write("text,label\n")
+            for i in range(n):
+                word = WORDS[i % 6]
+                filler = " ".join(rng.choice(WORDS[6:], size=3))
+                handle.write(f"{filler} {word},{'pos' if i % 6 < 3 else 'neg'}\n")
+    paths["vocab"] = os.path.join(root, "vocab.txt")
+    with open(paths["vocab"], "w") as handle:
+        handle.write("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]) + "\n")
+    paths["config"] = os.path.join(root, "bert_config.json")
+    with open(paths["config"], "w") as handle:
+        json.dump(
+            {
+                "vocab_size": 5 + len(WORDS),
+                "hidden_size": 16,
+                "num_hidden_layers": 1,
+                "num_attention_heads": 2,
+                "intermediate_size": 32,
+                "max_position_embeddings": 16,
+            },
+            handle,
+        )
+    return paths
+
+
+def settings_for(paths, output_dir, **changes):
+    values = dict(
+        task="classification",
+        output_dir=output_dir,
+        train_file=paths["train"],
+        eval_file=paths["dev"],
+        vocab_file=paths["vocab"],
+        bert_config=paths["config"],
+        max_seq_length=8,
+        train_batch_size=4,
+        eval_batch_size=8,
+        num_train_epochs=2.0,
+        verbose=0,
+    )
+    values.update(changes)
+    return FinetuneSettings(**values)
+
+
+class TrainingRunTest(tf.test.TestCase):
+    def test_evaluation_during_training_tensorboard_and_best_model(self):
+        root = self.get_temp_dir()
+        paths = write_task(root)
+        output_dir = os.path.join(root, "out")
+        settings = settings_for(
+            paths, output_dir, eval_every_steps=4, keep_best_model=True, learning_rate=1e-3
+        )
+        results = run(settings)
+        # 24 examples, batch 4, 2 epochs: 12 updates, evaluated at 4, 8 and 12.
+        with open(os.path.join(output_dir, "eval_history.jsonl")) as handle:
+            history = [json.loads(line) for line in handle]
+        self.assertEqual([entry["step"] for entry in history], [4, 8, 12])
+        self.assertContainsSubset({"accuracy", "eval_loss"}, set(history[0]))
+        # The final model is the best evaluation's: its accuracy is the best of the history.
+        self.assertAllClose(results["accuracy"], max(entry["accuracy"] for entry in history))
+        scalars = read_scalars(os.path.join(output_dir, "logs", "eval"))
+        self.assertEqual([step for step, _ in scalars["accuracy"]], [4, 8, 12])
+        self.assertEqual(
+            [step for step, _ in read_scalars(os.path.join(output_dir, "logs", "train"))["loss"]], [12]
+        )
+        self.assertFalse(os.path.exists(os.path.join(output_dir, BACKUP_DIR)))  # removed when finished
+        self.assertTrue(is_finished(output_dir))
+        model, _, _ = load_finetuned(os.path.join(output_dir, "model"), compile=False)
+        self.assertEqual(
+            {layer.dtype_policy.name for layer in model.encoder.layers if layer.weights}, {"float32"}
+        )
+
+    def test_mixed_precision_trains_and_keeps_float32_logits(self):
+        root = self.get_temp_dir()
+        paths = write_task(root)
+        output_dir = os.path.join(root, "bf16")
+        run(
+            settings_for(
+                paths, output_dir, mixed_precision="mixed_bfloat16", eval_every_steps=0, num_train_epochs=1.0
+            )
+        )
+        model, _, _ = load_finetuned(os.path.join(output_dir, "model"), compile=False)
+        # The encoder's layers were built, and so trained, under the run's policy.
+        self.assertEqual(
+            {layer.dtype_policy.name for layer in model.encoder.layers if layer.weights}, {"mixed_bfloat16"}
+        )
+        ids = np.array([[2, 5, 6, 3]], "int32")
+        logits = model.predict({"input_ids": ids, "input_mask": ids > 0, "segment_ids": 0 * ids}, verbose=0)
+        self.assertEqual(logits.dtype, np.float32)
+        self.assertEqual(keras.config.dtype_policy().name, "float32")  # the run's policy does not leak
+
+    def test_bad_training_settings_are_refused_with_the_fix(self):
+        root = self.get_temp_dir()
+        paths = write_task(root)
+        base = settings_for(paths, os.path.join(root, "bad"))
+        with self.assertRaisesRegex(
+            UsageError, r"--eval_every_steps=50 is more than the 12 updates of this run"
+        ):
+            TrainingPlan.make(dataclasses.replace(base, eval_every_steps=50), 24, True)
+        with self.assertRaisesRegex(
+            UsageError, "--early_stopping_patience evaluates during training: it needs eval data"
+        ):
+            TrainingPlan.make(dataclasses.replace(base, early_stopping_patience=2), 24, False)
+        with self.assertRaisesRegex(UsageError, "--eval_every_steps=0 turns evaluation during training off"):
+            TrainingPlan.make(dataclasses.replace(base, keep_best_model=True, eval_every_steps=0), 24, True)
+        plan = TrainingPlan.make(dataclasses.replace(base, gradient_accumulation_steps=2), 24, True)
+        self.assertEqual((plan.num_train_steps, plan.micro_batch_size, plan.eval_every_steps), (12, 2, 6))
+        for changes, message in [
+            (
+                {"gradient_accumulation_steps": 3},
+                "--train_batch_size=4 is not a multiple of --gradient_accumulation_steps=3",
+            ),
+            (
+                {"gradient_accumulation_steps": 0},
+                "--gradient_accumulation_steps must be a positive integer, got 0",
+            ),
+            ({"eval_every_steps": -1}, "--eval_every_steps must be >= 0"),
+            ({"early_stopping_patience": 0}, "--early_stopping_patience must be >= 1"),
+            (
+                {"mixed_precision": "float16"},
+                "--mixed_precision=float16 is not a dtype policy; use one of float32",
+            ),
+            ({"save_checkpoints_steps": 0}, "--save_checkpoints_steps must be a positive integer"),
+        ]:
+            with self.subTest(changes=changes), self.assertRaisesRegex(UsageError, message):
+                dataclasses.replace(base, **changes)
+
+    def test_training_flags_map_onto_settings(self):
+        from absl import flags
+
+        from bert_tf import finetune
+
+        flag_values = flags.FlagValues()
+        finetune.define_flags(flag_values)
+        flag_values(
+            [
+                "finetune",
+                "--task=sst2",
+                "--output_dir=/tmp/o",
+                "--mixed_precision=mixed_bfloat16",
+                "--jit_compile",
+                "--gradient_accumulation_steps=4",
+                "--eval_every_steps=10",
+                "--early_stopping_patience=3",
+                "--keep_best_model",
+                "--save_checkpoints_steps=50",
+                "--log_every_steps=5",
+            ]
+        )
+        settings = finetune.settings_from_flags(flag_values)
+        self.assertEqual(
+            (settings.mixed_precision, settings.jit_compile, settings.gradient_accumulation_steps),
+            ("mixed_bfloat16", True, 4),
+        )
+        self.assertEqual((settings.eval_every_steps, settings.early_stopping_patience), (10, 3))
+        self.assertEqual(
+            (settings.keep_best_model, settings.save_checkpoints_steps, settings.log_every_steps),
+            (True, 50, 5),
+        )
+        defaults = FinetuneSettings(task="sst2", output_dir="/tmp/o")
+        self.assertEqual(
+            (defaults.mixed_precision, defaults.jit_compile, defaults.eval_every_steps),
+            ("float32", None, None),
+        )
+
+    def test_early_stopping_stops_the_run(self):
+        root = self.get_temp_dir()
+        paths = write_task(root)
+        output_dir = os.path.join(root, "early")
+        # A learning rate of ~0 leaves the accuracy where it is: no evaluation improves on the first.
+        run(
+            settings_for(
+                paths, output_dir, learning_rate=1e-12, eval_every_steps=2, early_stopping_patience=2
+            )
+        )
+        with open(os.path.join(output_dir, "eval_history.jsonl")) as handle:
+            steps = [json.loads(line)["step"] for line in handle]
+        self.assertEqual(steps, [2, 4, 6])  # of 12 updates: stopped after two without a gain
+
+
+def finetune_command(paths, output_dir, *flags):
+    return [
+        sys.executable,
+        "-m",
+        "bert_tf.finetune",
+        "--task=classification",
+        f"--output_dir={output_dir}",
+        f"--train_file={paths['train']}",
+        f"--eval_file={paths['dev']}",
+        f"--vocab_file={paths['vocab']}",
+        f"--bert_config_file={paths['config']}",
+        "--max_seq_length=8",
+        "--train_batch_size=4",
+        "--num_train_epochs=40",
+        "--eval_every_steps=0",
+        "--save_checkpoints_steps=5",
+        *flags,
+    ]
+
+
+def backup_step(output_dir):
+    directory = os.path.join(output_dir, BACKUP_DIR)
+    steps = (
+        [int(n.split("-")[1]) for n in os.listdir(directory) if n.startswith("step-")]
+        if os.path.isdir(directory)
+        else []
+    )
+    return max(steps, default=0)
+
+
+@pytest.mark.slow
+class ResumeProcessTest(tf.test.TestCase):
+    def interrupt(self, paths, output_dir, sig):
+        process = subprocess.Popen(
+            finetune_command(paths, output_dir), stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        )
+        deadline = time.time() + 300
+        while backup_step(output_dir) < 20 and process.poll() is None and time.time() < deadline:
+            time.sleep(0.05)
+        self.assertIsNone(process.poll(), "the run ended before it could be interrupted")
+        process.send_signal(sig)
+        output = process.communicate(timeout=120)[0].decode()
+        return process.returncode, output
+
+    def test_kill_9_and_sigterm_then_the_same_command_continues_to_the_same_weights(self):
+        root = self.get_temp_dir()
+        paths = write_task(root)
+        reference = os.path.join(root, "reference")
+        subprocess.run(finetune_command(paths, reference), check=True, capture_output=True)
+        expected = load_finetuned(os.path.join(reference, "model"), compile=False)[0].get_weights()
+
+        for sig in (signal.SIGKILL, signal.SIGTERM):
+            with self.subTest(signal=sig.name):
+                output_dir = os.path.join(root, sig.name)
+                code, output = self.interrupt(paths, output_dir, sig)
+                if sig == signal.SIGTERM:  # saved at the next update and exited cleanly
+                    self.assertEqual(code, 143, output)
+                    self.assertIn("stopped by SIGTERM at update", output)
+                else:
+                    self.assertEqual(code, -signal.SIGKILL)
+                interrupted_at = backup_step(output_dir)
+                self.assertBetween(interrupted_at, 20, 239)
+                self.assertFalse(is_finished(output_dir))
+                rerun = subprocess.run(finetune_command(paths, output_dir), capture_output=True, text=True)
+                self.assertEqual(rerun.returncode, 0, rerun.stderr)
+                self.assertIn(f"from the backup of step {interrupted_at}", rerun.stderr)
+                weights = load_finetuned(os.path.join(output_dir, "model"), compile=False)[0].get_weights()
+                for a, b in zip(expected, weights, strict=True):
+                    self.assertAllClose(a, b, atol=1e-6, rtol=1e-6)
+                self.assertTrue(is_finished(output_dir))
+
+
+if __name__ == "__main__":
+    tf.test.main()

@@ -1,0 +1,105 @@
+"""Streamed task data: batches, static shapes, length buckets and bad rows."""
+
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from bert_tf.tasks.adapters import make_adapter
+from bert_tf.tasks.features import TaskDataError
+from bert_tf.tasks.settings import FinetuneSettings
+from bert_tf.tokenization import BertTokenizer
+
+VOCAB = os.path.join(os.path.dirname(__file__), "..", "fixtures", "bert_uncased_vocab.txt")
+WORDS = "the a cat dog sat on mat house tree big small red blue green ran fast slow".split()
+
+
+class StreamsTest(tf.test.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.tokenizer = BertTokenizer(VOCAB)
+
+    def write(self, name, rows, header="text,label"):
+        path = os.path.join(self.get_temp_dir(), name)
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(header + "\n" + "".join(f"{row}\n" for row in rows))
+        return path
+
+    def adapter(self, **changes):
+        rng = np.random.default_rng(0)
+        rows = [
+            # Longer rows further down: the batches in file order have different widths.
+            f"{' '.join(rng.choice(WORDS, 1 + i))},{'pos' if i % 3 else 'neg'}"
+            for i in range(37)
+        ]
+        settings = FinetuneSettings(
+            task="classification",
+            output_dir=self.get_temp_dir(),
+            train_file=self.write("train.csv", rows),
+            eval_file=self.write("eval.csv", rows),
+            max_seq_length=32,
+            **changes,
+        )
+        adapter = make_adapter(settings, self.tokenizer)
+        return adapter, adapter.load("train")[0], adapter.load("eval")[0]
+
+    def test_dynamic_static_and_bucketed_batches(self):
+        adapter, train, evaluation = self.adapter()
+        self.assertEqual(adapter.count(train).num_examples, 37)
+        self.assertEqual(adapter.label_list, ["neg", "pos"])
+        widths = [x["input_ids"].shape[1] for x, _, _ in adapter.dataset(evaluation, 8)]
+        self.assertTrue(all(width % 8 == 0 and width <= 32 for width in widths), widths)
+        self.assertGreater(len(set(widths)), 1)
+
+        # Static shapes: every batch [8, 32]; the last one filled with rows of weight 0.
+        adapter.static = True
+        batches = list(adapter.dataset(evaluation, 8))
+        self.assertEqual({tuple(x["input_ids"].shape) for x, _, _ in batches}, {(8, 32)})
+        self.assertEqual(sum(float(tf.reduce_sum(w)) for _, _, w in batches), 37.0)
+        for x, _ in adapter.dataset(train, 8, training=True).take(5):
+            self.assertEqual(x["input_ids"].shape, (8, 32))
+        # Prediction keeps one row per example, in order, without the filling rows.
+        predictions = adapter.predict(_MeanLogits(), evaluation, batch_size=8)
+        self.assertEqual(predictions.outputs.shape, (37, 2))
+
+        bucketed, train, _ = self.adapter(length_buckets=True)
+        for x, y in bucketed.dataset(train, 4, training=True).take(12):
+            lengths = x["input_mask"].numpy().sum(axis=1)
+            width = x["input_ids"].shape[1]
+            self.assertEqual(width % 8, 0)
+            self.assertTrue((lengths > width - 8).all() and (lengths <= width).all(), (lengths, width))
+            self.assertEqual(len(y), len(lengths))
+
+    def test_bad_rows_are_named(self):
+        adapter, _, _ = self.adapter()
+        adapter.settings.eval_file = self.write("bad_label.csv", ["good film,pos", "fine,meh"])
+        with self.assertRaisesRegex(TaskDataError, r"bad_label.csv line 3: label 'meh' is not one of .*'neg', 'pos'"):
+            adapter.load("eval")
+        adapter.settings.eval_file = self.write("empty.csv", ["good film,pos", ",neg"])
+        with self.assertRaisesRegex(TaskDataError, "empty.csv line 3: the text is empty"):
+            adapter.load("eval")
+        adapter.settings.eval_file = self.write("extra.csv", ["good film,pos", "a,b,pos"])
+        with self.assertRaisesRegex(TaskDataError, "extra.csv line 3: 3 fields, the header has 2"):
+            adapter.load("eval")
+
+    def test_ner_eval_tags_must_be_training_tags(self):
+        directory = self.get_temp_dir()
+        train, evaluation = os.path.join(directory, "train.txt"), os.path.join(directory, "eval.txt")
+        with open(train, "w") as handle:
+            handle.write("Paris B-LOC\nis O\n\nRome B-LOC\n")
+        with open(evaluation, "w") as handle:
+            handle.write("Alice B-PER\n")
+        settings = FinetuneSettings(task="ner", output_dir=directory, train_file=train, eval_file=evaluation)
+        adapter = make_adapter(settings, self.tokenizer)
+        adapter.load("train")
+        with self.assertRaisesRegex(TaskDataError, r"eval.txt: sentence at line 1: tag 'B-PER' of word 'Alice'"):
+            adapter.load("eval")
+
+
+class _MeanLogits:
+    """A stand-in model: two logits from the mean input id (no training needed)."""
+
+    def predict_on_batch(self, inputs):
+        mean = tf.reduce_mean(tf.cast(inputs["input_ids"], tf.float32), axis=1, keepdims=True)
+        return tf.concat([mean, -mean], axis=1).numpy()

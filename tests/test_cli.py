@@ -1,0 +1,104 @@
+"""Flags generated from the settings dataclasses, and the settings' own checks."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+
+import tensorflow as tf
+from absl import flags
+
+from bert_tf import cli
+from bert_tf.errors import BertTfError, UsageError
+from bert_tf.serving.settings import ExportSettings, FeatureSettings, FillMaskSettings
+from bert_tf.tasks.settings import FinetuneSettings
+from bert_tf.training.pretraining import PretrainingConfig
+from pipelines.build_vocab import VocabSettings
+from pipelines.generate import GenerationConfig
+
+# Program -> its settings dataclass.
+PROGRAMS = {
+    "bert_tf.pretrain": PretrainingConfig,
+    "bert_tf.finetune": FinetuneSettings,
+    "bert_tf.export": ExportSettings,
+    "bert_tf.extract_features": FeatureSettings,
+    "bert_tf.fill_mask": FillMaskSettings,
+    "pipelines.create_pretraining_data": GenerationConfig,
+    "pipelines.build_vocab": VocabSettings,
+}
+
+
+class SettingsFlagsTest(tf.test.TestCase):
+    def test_every_field_is_a_flag_with_help_and_the_field_default(self):
+        for module, settings_class in PROGRAMS.items():
+            flag_values = flags.FlagValues()
+            importlib.import_module(module).define_flags(flag_values)
+            for field in cli.settings_fields(settings_class):
+                with self.subTest(program=module, field=field.name):
+                    flag = flag_values[cli.flag_name(field)]
+                    self.assertTrue(flag.help, "no help text in the field's metadata")
+                    if field.default is not dataclasses.MISSING:
+                        default = (
+                            list(map(str, field.default))
+                            if isinstance(field.default, tuple)
+                            else field.default
+                        )
+                        self.assertEqual(flag.default, default)
+
+    def test_a_new_field_becomes_a_flag(self):
+        @dataclasses.dataclass
+        class Settings:
+            path: str = dataclasses.field(metadata={"help": "A path."})
+            rate: float = cli.setting(0.5, "A rate.")
+            steps: int | None = cli.setting(None, "Steps.", flag="num_steps")
+            kind: str = cli.setting("a", "A kind.", choices=("a", "b"))
+            hidden: bool = cli.setting(True, "", flag=None)
+
+        flag_values = flags.FlagValues()
+        cli.define_settings_flags(Settings, flag_values, required=("path",))
+        flag_values(["prog", "--path=x", "--rate=0.25", "--num_steps=3", "--kind=b"])
+        self.assertNotIn("hidden", flag_values)
+        self.assertEqual(
+            cli.settings_from_flags(Settings, flag_values), Settings(path="x", rate=0.25, steps=3, kind="b")
+        )
+        with self.assertRaises(flags.IllegalFlagValueError):
+            flag_values["kind"].parse("c")
+
+    def test_bad_values_are_usage_errors(self):
+        cases = [
+            (lambda: FinetuneSettings(task="sst2", output_dir="o", train_batch_size=0), "--train_batch_size"),
+            (lambda: FinetuneSettings(task="sst2", output_dir="o", learning_rate=-1.0), "--learning_rate"),
+            (lambda: PretrainingConfig(learning_rate=-1.0), "--learning_rate must be > 0"),
+            (
+                lambda: PretrainingConfig(max_predictions_per_seq=80, max_seq_length=64),
+                "--max_predictions_per_seq",
+            ),
+            (lambda: ExportSettings(kind="encoder", init_checkpoint="c", export_dir="e", top_k=0), "--top_k"),
+            (
+                lambda: FeatureSettings(input_file="i", output_file="o", init_checkpoint="c", layers=("x",)),
+                "--layers",
+            ),
+            (lambda: VocabSettings(input_files="i", output_file="o", vocab_size=3), "--vocab_size"),
+        ]
+        for make, message in cases:
+            with self.subTest(message=message):
+                with self.assertRaisesRegex(UsageError, message) as raised:
+                    make()
+                self.assertEqual(raised.exception.exit_code, 2)
+
+    def test_error_classes_share_the_base(self):
+        from bert_tf.checkpoints import CheckpointError
+        from bert_tf.config import ConfigError
+        from bert_tf.tasks.features import TaskDataError
+        from bert_tf.tokenization import VocabError
+        from bert_tf.training.inputs import InputError
+        from pipelines.text_input import InputFileError
+
+        for error in (CheckpointError, ConfigError, TaskDataError, VocabError, InputError, InputFileError):
+            with self.subTest(error=error.__name__):
+                self.assertTrue(issubclass(error, BertTfError))
+                self.assertTrue(issubclass(error, ValueError))  # as before, for callers catching it
+
+
+if __name__ == "__main__":
+    tf.test.main()

@@ -1,0 +1,356 @@
+"""Every program, run as a user would, on the ordinary mistakes: one clear line, nothing written.
+
+Each case runs a program in a fresh process and checks the exit status (2: a bad command
+line, 1: a file or data that cannot be used), that stderr is exactly one line naming the
+problem (no traceback, no TensorFlow start-up noise), and that the output folder is byte
+for byte what it was. A process costs a TensorFlow import (seconds), so the default run
+takes one case per program and the rest of the table is marked slow.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import pytest
+import tensorflow as tf
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+WORDS = "the cat sat on mat a dog ran to park good bad movie was great terrible".split()
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", ",", *WORDS]
+CONFIG = {
+    "vocab_size": len(VOCAB),
+    "hidden_size": 16,
+    "num_hidden_layers": 1,
+    "num_attention_heads": 2,
+    "intermediate_size": 32,
+    "max_position_embeddings": 64,
+}
+
+
+def snapshot(path: str) -> dict | None:
+    """Relative path -> bytes (None for a folder) of everything under `path`; None if absent."""
+    if not os.path.lexists(path):
+        return None
+    if not os.path.isdir(path):
+        with open(path, "rb") as file:
+            return {"": file.read()}
+    content = {}
+    for root, dirs, files in os.walk(path):
+        for name in dirs:
+            content[os.path.relpath(os.path.join(root, name), path)] = None
+        for name in files:
+            with open(os.path.join(root, name), "rb") as file:
+                content[os.path.relpath(os.path.join(root, name), path)] = file.read()
+    return content
+
+
+def make_fixtures(root: str) -> dict[str, str]:
+    """A vocab, a config, a pretrained checkpoint written by our export, data files."""
+    from bert_tf.checkpoints import export_pretrained
+    from bert_tf.config import BertConfig
+    from bert_tf.models import BertPretrainer
+
+    paths = {name: os.path.join(root, name) for name in ("vocab.txt", "config.json", "ckpt", "train.csv")}
+    with open(paths["vocab.txt"], "w", encoding="utf-8") as file:
+        file.write("\n".join(VOCAB) + "\n")
+    with open(paths["config.json"], "w", encoding="utf-8") as file:
+        json.dump(CONFIG, file)
+    model = BertPretrainer(BertConfig.from_dict(CONFIG))
+    export_pretrained(model, paths["ckpt"], vocab_file=paths["vocab.txt"], lower_case=True)
+    with open(paths["train.csv"], "w", encoding="utf-8") as file:
+        file.write("text,label\nthe movie was great,pos\nthe movie was terrible,neg\n")
+    paths["no_label.csv"] = os.path.join(root, "no_label.csv")
+    with open(paths["no_label.csv"], "w", encoding="utf-8") as file:
+        file.write("text,stars\nthe movie was great,5\n")
+    paths["empty_text.csv"] = os.path.join(root, "empty_text.csv")
+    with open(paths["empty_text.csv"], "w", encoding="utf-8") as file:
+        file.write('text,label\nthe movie was great,pos\n"",neg\n')
+    paths["random.bin"] = os.path.join(root, "random.bin")
+    with open(paths["random.bin"], "wb") as file:
+        file.write(os.urandom(200_000))
+    paths["corpus.txt"] = os.path.join(root, "corpus.txt")
+    with open(paths["corpus.txt"], "w", encoding="utf-8") as file:
+        file.write("the cat sat on the mat.\na dog ran to the park.\n\nthe movie was good.\nit was great.\n")
+    paths["empty.txt"] = os.path.join(root, "empty.txt")
+    open(paths["empty.txt"], "w").close()
+    paths["unrelated"] = os.path.join(root, "unrelated")
+    os.makedirs(paths["unrelated"])
+    for name in ("notes.txt", "data.index"):
+        with open(os.path.join(paths["unrelated"], name), "w") as file:
+            file.write("not a checkpoint\n")
+    paths["a_file"] = paths["corpus.txt"]
+    return paths
+
+
+def truncated_copy(source_dir: str, target_dir: str, name: str, keep: float) -> str:
+    """A copy of a checkpoint folder with file `name` cut to `keep` of its length."""
+    shutil.copytree(source_dir, target_dir)
+    path = os.path.join(target_dir, name)
+    size = os.path.getsize(path)
+    with open(path, "r+b") as file:
+        file.truncate(int(size * keep))
+    return target_dir
+
+
+def run_program(module: str, args: list[str]) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "PYTHONWARNINGS")}
+    env["PYTHONPATH"] = REPO
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+class BadInputTest(tf.test.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.root = tempfile.mkdtemp(prefix="bert_tf_bad_input_")
+        cls.paths = make_fixtures(cls.root)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.root, ignore_errors=True)
+        super().tearDownClass()
+
+    def assert_refused(self, module, args, status, message, output):
+        """`module args` exits `status`, says `message` on one line, leaves `output` unchanged."""
+        before = snapshot(output)
+        result = run_program(module, args)
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        self.assertEqual(result.returncode, status, result.stderr[-3000:])
+        self.assertNotIn("Traceback", result.stderr)
+        self.assertLen(lines, 1, result.stderr[-3000:])
+        self.assertTrue(lines[0].startswith(f"{module}: error: "), lines[0])
+        self.assertIn(message, lines[0])
+        self.assertEqual(snapshot(output), before, f"{output} changed")
+
+    def output(self, name: str, existing: bool = False) -> str:
+        path = os.path.join(self.root, "out", name)
+        if existing:
+            os.makedirs(path, exist_ok=True)
+            with open(os.path.join(path, "keep.txt"), "w") as file:
+                file.write("the user's file\n")
+        return path
+
+    # --- one case per program: the default run -------------------------------------------
+
+    def test_finetune_missing_vocab(self):
+        out = self.output("finetune_missing_vocab")
+        self.assert_refused(
+            "bert_tf.finetune",
+            [
+                "--task=classification",
+                f"--output_dir={out}",
+                f"--bert_config_file={self.paths['config.json']}",
+                "--vocab_file=/no/such/vocab.txt",
+                f"--train_file={self.paths['train.csv']}",
+            ],
+            1,
+            "vocab file not found: /no/such/vocab.txt",
+            out,
+        )
+
+    def test_pretrain_negative_learning_rate(self):
+        out = self.output("pretrain_lr", existing=True)
+        self.assert_refused(
+            "bert_tf.pretrain",
+            [f"--model_dir={out}", "--learning_rate=-1", f"--corpus={self.paths['corpus.txt']}"],
+            2,
+            "--learning_rate must be > 0, got -1.0",
+            out,
+        )
+
+    def test_create_pretraining_data_random_bytes(self):
+        out = self.output("records_random")
+        self.assert_refused(
+            "pipelines.create_pretraining_data",
+            [
+                f"--input_file={self.paths['random.bin']}",
+                f"--output_file={out}/train.tfrecord",
+                f"--vocab_file={self.paths['vocab.txt']}",
+            ],
+            1,
+            "are not text",
+            out,
+        )
+
+    def test_export_truncated_safetensors(self):
+        damaged = os.path.join(self.root, "hf_truncated")
+        truncated_copy(self.paths["ckpt"], damaged, "model.safetensors", 0.6)
+        for name in ("bert_config.json", "bert_model.ckpt.index", "bert_model.ckpt.data-00000-of-00001"):
+            os.remove(os.path.join(damaged, name))
+        os.remove(os.path.join(damaged, "checkpoint"))
+        out = self.output("export_truncated")
+        self.assert_refused(
+            "bert_tf.export",
+            ["--kind=encoder", f"--init_checkpoint={damaged}", f"--export_dir={out}"],
+            1,
+            "model.safetensors is truncated or corrupt (expected",
+            out,
+        )
+
+    def test_extract_features_output_under_a_file(self):
+        out = os.path.join(self.paths["a_file"], "features.jsonl")
+        self.assert_refused(
+            "bert_tf.extract_features",
+            [
+                f"--input_file={self.paths['corpus.txt']}",
+                f"--output_file={out}",
+                f"--init_checkpoint={self.paths['ckpt']}",
+            ],
+            2,
+            "which is a file, not a folder",
+            self.paths["a_file"],
+        )
+
+    def test_fill_mask_without_text_and_build_vocab_bad_size(self):
+        self.assert_refused(
+            "bert_tf.fill_mask",
+            [f"--init_checkpoint={self.paths['ckpt']}"],
+            2,
+            "give one or more texts",
+            self.root,
+        )
+        out = self.output("vocab_bad_size")
+        self.assert_refused(
+            "pipelines.build_vocab",
+            [f"--input_file={self.paths['corpus.txt']}", "--vocab_size=3", f"--output_file={out}/vocab.txt"],
+            2,
+            "--vocab_size must be > 5",
+            out,
+        )
+
+    def test_help_is_quiet(self):
+        result = run_program("bert_tf.finetune", ["--helpshort"])
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(result.stderr.strip(), "")
+        self.assertIn("--learning_rate", result.stdout)
+        self.assertIn("--[no]overwrite", result.stdout)
+        self.assertNotIn("--verbosity", result.stdout)  # absl's own flags: --helpfull
+
+    # --- the rest of the table --------------------------------------------------------------
+
+    @pytest.mark.slow
+    def test_finetune_bad_data_and_values(self):
+        base = [
+            "--task=classification",
+            f"--bert_config_file={self.paths['config.json']}",
+            f"--vocab_file={self.paths['vocab.txt']}",
+        ]
+        train = f"--train_file={self.paths['train.csv']}"
+        cases = [
+            ([f"--train_file={self.paths['no_label.csv']}"], 1, "no column 'label'"),
+            ([f"--train_file={self.paths['empty_text.csv']}"], 1, "the text is empty"),
+            ([train, "--train_batch_size=0"], 2, "--train_batch_size must be a positive integer, got 0"),
+            ([train, "--learning_rate=-1"], 2, "--learning_rate must be > 0, got -1.0"),
+            ([train, "--max_seq_length=100"], 2, "--max_seq_length=100 is above the model's max_position"),
+            ([train, "--init_checkpoint=/no/such/checkpoint"], 1, "/no/such/checkpoint"),
+        ]
+        for number, (args, status, message) in enumerate(cases):
+            with self.subTest(args=args):
+                out = self.output(f"finetune_{number}")
+                self.assert_refused(
+                    "bert_tf.finetune", [*base, f"--output_dir={out}", *args], status, message, out
+                )
+
+    @pytest.mark.slow
+    def test_create_pretraining_data_vocab(self):
+        for vocab, message in (
+            ("/no/such/vocab.txt", "vocab file not found"),
+            (self.paths["empty.txt"], "is empty"),
+        ):
+            with self.subTest(vocab=vocab):
+                out = self.output("records_vocab")
+                self.assert_refused(
+                    "pipelines.create_pretraining_data",
+                    [
+                        f"--input_file={self.paths['corpus.txt']}",
+                        f"--output_file={out}/a.tfrecord",
+                        f"--vocab_file={vocab}",
+                    ],
+                    1,
+                    message,
+                    out,
+                )
+
+    @pytest.mark.slow
+    def test_pretrain_random_corpus_unrelated_checkpoint_and_bad_state(self):
+        common = [
+            f"--vocab_file={self.paths['vocab.txt']}",
+            f"--config={self.paths['config.json']}",
+            "--max_seq_length=32",
+        ]
+        out = self.output("pretrain_random")
+        self.assert_refused(
+            "bert_tf.pretrain",
+            [*common, f"--model_dir={out}", f"--corpus={self.paths['random.bin']}"],
+            1,
+            "are not text",
+            out,
+        )
+        out = self.output("pretrain_unrelated")
+        self.assert_refused(
+            "bert_tf.pretrain",
+            [
+                *common,
+                f"--model_dir={out}",
+                f"--corpus={self.paths['corpus.txt']}",
+                f"--init_checkpoint={self.paths['unrelated']}",
+            ],
+            1,
+            "holds no BERT checkpoint",
+            out,
+        )
+        out = self.output("pretrain_state", existing=True)
+        shutil.copy(self.paths["config.json"], os.path.join(out, "bert_config.json"))
+        with open(os.path.join(out, "checkpoint"), "w") as file:
+            file.write('model_checkpoint_path: "ckpt-1\n\x00garbage')
+        self.assert_refused(
+            "bert_tf.pretrain",
+            [*common, f"--model_dir={out}", f"--corpus={self.paths['corpus.txt']}"],
+            1,
+            "checkpoint is truncated or corrupt",
+            out,
+        )
+
+    @pytest.mark.slow
+    def test_export_damaged_google_checkpoint(self):
+        for name, keep in (("bert_model.ckpt.data-00000-of-00001", 0.5), ("bert_model.ckpt.index", 0.5)):
+            with self.subTest(name=name):
+                damaged = os.path.join(self.root, f"google_{name}")
+                truncated_copy(self.paths["ckpt"], damaged, name, keep)
+                os.remove(os.path.join(damaged, "model.safetensors"))
+                out = self.output(f"export_{name}", existing=True)
+                self.assert_refused(
+                    "bert_tf.export",
+                    ["--kind=encoder", f"--init_checkpoint={damaged}", f"--export_dir={out}", "--overwrite"],
+                    1,
+                    f"{name} is truncated or corrupt",
+                    out,
+                )
+
+    @pytest.mark.slow
+    def test_extract_features_output_in_a_missing_folder_is_created(self):
+        out = os.path.join(self.root, "out", "new_folder", "features.jsonl")
+        result = run_program(
+            "bert_tf.extract_features",
+            [
+                f"--input_file={self.paths['corpus.txt']}",
+                f"--output_file={out}",
+                f"--init_checkpoint={self.paths['ckpt']}",
+            ],
+        )
+        self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+        with open(out, encoding="utf-8") as file:
+            self.assertLen(file.readlines(), 5)
