@@ -1,7 +1,11 @@
 """Test-session setup: the bert_tf cache lives in a fresh directory, never in the user's home."""
 
 import os
+import sys
 import tempfile
+
+# The shared layer and model checks (tests/harness.py) are imported as `harness`.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 # Set before any test module imports bert_tf; subprocesses started by tests inherit it, so
 # the Unicode tables are computed once per session and the user's ~/.cache is left alone.

@@ -57,7 +57,8 @@ class BertMultipleChoice(TaskModel):
         flat = {name: merge(tensor) for name, tensor in inputs.items()}
         pooled = encoder(flat)["pooled_output"]  # [batch * choices, hidden]
         scores = ops.cast(scorer(dropout(pooled)), "float32")
-        logits = _SplitChoices(name="split_choices")(scores, inputs["input_ids"])
+        # float32 like the scores: under a mixed global policy the layer would cast them back.
+        logits = _SplitChoices(name="split_choices", dtype="float32")(scores, inputs["input_ids"])
         super().__init__(inputs=inputs, outputs=logits, name=name, **kwargs)
         self.encoder = encoder
         self.dropout_rate = dropout_rate

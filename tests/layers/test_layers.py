@@ -1,8 +1,8 @@
-"""Every layer: output shapes, config round trip, a training step and mixed precision."""
+"""Every layer: the shared contract (tests/harness.py), then each layer's own math."""
 
-import keras
 import numpy as np
 import tensorflow as tf
+from harness import run_layer_test
 
 from bert_tf.layers import (
     BertEmbeddings,
@@ -31,84 +31,75 @@ def _built_embeddings():
     return layer
 
 
-# (factory, inputs, expected output shape) for every layer.
-CASES = {
-    "embeddings": (
-        _embeddings,
-        lambda: (RNG.integers(0, 30, (2, 6)), RNG.integers(0, 2, (2, 6))),
-        (2, 6, HIDDEN),
-    ),
-    "attention": (
-        lambda **kw: BertSelfAttention(HIDDEN, 4, **kw),
-        lambda: (HIDDEN_STATES, attention_bias(INPUT_MASK)),
-        (2, 6, HIDDEN),
-    ),
-    "block": (
-        lambda **kw: TransformerBlock(HIDDEN, 4, 32, **kw),
-        lambda: (HIDDEN_STATES, attention_bias(INPUT_MASK)),
-        (2, 6, HIDDEN),
-    ),
-    "mlm_head": (
-        lambda **kw: MaskedLMHead(_built_embeddings(), **kw),
-        lambda: (HIDDEN_STATES, np.array([[1, 2, 0], [5, 4, 3]])),
-        (2, 3, 30),
-    ),
-    "nsp_head": (lambda **kw: NextSentenceHead(**kw), lambda: (HIDDEN_STATES[:, 0],), (2, 2)),
-}
+def _unused_embedding_tables(head):
+    """Of the tied embeddings a masked LM head tracks, it uses only the word table."""
+    table = head.embeddings.word_embeddings
+    return [variable for variable in head.embeddings.weights if variable is not table]
+
+
+# Parameter counts from the architecture, for HIDDEN 16, 4 heads, intermediate 32, vocab 30,
+# 10 positions, 2 token types.
+EMBEDDING_PARAMS = (30 + 2 + 10) * HIDDEN + 2 * HIDDEN  # three tables, LayerNorm gamma and beta
+ATTENTION_PARAMS = 4 * (HIDDEN * HIDDEN + HIDDEN)  # query, key, value, output projections
+BLOCK_PARAMS = ATTENTION_PARAMS + (HIDDEN * 32 + 32) + (32 * HIDDEN + HIDDEN) + 2 * 2 * HIDDEN
 
 
 class LayerContractTest(tf.test.TestCase):
-    def _each(self):
-        return [(factory, make_inputs(), shape) for factory, make_inputs, shape in CASES.values()]
+    """Shapes, weight counts, config round trip, a training step and mixed precision per layer."""
 
-    def test_output_shape(self):
-        for factory, inputs, shape in self._each():
-            self.assertEqual(tuple(factory()(*inputs).shape), shape)
+    def test_embeddings(self):
+        run_layer_test(
+            self,
+            _embeddings,
+            (RNG.integers(0, 30, (2, 6)), RNG.integers(0, 2, (2, 6))),
+            expected_output_shape=(2, 6, HIDDEN),
+            expected_num_trainable_weights=5,
+            expected_num_params=EMBEDDING_PARAMS,
+        )
 
-    def test_config_round_trip_gives_the_same_outputs(self):
-        for factory, inputs, _ in self._each():
-            layer = factory()
-            expected = layer(*inputs)
-            restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(layer))
-            self.assertEqual(type(restored), type(layer))
-            restored(*inputs)
-            restored.set_weights(layer.get_weights())
-            self.assertAllClose(restored(*inputs), expected)
+    def test_attention(self):
+        run_layer_test(
+            self,
+            lambda **kw: BertSelfAttention(HIDDEN, 4, **kw),
+            (HIDDEN_STATES, attention_bias(INPUT_MASK)),
+            expected_output_shape=(2, 6, HIDDEN),
+            expected_num_trainable_weights=8,
+            expected_num_params=ATTENTION_PARAMS,
+        )
 
-    def test_training_step_reduces_a_loss(self):
-        for factory, inputs, _ in self._each():
-            layer = factory()
-            layer(*inputs)
-            optimizer = keras.optimizers.SGD(0.1)
+    def test_transformer_block(self):
+        run_layer_test(
+            self,
+            lambda **kw: TransformerBlock(HIDDEN, 4, 32, **kw),
+            (HIDDEN_STATES, attention_bias(INPUT_MASK)),
+            expected_output_shape=(2, 6, HIDDEN),
+            expected_num_trainable_weights=16,
+            expected_num_params=BLOCK_PARAMS,
+        )
 
-            def loss():
-                return tf.reduce_mean(tf.square(layer(*inputs) - 1.0))  # noqa: B023
+    def test_masked_lm_head(self):
+        # Its own transform dense, LayerNorm and output bias, plus the embeddings it is tied to.
+        run_layer_test(
+            self,
+            lambda **kw: MaskedLMHead(_built_embeddings(), **kw),
+            (HIDDEN_STATES, np.array([[1, 2, 0], [5, 4, 3]])),
+            expected_output_shape=(2, 3, 30),
+            expected_num_trainable_weights=5 + 5,
+            expected_num_params=(HIDDEN * HIDDEN + HIDDEN) + 2 * HIDDEN + 30 + EMBEDDING_PARAMS,
+            float32_output=True,
+            unused_variables=_unused_embedding_tables,
+        )
 
-            before = float(loss())
-            with tf.GradientTape() as tape:
-                value = loss()
-            variables = layer.trainable_variables
-            if isinstance(layer, MaskedLMHead):  # of the tied embeddings, only the word table is used
-                table = layer.embeddings.word_embeddings
-                unused = [v for v in layer.embeddings.weights if v is not table]
-                variables = [v for v in variables if not any(v is u for u in unused)]
-            gradients = tape.gradient(value, variables)
-            self.assertFalse(any(gradient is None for gradient in gradients))
-            optimizer.apply(gradients, variables)
-            self.assertLess(float(loss()), before)
-
-    def test_mixed_precision_keeps_float32_variables(self):
-        for policy in ("mixed_float16", "mixed_bfloat16"):
-            for factory, inputs, _ in self._each():
-                layer = factory(dtype=policy)
-                output = layer(*inputs)
-                heads = isinstance(layer, MaskedLMHead | NextSentenceHead)
-                self.assertEqual(output.dtype, tf.float32 if heads else tf.as_dtype(policy[6:]))
-                for variable in layer.weights:
-                    self.assertEqual(variable.dtype, "float32", variable.path)
-                self.assertAllEqual(
-                    tf.math.is_finite(tf.cast(output, tf.float32)), tf.ones_like(output, tf.bool)
-                )
+    def test_next_sentence_head(self):
+        run_layer_test(
+            self,
+            lambda **kw: NextSentenceHead(**kw),
+            (HIDDEN_STATES[:, 0],),
+            expected_output_shape=(2, 2),
+            expected_num_trainable_weights=2,
+            expected_num_params=HIDDEN * 2 + 2,
+            float32_output=True,
+        )
 
 
 class EmbeddingsTest(tf.test.TestCase):

@@ -1,0 +1,193 @@
+"""Shared checks for every Keras layer and model, one call each (as keras-hub's `run_layer_test`).
+
+`run_layer_test` and `run_model_test` build the object, check its output shapes and exact weight
+counts, save and restore it (config round trip for a layer, a `.keras` file for a model) and
+compare outputs, take one training step and check that every trainable variable got a gradient
+and that the loss fell, and build it under `mixed_float16` and `mixed_bfloat16` to check the
+output dtype, that variables stay float32 and that outputs are finite. A test then states only
+what is particular to its layer: the inputs, the expected shapes and counts, and its own math.
+
+Imported by the test modules as `harness` (tests/conftest.py puts this folder on sys.path).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Callable, Sequence
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+MIXED_POLICIES = ("mixed_float16", "mixed_bfloat16")
+
+
+def _shapes(outputs):
+    return tf.nest.map_structure(lambda tensor: tuple(tensor.shape), outputs)
+
+
+def _num_params(weights) -> int:
+    return int(sum(np.prod(weight.shape) for weight in weights))
+
+
+def _loss(outputs):
+    """Mean squared distance of every output from 1: any weight that shapes an output moves it."""
+    return tf.add_n(
+        [tf.reduce_mean(tf.square(tf.cast(output, tf.float32) - 1.0)) for output in tf.nest.flatten(outputs)]
+    )
+
+
+@contextlib.contextmanager
+def global_dtype_policy(policy: str):
+    """Models build their layers under Keras' global policy; restore float32 afterwards."""
+    keras.config.set_dtype_policy(policy)
+    try:
+        yield
+    finally:
+        keras.config.set_dtype_policy("float32")
+
+
+def check_weight_counts(
+    test: tf.test.TestCase,
+    layer,
+    *,
+    num_trainable_weights: int,
+    num_non_trainable_weights: int,
+    num_params: int,
+    num_trainable_params: int | None,
+) -> None:
+    test.assertLen(layer.trainable_weights, num_trainable_weights, [w.path for w in layer.trainable_weights])
+    test.assertLen(
+        layer.non_trainable_weights, num_non_trainable_weights, [w.path for w in layer.non_trainable_weights]
+    )
+    test.assertEqual(_num_params(layer.weights), num_params)
+    expected_trainable = num_params if num_trainable_params is None else num_trainable_params
+    test.assertEqual(_num_params(layer.trainable_weights), expected_trainable)
+
+
+def check_training_step(
+    test: tf.test.TestCase,
+    layer,
+    call: Callable,
+    *,
+    learning_rate: float,
+    unused_variables: Sequence = (),
+) -> None:
+    """One SGD step on `_loss`: every used trainable variable gets a gradient; the loss falls."""
+    unused = {id(variable) for variable in unused_variables}
+    variables = [variable for variable in layer.trainable_variables if id(variable) not in unused]
+    test.assertNotEmpty(variables)
+    with tf.GradientTape() as tape:
+        loss = _loss(call(layer))  # the call is deterministic: no dropout outside training
+    before = float(loss)
+    gradients = tape.gradient(loss, variables)
+    test.assertEqual(
+        [variable.path for variable, gradient in zip(variables, gradients, strict=True) if gradient is None], []
+    )
+    keras.optimizers.SGD(learning_rate).apply(gradients, variables)
+    test.assertLess(float(_loss(call(layer))), before)
+
+
+def check_mixed_precision(test: tf.test.TestCase, outputs, layer, policy: str, float32_outputs: bool) -> None:
+    expected = tf.float32 if float32_outputs else tf.as_dtype(policy.removeprefix("mixed_"))
+    for output in tf.nest.flatten(outputs):
+        test.assertEqual(output.dtype, expected, policy)
+        test.assertTrue(bool(tf.reduce_all(tf.math.is_finite(tf.cast(output, tf.float32)))), policy)
+    for variable in layer.weights:
+        test.assertEqual(variable.dtype, "float32", variable.path)
+
+
+def run_layer_test(
+    test: tf.test.TestCase,
+    factory: Callable[..., keras.layers.Layer],
+    inputs: Sequence,
+    *,
+    expected_output_shape,
+    expected_num_trainable_weights: int,
+    expected_num_params: int,
+    expected_num_non_trainable_weights: int = 0,
+    expected_num_trainable_params: int | None = None,
+    float32_output: bool = False,
+    unused_variables: Callable[[keras.layers.Layer], Sequence] = lambda layer: (),
+) -> keras.layers.Layer:
+    """Checks one layer; `factory(**kwargs)` builds it (`dtype=` for mixed precision).
+
+    `float32_output`: the layer returns float32 under mixed precision (heads whose logits feed
+    a softmax); otherwise it returns the policy's compute dtype. `unused_variables(layer)`:
+    trainable variables the layer tracks but does not use (such as the parts of a tied
+    embedding layer other than the word table), which get no gradient.
+    Returns the layer, built.
+    """
+    layer = factory()
+    outputs = layer(*inputs)
+    test.assertEqual(_shapes(outputs), expected_output_shape)
+    check_weight_counts(
+        test,
+        layer,
+        num_trainable_weights=expected_num_trainable_weights,
+        num_non_trainable_weights=expected_num_non_trainable_weights,
+        num_params=expected_num_params,
+        num_trainable_params=expected_num_trainable_params,
+    )
+
+    restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(layer))
+    test.assertEqual(type(restored), type(layer))
+    test.assertEqual(restored.get_config(), layer.get_config())
+    restored(*inputs)
+    restored.set_weights(layer.get_weights())
+    tf.nest.map_structure(test.assertAllClose, restored(*inputs), outputs)
+
+    check_training_step(
+        test, layer, lambda built: built(*inputs), learning_rate=0.1, unused_variables=unused_variables(layer)
+    )
+
+    for policy in MIXED_POLICIES:
+        mixed = factory(dtype=policy)
+        check_mixed_precision(test, mixed(*inputs), mixed, policy, float32_output)
+    return layer
+
+
+def run_model_test(
+    test: tf.test.TestCase,
+    factory: Callable[[], keras.Model],
+    inputs,
+    *,
+    expected_output_shape,
+    expected_num_trainable_weights: int,
+    expected_num_params: int,
+    expected_num_non_trainable_weights: int = 0,
+    expected_num_trainable_params: int | None = None,
+    float32_output: bool = True,
+) -> keras.Model:
+    """Checks one model; `factory()` builds it under Keras' global dtype policy.
+
+    The round trip goes through a `.keras` file, the model's whole saved form. Returns the
+    restored model, for checks particular to the model.
+    """
+    model = factory()
+    outputs = model(inputs)
+    test.assertEqual(_shapes(outputs), expected_output_shape)
+    check_weight_counts(
+        test,
+        model,
+        num_trainable_weights=expected_num_trainable_weights,
+        num_non_trainable_weights=expected_num_non_trainable_weights,
+        num_params=expected_num_params,
+        num_trainable_params=expected_num_trainable_params,
+    )
+
+    path = os.path.join(tempfile.mkdtemp(), "model.keras")
+    model.save(path)
+    restored = keras.models.load_model(path)
+    test.assertEqual(type(restored), type(model))
+    tf.nest.map_structure(lambda a, b: test.assertAllClose(a, b, atol=1e-6), outputs, restored(inputs))
+
+    check_training_step(test, model, lambda built: built(inputs), learning_rate=0.01)
+
+    for policy in MIXED_POLICIES:
+        with global_dtype_policy(policy):
+            mixed = factory()
+        check_mixed_precision(test, mixed(inputs), mixed, policy, float32_output)
+    return restored
