@@ -20,10 +20,11 @@ A program module holds only what is particular to it:
 - One error policy: a `BertTfError` (or a flag the parser refuses) prints one line,
   "PROGRAM: error: MESSAGE", and exits 2 for a bad command line, 1 for anything else; any
   other exception is one line too, with a pointer to `--verbose`, which shows tracebacks.
-- A quiet start: TensorFlow's start-up lines (the absl pre-init warning its two libraries
-  each print, "Could not find cuda drivers", "failed call to cuInit: ... CUDA error" on a
-  machine without a GPU, CPU-feature notes) are held back while it loads; anything else it
-  prints then is passed on. `--verbose` or `TF_CPP_MIN_LOG_LEVEL=0` shows everything.
+- A quiet start: TensorFlow's native lines that look like errors but are not (the absl
+  pre-init warning its two libraries each print, "Could not find cuda drivers", "failed
+  call to cuInit: ... CUDA error" on a machine without a GPU, CPU-feature notes, oneDNN's
+  fallbacks) are filtered from stderr for the whole run; anything else is passed on.
+  `--verbose` or `TF_CPP_MIN_LOG_LEVEL=0` shows everything.
 - `--helpshort` (and `--help`) list this program's flags; `--helpfull` every library's too.
 
 This module is light (no TensorFlow): TensorFlow is imported by `quiet_start` or later.
@@ -31,11 +32,13 @@ This module is light (no TensorFlow): TensorFlow is imported by `quiet_start` or
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import dataclasses
 import os
 import re
 import sys
-import tempfile
+import threading
 import types
 import typing
 from collections.abc import Callable, Iterable, Sequence
@@ -46,46 +49,85 @@ from bert_tf.errors import BertTfError
 
 HELP_FLAGS = ("--help", "-help", "--helpshort", "-helpshort", "--helpfull", "-helpfull", "-?", "--?")
 
-# Lines TensorFlow prints while it loads that a user would take for errors. Each of its
-# two native libraries prints the absl pre-init warning; cudart_stub and cuda_platform say
-# that a machine without a GPU has no GPU. Glog-style INFO/WARNING lines of the start-up
-# are start-up detail; an ERROR line that is not the cuInit probe is passed on.
-_STARTUP_NOISE = re.compile(
-    r"^(WARNING: All log messages before absl::InitializeLog\(\) is called"
-    r"|[IW]\d{4} \d\d:\d\d:\d\d"
-    r"|E\d{4} .*(cuInit|cuda_platform|cuda_dnn|cuda_fft|cuda_blas|Unable to register)"
-    r"|To enable the following instructions:"
-    r")"
+# Lines TensorFlow's native code prints that a user would take for errors, or that say
+# nothing a user can act on. Each of its two native libraries prints the absl pre-init
+# warning; cudart_stub and cuda_platform say that a machine without a GPU has no GPU;
+# oneDNN says when it falls back to Eigen for an op. Glog-style INFO/WARNING lines are
+# start-up detail (TF_CPP_MIN_LOG_LEVEL=2 hides them later anyway); any other ERROR
+# line is passed on.
+_NATIVE_NOISE = re.compile(
+    rb"^(WARNING: All log messages before absl::InitializeLog\(\) is called"
+    rb"|[IW]\d{4} \d\d:\d\d:\d\d"
+    rb"|E\d{4} .*(cuInit|cuda_platform|cuda_dnn|cuda_fft|cuda_blas|Unable to register|oneDNN supports)"
+    rb"|To enable the following instructions:"
+    rb")"
 )
 
 
-def quiet_start(verbose: bool = False) -> None:
-    """Imports TensorFlow with its start-up lines held back (see the module doc).
+class _NativeNoiseFilter:
+    """Passes everything written to file descriptor 2 on, except the lines of `_NATIVE_NOISE`.
 
-    Call it before anything imports TensorFlow; later calls do nothing. Noise is filtered
-    at the file-descriptor level because TensorFlow's native code writes there directly,
-    before its log level (TF_CPP_MIN_LOG_LEVEL) is read.
+    TensorFlow's native code writes to the descriptor directly, before (and regardless
+    of) its log level, so the filter sits there: fd 2 becomes a pipe that a thread reads
+    and forwards to the real stderr, line by line. A line that cannot be noise (it starts
+    with another letter) is forwarded as it comes, so prompts and partial lines are not
+    held back. At exit the real stderr is put back and what is left in the pipe forwarded.
+    """
+
+    def __init__(self) -> None:
+        sys.stderr.flush()
+        self.target = os.dup(2)
+        read, write = os.pipe()
+        os.dup2(write, 2)
+        os.close(write)
+        self.thread = threading.Thread(target=self._forward, args=(read,), name="stderr-filter", daemon=True)
+        self.thread.start()
+        atexit.register(self.close)
+
+    def _write(self, data: bytes) -> None:
+        while data:
+            data = data[os.write(self.target, data) :]
+
+    def _forward(self, read: int) -> None:
+        pending, passing = b"", False  # passing: inside a line forwarded as it comes
+        while chunk := os.read(read, 1 << 16):
+            *lines, pending = (pending + chunk).split(b"\n")
+            kept = []
+            for line in lines:
+                if passing or not _NATIVE_NOISE.match(line):
+                    kept.append(line + b"\n")
+                passing = False
+            if pending and (passing or pending[:1] not in (b"I", b"W", b"E", b"T")):
+                kept.append(pending)
+                pending, passing = b"", True
+            if kept:
+                self._write(b"".join(kept))
+        if pending and not _NATIVE_NOISE.match(pending):
+            self._write(pending)
+        os.close(read)
+
+    def close(self) -> None:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os.dup2(self.target, 2)  # the pipe's last writer in this process: the thread sees its end
+        # Child processes still holding the pipe keep it open: wait only briefly.
+        self.thread.join(timeout=2)
+
+
+def quiet_start(verbose: bool = False) -> None:
+    """Imports TensorFlow with its native noise filtered from stderr (see the module doc).
+
+    Call it before anything imports TensorFlow; later calls do nothing. The filter stays
+    for the life of the process (TensorFlow prints some such lines when an op first runs).
     """
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if verbose or os.environ["TF_CPP_MIN_LOG_LEVEL"] == "0" or "tensorflow" in sys.modules:
         return
-    sys.stderr.flush()
-    with tempfile.TemporaryFile() as captured:
-        saved = os.dup(2)
-        os.dup2(captured.fileno(), 2)
-        try:
-            import tensorflow as tf
+    _NativeNoiseFilter()
+    import tensorflow as tf
 
-            tf.config.list_physical_devices()  # probes the GPU (the cuInit line) while captured
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
-            captured.seek(0)
-            text = captured.read().decode("utf-8", errors="replace")
-            kept = [line for line in text.splitlines() if line.strip() and not _STARTUP_NOISE.match(line)]
-            if kept:
-                print("\n".join(kept), file=sys.stderr, flush=True)
+    tf.config.list_physical_devices()  # probes the GPU (the cuInit line) behind the filter
 
 
 # --- flags from settings dataclasses -------------------------------------------------------

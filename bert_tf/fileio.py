@@ -10,8 +10,9 @@ everything in a bucket. They add three things gfile lacks:
   renames it over the target on filesystems where a rename is atomic (local disks,
   `ram://`); on object stores (`gs://`, `s3://`) a rename is a copy, so the object is
   written in place, which those stores make all-or-nothing per object (a reader sees the
-  old object or the new one). A *directory* has no atomic rename on an object store:
-  `bert_tf.serving.saving` writes a SavedModel's `saved_model.pb` last there instead;
+  old object or the new one). A *directory* has no atomic rename there, nor on `ram://`
+  (which renames the folder and leaves its files behind): `publish_folder` and
+  `bert_tf.serving.saving` write the file a reader looks for last there instead;
 - `rmtree` that also works where gfile's recursive delete does not (`ram://`).
 
 Example:
@@ -30,6 +31,7 @@ import contextlib
 import io
 import json
 import os
+import shutil
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -60,8 +62,14 @@ def is_local(path: str | os.PathLike) -> bool:
 
 
 def atomic_rename_supported(path: str | os.PathLike) -> bool:
-    """Whether a rename on this filesystem replaces its target in one step."""
+    """Whether renaming a file on this filesystem replaces its target in one step."""
     return scheme(path) not in OBJECT_STORE_SCHEMES
+
+
+def folder_rename_supported(path: str | os.PathLike) -> bool:
+    """Whether a folder can be renamed with everything in it: on local disks only (object
+    stores copy; TensorFlow's `ram://` renames the folder's entry and leaves its files)."""
+    return is_local(path) and "://" not in os.fspath(path)
 
 
 def _unknown_scheme(path: str) -> FileSystemError:
@@ -284,6 +292,26 @@ def rmtree(path: str | os.PathLike) -> None:
 
 def rename(source: str | os.PathLike, target: str | os.PathLike, overwrite: bool = False) -> None:
     _gfile(tf.io.gfile.rename, os.fspath(source), os.fspath(target), overwrite=overwrite)
+
+
+def publish_folder(local: str, target: str | os.PathLike, last: tuple[str, ...] = ()) -> str:
+    """Copies the local folder `local` to `target` (replacing it) so that no reader sees it half-done.
+
+    On a local disk the copy is made beside `target` and renamed into place. Elsewhere
+    (`gs://`, `ram://`) a folder has no atomic rename: the files are copied into `target`
+    with those named in `last` after all the others, so a reader that looks for them
+    knows whether the folder is complete.
+    """
+    target = os.fspath(target)
+    if folder_rename_supported(target):
+        partial = join(dirname(target), f".{basename(target)}.partial-{uuid.uuid4().hex[:8]}")
+        shutil.copytree(local, partial)
+        rmtree(target)
+        os.replace(partial, target)
+    else:
+        rmtree(target)
+        copy_tree(local, target, last=last)
+    return target
 
 
 def copy_tree(source: str | os.PathLike, target: str | os.PathLike, last: tuple[str, ...] = ()) -> None:

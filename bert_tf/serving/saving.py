@@ -5,7 +5,7 @@ half-way (a full disk, Ctrl-C, an error while tracing) a server watching the dir
 must not pick up a half-written model, and a previous good export must not be lost. So
 every export is written into a temporary sibling directory and renamed into place only
 once complete; the temporary directory is removed on failure. Object stores (`gs://`,
-`s3://`) have no atomic directory rename: there the export is staged on the local disk,
+`s3://`) and `ram://` cannot rename a directory: there the export is staged on the local disk,
 then copied file by file with `saved_model.pb` last, so a loader (which needs that file)
 never sees a partial model; an export replaced with `overwrite` loses its
 `saved_model.pb` first, for the same reason.
@@ -74,7 +74,7 @@ def atomic_export_dir(export_dir: str, overwrite: bool = False) -> Iterator[str]
     """
     export_dir = fileio.abspath(fileio.check_path(export_dir))
     check_export_dir(export_dir, overwrite)
-    if not fileio.atomic_rename_supported(export_dir):
+    if not fileio.folder_rename_supported(export_dir):
         with _staged_locally(export_dir, overwrite) as staging:
             yield staging
         return
@@ -109,7 +109,8 @@ def atomic_export_dir(export_dir: str, overwrite: bool = False) -> Iterator[str]
 
 @contextlib.contextmanager
 def _staged_locally(export_dir: str, overwrite: bool) -> Iterator[str]:
-    """An object store's export: staged on the local disk, then copied with saved_model.pb last."""
+    """An export where folders cannot be renamed: staged on the local disk, then copied with
+    saved_model.pb last."""
     with tempfile.TemporaryDirectory(prefix="bert_tf_export_") as staging:
         yield staging
         check_export_dir(export_dir, overwrite)

@@ -23,21 +23,21 @@ Example (evaluation every 2 updates, training stops after 1 evaluation without a
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import math
 import os
-import shutil
-import signal
 import sys
-import threading
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 
 import keras
 import numpy as np
 
-from bert_tf.errors import BertTfError
+from bert_tf import fileio
+from bert_tf.errors import damaged
 from bert_tf.training.progress import format_duration, write_scalar
 
 logger = logging.getLogger(__name__)
@@ -101,9 +101,7 @@ class TaskEvaluation(_UpdateCallback):
         metrics = {name: float(value) for name, value in self.evaluate(self.model).items()}
         self.history.append((step, metrics))
         logs.update({VALIDATION_PREFIX + name: value for name, value in metrics.items()})
-        if self.history_file:
-            with open(self.history_file, "a", encoding="utf-8") as handle:
-                handle.write(json.dumps({"step": step, **metrics}, sort_keys=True) + "\n")
+        self._write_history()
         if self.log_dir:
             write_scalars(self._summary_writer(), step, metrics)
 
@@ -125,10 +123,15 @@ class TaskEvaluation(_UpdateCallback):
     def set_state(self, state: dict) -> None:
         """Restores the history of a resumed run; the history file keeps only those lines."""
         self.history = [(int(step), dict(metrics)) for step, metrics in state["history"]]
+        self._write_history()
+
+    def _write_history(self) -> None:
+        # Written whole each time (a few lines): object stores cannot append to a file.
         if self.history_file:
-            with open(self.history_file, "w", encoding="utf-8") as handle:
-                for step, metrics in self.history:
-                    handle.write(json.dumps({"step": step, **metrics}, sort_keys=True) + "\n")
+            lines = [
+                json.dumps({"step": step, **metrics}, sort_keys=True) + "\n" for step, metrics in self.history
+            ]
+            fileio.write_text(self.history_file, "".join(lines))
 
 
 class _MonitorCallback(_UpdateCallback):
@@ -171,8 +174,8 @@ class _MonitorCallback(_UpdateCallback):
 class BestModel(_MonitorCallback):
     """Keeps the model weights of the best evaluation by `monitor` in `path` (an .npz).
 
-    `restore(model)` puts them back, e.g. at the end of training. The file is written
-    under a temporary name and renamed, so a kill never leaves half a file.
+    `restore(model)` puts them back, e.g. at the end of training. The file is published
+    whole (`bert_tf.fileio.write_bytes`), so a kill never leaves half a file.
     """
 
     def __init__(self, path: str, monitor: str, mode: str = "max"):
@@ -183,17 +186,16 @@ class BestModel(_MonitorCallback):
         if not self._improved(value):
             return
         self.best, self.best_step = value, step
-        os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
-        partial = self.path + ".partial.npz"
-        np.savez(partial, *self.model.get_weights())
-        os.replace(partial, self.path)
+        buffer = io.BytesIO()
+        np.savez(buffer, *self.model.get_weights())
+        fileio.write_bytes(self.path, buffer.getvalue())  # published whole: see bert_tf.fileio
         logger.info("best %s so far: %.4f at step %d", self.monitor, value, step)
 
     def restore(self, model: keras.Model) -> bool:
         """Loads the best weights into `model`; False when there are none."""
-        if self.best_step is None or not os.path.isfile(self.path):
+        if self.best_step is None or not fileio.isfile(self.path):
             return False
-        with np.load(self.path) as arrays:
+        with np.load(io.BytesIO(fileio.read_bytes(self.path))) as arrays:
             model.set_weights([arrays[f"arr_{index}"] for index in range(len(arrays.files))])
         return True
 
@@ -234,22 +236,19 @@ class EarlyStopping(_MonitorCallback):
         self.wait, self.stopped_step = state["wait"], state["stopped_step"]
 
 
-class TrainingInterrupted(BertTfError):
-    """Training stopped on SIGTERM after saving its backup; rerunning continues it."""
-
-    exit_code = 128 + signal.SIGTERM  # what a shell reports for a process ended by SIGTERM
-
-
 class TrainingBackup(_UpdateCallback):
     """Saves what resuming needs, and restores it: Keras' BackupAndRestore, to the step.
 
-    A backup is a folder `step-<N>` in `directory` holding the model and optimizer
-    variables (`model.save_weights`), the dropout generators' states, and the states of
-    `stateful` callbacks (evaluation history, best value, early-stopping patience). It is
-    written under a temporary name and renamed into place, then older ones are removed,
-    so a `kill -9` at any moment leaves a complete backup. Saved every `every_steps`
-    updates, after each evaluation, at the end of training, and on SIGTERM (which then
-    stops training: `interrupted` is set and the caller decides how to exit).
+    A backup is a folder `step-<N>` in `directory` (any filesystem `bert_tf.fileio`
+    reaches) holding the model and optimizer variables (`model.save_weights`), the dropout
+    generators' states, and the states of `stateful` callbacks (evaluation history, best
+    value, early-stopping patience). It is written under a temporary name and renamed
+    into place, then older ones are removed, so a `kill -9` at any moment leaves a complete
+    backup (on object stores, where a folder cannot be renamed, `state.json` is written
+    last and a folder without it is not a backup). Saved every `every_steps` updates, after
+    each evaluation, at the end of training, and after the update in which `signals` (a
+    `bert_tf.training.preemption.StopSignals`) saw SIGTERM or Ctrl-C, which then stops
+    training: `interrupted` is set and the caller decides how to exit.
 
     `restore(model)` (also run by `on_train_begin` if not called before) returns the
     step it resumed from; the caller skips that many batches of its training data
@@ -266,36 +265,45 @@ class TrainingBackup(_UpdateCallback):
         every_steps: int | None = None,
         stateful: Sequence[keras.callbacks.Callback] = (),
         extra_state: dict | None = None,
+        signals=None,
     ):
         super().__init__()
         self.directory, self.every_steps = directory, every_steps
         self.stateful = {type(callback).__name__: callback for callback in stateful}
         self.extra_state = dict(extra_state or {})
+        self.signals = signals
         self.restored_step: int | None = None
         self.restored_state: dict | None = None
         self.interrupted = False
         self._saved_step: int | None = None
-        self._signal_received = False
-        self._previous_handler = None
 
     # -- restoring --------------------------------------------------------------------------
     def latest(self) -> str | None:
         """The folder of the newest complete backup, or None."""
-        if not os.path.isdir(self.directory):
+        if not fileio.isdir(self.directory):
             return None
         steps = [
             int(name.split("-", 1)[1])
-            for name in os.listdir(self.directory)
-            if name.startswith("step-") and name.split("-", 1)[1].isdigit()
+            for name in fileio.listdir(self.directory)
+            if name.startswith("step-")
+            and name.split("-", 1)[1].isdigit()
+            and fileio.exists(fileio.join(self.directory, name, self.STATE_FILE))
         ]
-        return os.path.join(self.directory, f"step-{max(steps)}") if steps else None
+        return fileio.join(self.directory, f"step-{max(steps)}") if steps else None
 
     def read_state(self) -> dict | None:
         latest = self.latest()
         if latest is None:
             return None
-        with open(os.path.join(latest, self.STATE_FILE), encoding="utf-8") as handle:
-            return json.load(handle)
+        path = fileio.join(latest, self.STATE_FILE)
+        try:
+            return json.loads(fileio.read_text(path))
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise damaged(
+                path,
+                f"not valid JSON: {error}",
+                "delete that backup folder to resume from the one before, or pass --overwrite",
+            ) from None
 
     def restore(self, model: keras.Model) -> int:
         """Loads the newest backup into `model` and the stateful callbacks; returns its step (0: none)."""
@@ -303,13 +311,24 @@ class TrainingBackup(_UpdateCallback):
         latest = self.latest()
         if latest is None:
             return 0
+        state = self.read_state()
         if not model.optimizer.built:
             model.optimizer.build(model.trainable_variables)
-        model.load_weights(os.path.join(latest, self.WEIGHTS_FILE))
-        with np.load(os.path.join(latest, self.RNG_FILE)) as states:
-            for index, variable in enumerate(_rng_states(model)):
-                variable.assign(states[f"arr_{index}"])
-        state = self.read_state()
+        with tempfile.TemporaryDirectory(prefix="bert_tf_backup_") as local:
+            # Keras and numpy read local files; the backup may be on any filesystem.
+            for name in (self.WEIGHTS_FILE, self.RNG_FILE):
+                fileio.copy(fileio.join(latest, name), os.path.join(local, name))
+            try:
+                model.load_weights(os.path.join(local, self.WEIGHTS_FILE))
+                with np.load(os.path.join(local, self.RNG_FILE)) as states:
+                    for index, variable in enumerate(_rng_states(model)):
+                        variable.assign(states[f"arr_{index}"])
+            except (OSError, ValueError, KeyError) as error:
+                raise damaged(
+                    latest,
+                    f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}",
+                    "delete that backup folder to resume from the one before, or pass --overwrite",
+                ) from None
         for name, callback in self.stateful.items():
             if name in state["callbacks"]:
                 callback.set_state(state["callbacks"][name])
@@ -321,27 +340,21 @@ class TrainingBackup(_UpdateCallback):
     # -- saving ------------------------------------------------------------------------------
     def save(self, step: int | None = None) -> str:
         step = optimizer_updates(self.model) if step is None else step
-        os.makedirs(self.directory, exist_ok=True)
-        final = os.path.join(self.directory, f"step-{step}")
-        partial = os.path.join(self.directory, f".step-{step}.partial")
-        shutil.rmtree(partial, ignore_errors=True)
-        os.makedirs(partial)
-        self.model.save_weights(os.path.join(partial, self.WEIGHTS_FILE))
-        np.savez(os.path.join(partial, self.RNG_FILE), *[v.numpy() for v in _rng_states(self.model)])
+        final = fileio.join(self.directory, f"step-{step}")
         state = {
             "step": step,
             "callbacks": {name: callback.get_state() for name, callback in self.stateful.items()},
             **self.extra_state,
         }
-        with open(os.path.join(partial, self.STATE_FILE), "w", encoding="utf-8") as handle:
-            json.dump(state, handle, indent=1, sort_keys=True)
-        shutil.rmtree(final, ignore_errors=True)
-        os.replace(partial, final)
-        for name in os.listdir(self.directory):  # older backups and leftovers of a kill
-            if name != os.path.basename(final):
-                path = os.path.join(self.directory, name)
-                if name.startswith(("step-", ".step-")):
-                    shutil.rmtree(path, ignore_errors=True)
+        with tempfile.TemporaryDirectory(prefix="bert_tf_backup_") as local:
+            self.model.save_weights(os.path.join(local, self.WEIGHTS_FILE))
+            np.savez(os.path.join(local, self.RNG_FILE), *[np.asarray(v) for v in _rng_states(self.model)])
+            with open(os.path.join(local, self.STATE_FILE), "w", encoding="utf-8") as handle:
+                json.dump(state, handle, indent=1, sort_keys=True)
+            fileio.publish_folder(local, final, last=(self.STATE_FILE,))
+        for name in fileio.listdir(self.directory):  # older backups and leftovers of a kill
+            if name != fileio.basename(final) and name.startswith(("step-", ".step-")):
+                fileio.rmtree(fileio.join(self.directory, name))
         self._saved_step = step
         return final
 
@@ -349,27 +362,18 @@ class TrainingBackup(_UpdateCallback):
         if self.restored_step is None:
             self.restore(self.model)
         super().on_train_begin(logs)
-        self.interrupted = self._signal_received = False
-        if threading.current_thread() is threading.main_thread():
-            self._previous_handler = signal.signal(signal.SIGTERM, self._on_sigterm)
-
-    def _on_sigterm(self, signum, frame):
-        # Only a flag here: the backup is written between two updates, in on_update.
-        self._signal_received = True
+        self.interrupted = False
 
     def on_update(self, step, logs):
+        stop = bool(self.signals is not None and self.signals.received)
         evaluated = any(name.startswith(VALIDATION_PREFIX) for name in logs)
-        if self._signal_received or evaluated or (self.every_steps and step % self.every_steps == 0):
+        if stop or evaluated or (self.every_steps and step % self.every_steps == 0):
             self.save(step)
-        if self._signal_received:
+        if stop:
             self.interrupted = True
             self.model.stop_training = True
-            logger.warning("SIGTERM: saved the backup of step %d in %s and stopped", step, self.directory)
 
     def on_train_end(self, logs=None):
-        if self._previous_handler is not None:
-            signal.signal(signal.SIGTERM, self._previous_handler)
-            self._previous_handler = None
         step = optimizer_updates(self.model)
         if step != self._saved_step:
             self.save(step)

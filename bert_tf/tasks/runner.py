@@ -45,6 +45,7 @@ from bert_tf.errors import UsageError
 from bert_tf.tasks.adapters import TaskData, make_adapter
 from bert_tf.tasks.features import TaskDataError
 from bert_tf.tasks.settings import FinetuneSettings
+from bert_tf.training.preemption import Preempted, StopSignals
 
 logger = logging.getLogger(__name__)
 
@@ -381,8 +382,8 @@ def _train(settings: FinetuneSettings, strategy, model, adapter, train: TaskData
     from bert_tf.tasks import callbacks
 
     output_dir = settings.output_dir
-    backup_dir = os.path.join(output_dir, BACKUP_DIR)
-    log_dir = os.path.join(output_dir, LOG_DIR)
+    backup_dir = fileio.join(output_dir, BACKUP_DIR)
+    log_dir = fileio.join(output_dir, LOG_DIR)
     evaluation = best = stopping = None
     fit_callbacks = []
     if plan.eval_every_steps:
@@ -396,23 +397,25 @@ def _train(settings: FinetuneSettings, strategy, model, adapter, train: TaskData
         evaluation = callbacks.TaskEvaluation(
             evaluate,
             every_steps=plan.eval_every_steps,
-            history_file=os.path.join(output_dir, HISTORY_FILE),
-            log_dir=os.path.join(log_dir, "eval"),
+            history_file=fileio.join(output_dir, HISTORY_FILE),
+            log_dir=fileio.join(log_dir, "eval"),
         )
         monitor = callbacks.VALIDATION_PREFIX + main_metric(adapter)
         best = (
-            callbacks.BestModel(os.path.join(backup_dir, "best.weights.npz"), monitor)
+            callbacks.BestModel(fileio.join(backup_dir, "best.weights.npz"), monitor)
             if settings.keep_best_model
             else None
         )
         if settings.early_stopping_patience:
             stopping = callbacks.EarlyStopping(monitor, settings.early_stopping_patience)
         fit_callbacks += [c for c in (evaluation, best, stopping) if c is not None]
+    signals = StopSignals(when="after this update, then stopping")
     backup = callbacks.TrainingBackup(
         backup_dir,
         every_steps=settings.save_checkpoints_steps,
         stateful=fit_callbacks,
         extra_state={"settings": _resume_settings(settings)},
+        signals=signals,
     )
     with strategy.scope():
         start = backup.restore(model)
@@ -427,7 +430,7 @@ def _train(settings: FinetuneSettings, strategy, model, adapter, train: TaskData
             settings.train_batch_size,
             every_steps=settings.log_every_steps,
             verbose=int(settings.verbose),
-            log_dir=os.path.join(log_dir, "train"),
+            log_dir=fileio.join(log_dir, "train"),
         )
     )
     stopped = stopping is not None and stopping.stopped_step is not None
@@ -444,18 +447,21 @@ def _train(settings: FinetuneSettings, strategy, model, adapter, train: TaskData
         dataset = adapter.dataset(train, plan.micro_batch_size, training=True)
         # The batches an uninterrupted run would see from this step on.
         dataset = dataset.skip(start * accumulation)
-        model.fit(
-            dataset,
-            epochs=1,
-            steps_per_epoch=(plan.num_train_steps - start) * accumulation,
-            callbacks=fit_callbacks,
-            shuffle=False,  # the dataset is shuffled already
-            verbose=0,
-        )
+        with signals:
+            model.fit(
+                dataset,
+                epochs=1,
+                steps_per_epoch=(plan.num_train_steps - start) * accumulation,
+                callbacks=fit_callbacks,
+                shuffle=False,  # the dataset is shuffled already
+                verbose=0,
+            )
         if backup.interrupted:
-            raise callbacks.TrainingInterrupted(
-                f"stopped by SIGTERM at update {callbacks.optimizer_updates(model)} of {plan.num_train_steps}; "
-                f"the training state is in {backup_dir}: rerun the same command to continue"
+            raise Preempted(
+                f"stopped by {signals.received} at update {callbacks.optimizer_updates(model)} of "
+                f"{plan.num_train_steps}; the training state is in {backup_dir}: rerun the same command "
+                "to continue",
+                signals.received,
             )
     if best is not None and best.restore(model):
         logger.info("using the best model: %s %.4f at step %d", best.monitor, best.best, best.best_step)
@@ -469,7 +475,7 @@ def _check_resumable(settings: FinetuneSettings) -> None:
     """An unfinished run in output_dir continues only under the same training settings."""
     from bert_tf.tasks.callbacks import TrainingBackup
 
-    state = TrainingBackup(os.path.join(settings.output_dir, BACKUP_DIR)).read_state() or {}
+    state = TrainingBackup(fileio.join(settings.output_dir, BACKUP_DIR)).read_state() or {}
     saved = state.get("settings", {})
     changed = [
         f"--{name}={saved[name]!r} there, {value!r} now"

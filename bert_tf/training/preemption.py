@@ -3,7 +3,9 @@
 Preemptible GPU machines and Cloud TPU VMs send SIGTERM and allow a short grace period;
 Ctrl-C sends SIGINT. Inside `StopSignals` neither kills the process: the signal is noted,
 the training loop finishes the loop it is in (TensorFlow runs it to the end anyway),
-saves a checkpoint at the step reached, and raises `Preempted`; the command-line programs
+saves a checkpoint at the step reached, and raises `Preempted`; fine-tuning's backup
+(`bert_tf.tasks.callbacks.TrainingBackup`) and the JAX loop do the same after the update in
+which the signal came (`StopOnSignal` for any `model.fit`). The command-line programs
 turn that into exit status 128 + the signal's number (143 for SIGTERM, 130 for Ctrl-C, what
 a shell reports for a process the signal ended, and what fine-tuning uses), distinct from
 success (0) and from errors (1, 2), so a job scheduler knows to rerun the same command,
@@ -20,6 +22,7 @@ Example:
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 
@@ -46,21 +49,25 @@ class Preempted(BertTfError):
 class StopSignals:
     """Context manager that turns SIGTERM and SIGINT into a flag, `received` (the signal's name).
 
-    Only the main thread can install signal handlers; elsewhere it does nothing.
+    Only the main thread can install signal handlers; elsewhere it does nothing. `when`
+    ends the line said on a signal ("received SIGTERM: saving a checkpoint WHEN").
     """
 
     SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
-    def __init__(self, enabled: bool = True):
+    def __init__(self, enabled: bool = True, when: str = "after this loop, then stopping"):
         self.received: str | None = None
         self.enabled = enabled
+        self.when = when
         self._previous: dict = {}
 
     def _handle(self, number, frame) -> None:
         if self.received and number == signal.SIGINT:
             raise KeyboardInterrupt  # a second Ctrl-C: the user does not want to wait
         self.received = signal.Signals(number).name
-        print(f"\nreceived {self.received}: stopping after this loop, with a checkpoint", flush=True)
+        # os.write, not print: the signal may have interrupted a print to the same stream,
+        # and a buffered stream refuses a reentrant write.
+        os.write(2, f"\nreceived {self.received}: saving a checkpoint {self.when}\n".encode())
 
     def __enter__(self) -> StopSignals:
         if self.enabled and threading.current_thread() is threading.main_thread():

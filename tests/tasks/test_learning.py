@@ -293,7 +293,11 @@ class LearningTest(tf.test.TestCase):
                 "squad",
                 train_file=train,
                 eval_file=test,
-                num_train_epochs=10,
+                # A model this small either learns to tie the question's name to its
+                # sentence or plateaus at ~70% EM for a while; 16 epochs get past that for
+                # every seed tried (10 did for some only).
+                num_train_epochs=16,
+                eval_every_steps=0,
                 max_seq_length=48,
                 save_model=True,
             )
@@ -314,10 +318,14 @@ class LearningTest(tf.test.TestCase):
         # The export reads the null-answer threshold from here (SQuAD 2.0 serving).
         self.assertEqual(
             info["null_score_diff_threshold"],
-            FinetuneSettings(task="squad", output_dir="").null_score_diff_threshold,
+            FinetuneSettings(task="squad", output_dir=self.dir).null_score_diff_threshold,
         )
         settings = FinetuneSettings(
-            task="squad", output_dir="", eval_file=test, max_seq_length=48, doc_stride=info["doc_stride"]
+            task="squad",
+            output_dir=self.dir,
+            eval_file=test,
+            max_seq_length=48,
+            doc_stride=info["doc_stride"],
         )
         adapter = make_adapter(settings, tokenizer)
         [data] = adapter.load("eval")

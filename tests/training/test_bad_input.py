@@ -150,7 +150,11 @@ class BadInputTest(tf.test.TestCase):
     def test_unwritable_model_dir(self):
         # Root may write anywhere on a local disk; a path under a regular file cannot be a directory.
         below_a_file = os.path.join(self.records, "model")
-        self.run_and_expect(f"--model_dir={re.escape(below_a_file)} cannot be written", model_dir=below_a_file)
+        self.run_and_expect(
+            f"--model_dir={re.escape(below_a_file)} is under {re.escape(str(self.records))}, which is a file, not a "
+            "folder; choose another path",
+            model_dir=below_a_file,
+        )
 
     def test_eval_every_steps_without_eval_data_on_a_corpus_too_small_to_hold_some_out(self):
         self.run_and_expect(
