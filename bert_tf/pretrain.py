@@ -14,9 +14,13 @@ on a TPU from the original TFRecords:
 
 from __future__ import annotations
 
+import os
+import sys
+
 from absl import flags
 
 from bert_tf import cli
+from bert_tf.backend import backend_from_argv
 
 # Flags of the settings fields defined elsewhere (the shared strategy flags) or not flags.
 STRATEGY_FIELDS = ("strategy", "tpu", "num_gpus")
@@ -48,4 +52,6 @@ def main(flag_values: flags.FlagValues, args: list[str]) -> None:
 
 
 if __name__ == "__main__":
+    # --backend=jax must reach Keras before its first import (in define_flags), which fixes it.
+    os.environ.update(backend_from_argv(sys.argv))
     cli.run(main, define_flags)

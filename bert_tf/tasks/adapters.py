@@ -20,6 +20,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -187,8 +188,13 @@ class Adapter:
         """Runs `model` over the data in batches; outputs in example order."""
         parts: list[tuple] = []
         loss_sum, loss_count = 0.0, 0.0
+        # tf.data yields TensorFlow tensors; other Keras backends (JAX) take numpy arrays.
+        on_tensorflow = keras.backend.backend() == "tensorflow"
         for element in self.batches(data, batch_size, keep=self.keep):
-            outputs = model.predict_on_batch(element["inputs"])
+            inputs = element["inputs"]
+            if not on_tensorflow:
+                inputs = {name: value.numpy() for name, value in inputs.items()}
+            outputs = model.predict_on_batch(inputs)
             real = element["weight"].numpy() > 0
             labels = element.get("labels")
             if labels is not None and self.kind != "span":

@@ -68,6 +68,14 @@ def get_strategy(
         raise StrategyError(f"--tpu={tpu} needs --strategy=tpu (or default), got --strategy={strategy}")
     if num_gpus < 0:
         raise StrategyError(f"num_gpus must be >= 0, got {num_gpus}")
+    import keras
+
+    if keras.backend.backend() != "tensorflow" and (tpu or strategy != "default" or num_gpus):
+        raise StrategyError(
+            f"--strategy={strategy} --tpu={tpu} --num_gpus={num_gpus} choose a tf.distribute strategy, "
+            f"which needs the TensorFlow backend (Keras runs on {keras.backend.backend()}); leave these "
+            "flags out, or unset KERAS_BACKEND"
+        )
 
     if tpu or strategy == "tpu":
         return _tpu_strategy(tpu or "")

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import tensorflow as tf
+import keras
+import numpy as np
 
 from bert_tf.training.inputs import InputError
 
@@ -17,13 +18,13 @@ def fill_mask_demo(model, vocab_file: str, lower_case: bool, corpus_file: str, t
     answer = ids[position]
     ids[position] = tokenizer.mask_id
     features = {
-        "input_ids": tf.constant([ids], tf.int32),
-        "input_mask": tf.ones([1, len(ids)], tf.int32),
-        "segment_ids": tf.zeros([1, len(ids)], tf.int32),
-        "masked_lm_positions": tf.constant([[position]], tf.int32),
+        "input_ids": np.array([ids], "int32"),
+        "input_mask": np.ones([1, len(ids)], "int32"),
+        "segment_ids": np.zeros([1, len(ids)], "int32"),
+        "masked_lm_positions": np.array([[position]], "int32"),
     }
-    logits = tf.cast(model(features, training=False)["mlm_logits"][0, 0], tf.float32)
-    probabilities = tf.nn.softmax(logits).numpy()
+    logits = keras.ops.cast(model(features, training=False)["mlm_logits"][0, 0], "float32")
+    probabilities = keras.ops.convert_to_numpy(keras.ops.softmax(logits))
     best = probabilities.argsort()[::-1][:top_k]
     vocab = tokenizer.vocab
     masked_text = " ".join(vocab[i] for i in ids[1:-1]).replace(" ##", "")

@@ -31,7 +31,7 @@ import re
 from collections.abc import Sequence
 
 import keras
-import tensorflow as tf
+from keras import ops
 
 # The original release excludes these from weight decay (matched as substrings of the
 # variable name, case-insensitively here so "layer_norm" and "LayerNorm" both match).
@@ -69,12 +69,13 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
         self.num_warmup_steps = int(num_warmup_steps)
 
     def __call__(self, step):
-        step = tf.cast(step, tf.float32)
-        decayed = self.learning_rate * tf.maximum(0.0, 1.0 - step / self.num_train_steps)
+        # keras.ops: the same schedule under every Keras backend (TensorFlow, JAX).
+        step = ops.cast(step, "float32")
+        decayed = self.learning_rate * ops.maximum(0.0, 1.0 - step / self.num_train_steps)
         if self.num_warmup_steps == 0:
             return decayed
         warmup = self.learning_rate * step / self.num_warmup_steps
-        return tf.where(step < self.num_warmup_steps, warmup, decayed)
+        return ops.where(step < self.num_warmup_steps, warmup, decayed)
 
     def get_config(self) -> dict:
         return {

@@ -23,6 +23,7 @@ import keras
 import tensorflow as tf
 
 from bert_tf import fileio
+from bert_tf.backend import BACKENDS
 from bert_tf.cache import cache_dir as default_cache_dir
 from bert_tf.cli import setting
 from bert_tf.config import load_config
@@ -121,8 +122,16 @@ class PretrainingConfig:
         None, "With --packing: masked positions per row (default: the per-sequence budget, scaled)."
     )
     max_instances_per_row: int = setting(8, "With --packing: instances (NSP slots) per row at most.")
+    backend: str | None = setting(
+        None,
+        "Keras backend: tensorflow (the tf.distribute loop) or jax (model.fit on the local devices); "
+        "default: $KERAS_BACKEND, else tensorflow.",
+        choices=BACKENDS,
+    )
 
     def __post_init__(self) -> None:
+        if self.backend is not None and self.backend not in BACKENDS:
+            raise UsageError(f"unknown --backend={self.backend}; use one of {', '.join(BACKENDS)}")
         if self.mixed_precision not in MIXED_PRECISION_POLICIES:
             raise UsageError(
                 f"unknown --mixed_precision={self.mixed_precision}; use one of {', '.join(MIXED_PRECISION_POLICIES)}"
@@ -449,6 +458,17 @@ def run_pretraining(settings: PretrainingConfig) -> PretrainingResult:
         model_dir = tempfile.mkdtemp(prefix="bert_tf_pretrain_")
         umask_permissions(model_dir)
     inputs.check_model_dir(model_dir, config, vocab_file)
+    if settings.backend and settings.backend != keras.backend.backend():
+        raise UsageError(
+            f"--backend={settings.backend}, but Keras runs on {keras.backend.backend()}: the backend is fixed "
+            f"when Keras is first imported; start Python with KERAS_BACKEND={settings.backend}"
+        )
+    if keras.backend.backend() != "tensorflow":  # model.fit under keras.distribution
+        from bert_tf.training import keras_pretraining
+
+        return keras_pretraining.train(
+            settings, config, model_dir, vocab_file, train_files, phase2_files, eval_files
+        )
     strategy = distribute.get_strategy(settings.strategy, settings.tpu, settings.num_gpus)
     replicas = strategy.num_replicas_in_sync
     if settings.train_batch_size % replicas:

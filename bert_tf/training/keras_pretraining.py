@@ -1,0 +1,465 @@
+"""Pretraining under `model.fit`: the path `python -m bert_tf.pretrain --backend=jax` takes.
+
+The TensorFlow path (`loop.Trainer`) is a `tf.distribute` loop. This one is plain Keras,
+so it runs on any Keras backend; `run_pretraining` sends JAX runs here:
+
+* the model is `PretrainingModel`, a `BertPretrainer` whose `compute_loss` is the
+  original pretraining loss (`bert_tf.models.losses`), trained by `model.fit`;
+* the local devices (all processes' devices once JAX is initialized for several hosts)
+  share each global batch through `keras.distribution.DataParallel`. The step is one
+  XLA program over the whole global batch, so the loss is normalized over the global
+  batch exactly as on one device, and the gradient is clipped as a whole;
+* the same optimizer and schedule (`optimization.create_optimizer`), the same mixed
+  precision policies, tf.data pipelines (tensorflow-text) feeding the batches;
+* checkpoints: `model_dir/ckpt-STEP.weights.h5` (model and optimizer) and
+  `model_dir/checkpoint.json` naming the latest (with the dropout seed state), each written under a temporary name
+  and renamed, so a run killed at any moment (`kill -9`) resumes from its last complete
+  checkpoint; as in the TensorFlow loop the data position is the step (the datasets are
+  deterministic for a fixed seed and the consumed batches are skipped);
+* SIGTERM or Ctrl-C: a checkpoint at the step reached, then `Preempted` (exit 143 or 130),
+  as in the TensorFlow loop; rerunning the same command resumes;
+* the export is the TensorFlow path's (`export_pretrained`: Google and Hugging Face
+  formats), so a model pretrained here fine-tunes and exports on TensorFlow.
+
+Example (the CPU demo on JAX):
+
+    KERAS_BACKEND=jax python -m bert_tf.pretrain --num_train_steps=300
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+
+import keras
+import numpy as np
+
+from bert_tf.models.losses import pretraining_losses
+from bert_tf.models.pretrainer import BertPretrainer
+from bert_tf.training import optimization  # no TensorFlow: the GPU benchmark imports this module
+from bert_tf.training.preemption import StopOnSignal, StopSignals
+
+CHECKPOINT_STATE = "checkpoint.json"
+METRIC_NAMES = ("masked_lm_loss", "next_sentence_loss", "masked_lm_accuracy", "next_sentence_accuracy")
+MAX_CHECKPOINTS_TO_KEEP = 3
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class PretrainingModel(keras.Model):
+    """A `BertPretrainer` that `model.fit` trains on pretraining feature dicts.
+
+    `fit` takes batches of the original TFRecord features (no separate labels); the loss
+    is `pretraining_losses(features, outputs)["loss"]` and the other pretraining values
+    are reported as metrics. `pretrainer` is the model that is exported.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from bert_tf.config import load_config
+    >>> model = PretrainingModel(BertPretrainer(load_config("bert_tiny").replace(vocab_size=50)))
+    >>> model.compile(optimizer="adam")
+    >>> ids = np.array([[2, 7, 4, 3, 0]] * 2, "int32")
+    >>> batch = {"input_ids": ids, "input_mask": (ids > 0).astype("int32"), "segment_ids": 0 * ids,
+    ...          "masked_lm_positions": np.array([[2]] * 2), "masked_lm_ids": np.array([[9]] * 2),
+    ...          "masked_lm_weights": np.ones((2, 1), "float32"), "next_sentence_labels": np.array([[0], [1]])}
+    >>> sorted(model.train_on_batch(batch, return_dict=True))
+    ['loss', 'masked_lm_accuracy', 'masked_lm_loss', 'next_sentence_accuracy', 'next_sentence_loss']
+    """
+
+    def __init__(self, pretrainer: BertPretrainer, name: str = "pretraining_model", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.pretrainer = pretrainer
+        self.pretraining_metrics = [keras.metrics.Mean(name=metric) for metric in METRIC_NAMES]
+
+    def call(self, inputs, training=None):
+        return self.pretrainer(inputs, training=training)
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        values = pretraining_losses(x, y_pred)
+        for metric in self.pretraining_metrics:
+            metric.update_state(values[metric.name])
+        return values["loss"]
+
+    def get_config(self) -> dict:
+        return {"pretrainer": keras.saving.serialize_keras_object(self.pretrainer), "name": self.name}
+
+    @classmethod
+    def from_config(cls, config: dict):
+        config = dict(config)
+        config["pretrainer"] = keras.saving.deserialize_keras_object(config["pretrainer"])
+        return cls(**config)
+
+
+def example_batch(batch_size: int, seq_length: int, predictions: int) -> dict:
+    """A batch of the pretraining features (all zeros), to build a model before training."""
+    features = {
+        name: np.zeros((batch_size, seq_length), "int32")
+        for name in ("input_ids", "input_mask", "segment_ids")
+    }
+    features["input_mask"] += 1
+    features["masked_lm_positions"] = np.zeros((batch_size, predictions), "int32")
+    return features
+
+
+# --- checkpoints ---------------------------------------------------------------------
+
+
+def latest_checkpoint(model_dir: str) -> tuple[str, int] | None:
+    """(weights file, step) of the last complete checkpoint in model_dir, or None."""
+    from bert_tf import fileio
+
+    state = fileio.join(model_dir, CHECKPOINT_STATE)
+    if not fileio.isfile(state):
+        return None
+    values = fileio.read_json(state)
+    return fileio.join(model_dir, values["latest"]), int(values["step"])
+
+
+def save_checkpoint(model: keras.Model, model_dir: str, step: int) -> str:
+    """Writes ckpt-STEP.weights.h5 (model, optimizer), then names it in checkpoint.json (+ seed state).
+
+    Both files are published whole (`fileio.write_bytes`): a run killed while saving leaves
+    the previous checkpoint in force, never a half-written one. model_dir may be any
+    filesystem TensorFlow reads (gs://...): the weights are written locally first.
+    """
+    from bert_tf import fileio
+
+    name = f"ckpt-{step}.weights.h5"
+    path = fileio.join(model_dir, name)
+    with tempfile.TemporaryDirectory(prefix="bert_tf_ckpt_") as scratch:
+        local = os.path.join(scratch, name)
+        model.save_weights(local)
+        with open(local, "rb") as handle:
+            fileio.write_bytes(path, handle.read())
+    state = fileio.join(model_dir, CHECKPOINT_STATE)
+    kept = [name]
+    if fileio.isfile(state):
+        kept += [old for old in fileio.read_json(state).get("all", []) if old != name]
+    removed, kept = kept[MAX_CHECKPOINTS_TO_KEEP:], kept[:MAX_CHECKPOINTS_TO_KEEP]
+    fileio.write_json(state, {"latest": name, "step": step, "all": kept, "seed_states": seed_states(model)})
+    for old in removed:
+        if fileio.exists(fileio.join(model_dir, old)):
+            fileio.remove(fileio.join(model_dir, old))
+    return path
+
+
+def restore_checkpoint(model: keras.Model, model_dir: str) -> int:
+    """Restores the latest checkpoint of model_dir into the built and compiled model; returns its step."""
+    from bert_tf import fileio
+
+    found = latest_checkpoint(model_dir)
+    if found is None:
+        return 0
+    path, step = found
+    if fileio.is_local(path):
+        model.load_weights(path)
+    else:
+        with tempfile.TemporaryDirectory(prefix="bert_tf_ckpt_") as scratch:
+            local = os.path.join(scratch, fileio.basename(path))
+            with open(local, "wb") as handle:
+                handle.write(fileio.read_bytes(path))
+            model.load_weights(local)
+    states = fileio.read_json(fileio.join(model_dir, CHECKPOINT_STATE)).get("seed_states", [])
+    variables = _seed_variables(model)
+    if len(states) == len(variables):
+        for variable, value in zip(variables, states, strict=True):
+            variable.assign(np.asarray(value, dtype=variable.dtype))
+    return step
+
+
+def _seed_variables(model: keras.Model) -> list:
+    # The dropout layers' random state: not among the weights `save_weights` writes, but a
+    # resumed run must draw the dropout masks an uninterrupted one would have drawn.
+    return [v for v in model.non_trainable_variables if "seed_generator" in v.path]
+
+
+def seed_states(model: keras.Model) -> list[list[int]]:
+    return [keras.ops.convert_to_numpy(v).tolist() for v in _seed_variables(model)]
+
+
+# --- the run -------------------------------------------------------------------------
+
+
+def is_chief() -> bool:
+    if keras.backend.backend() == "jax":
+        import jax
+
+        return jax.process_index() == 0
+    return True
+
+
+def data_parallel() -> keras.distribution.Distribution:
+    """Data parallelism over every device JAX sees (all processes' once it is initialized)."""
+    return keras.distribution.DataParallel(devices=keras.distribution.list_devices())
+
+
+def check_settings(settings, model_dir: str) -> None:
+    """The TensorFlow loop's settings that have no meaning under `model.fit`, refused clearly."""
+    import tensorflow as tf
+
+    from bert_tf import fileio
+    from bert_tf.training import inputs
+
+    if settings.strategy != "default" or settings.tpu or settings.num_gpus:
+        raise inputs.InputError(
+            f"--strategy={settings.strategy} --tpu={settings.tpu} --num_gpus={settings.num_gpus} choose a "
+            "tf.distribute strategy, which the JAX backend does not use: it trains on every local device "
+            "(keras.distribution.DataParallel). Leave these flags out, or run with --backend=tensorflow"
+        )
+    if settings.gradient_accumulation_steps != 1:
+        raise inputs.InputError(
+            f"--gradient_accumulation_steps={settings.gradient_accumulation_steps} is a feature of the "
+            "TensorFlow loop; on JAX lower --train_batch_size instead, or run with --backend=tensorflow"
+        )
+    for flag, value in (("packing", settings.packing), ("eval_every_steps", settings.eval_every_steps)):
+        if value:
+            raise inputs.InputError(
+                f"--{flag}={value} is a feature of the TensorFlow loop; leave it out on JAX, "
+                "or run with --backend=tensorflow"
+            )
+
+    if tf.train.latest_checkpoint(model_dir):
+        raise inputs.InputError(
+            f"--model_dir={model_dir} holds checkpoints of the TensorFlow loop; resume it with "
+            "--backend=tensorflow, or start a JAX run in a new --model_dir "
+            f"(--init_checkpoint={fileio.join(model_dir, 'export')} starts from its export)"
+        )
+
+
+def train(settings, config, model_dir, vocab_file, train_files, phase2_files, eval_files):
+    """The `model.fit` half of `run_pretraining` (everything is checked before it is called)."""
+    from bert_tf import fileio
+    from bert_tf.training import inputs, pretraining
+    from bert_tf.training.loop import NonFiniteLossError, TrainResult
+
+    check_settings(settings, model_dir)
+    if keras.backend.backend() == "jax" and os.environ.get("KERAS_DISTRIBUTION_JOB_ADDRESSES"):
+        keras.distribution.initialize()  # several hosts: one process each, as Keras documents
+    distribution = data_parallel()
+    devices = len(distribution.device_mesh.devices.flatten())
+    if settings.train_batch_size % devices:
+        raise inputs.InputError(
+            f"--train_batch_size={settings.train_batch_size} is not divisible by the {devices} devices "
+            f"that share each batch; use a multiple of {devices}"
+        )
+    chief = is_chief()
+    previous_policy = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_global_policy(settings.mixed_precision)
+    try:
+        if settings.seed is not None:
+            keras.utils.set_random_seed(settings.seed)
+        if chief:
+            fileio.makedirs(model_dir)
+            config.to_json_file(fileio.join(model_dir, inputs.CONFIG_FILE))
+            if vocab_file and not fileio.exists(fileio.join(model_dir, inputs.VOCAB_FILE)):
+                fileio.copy(vocab_file, fileio.join(model_dir, inputs.VOCAB_FILE))
+            print(
+                f"model_dir: {model_dir} (Keras {keras.backend.backend()} backend, {devices} device{'s' if devices != 1 else ''})"
+            )
+        with distribution.scope():
+            model = PretrainingModel(BertPretrainer(config))
+            model(example_batch(1, settings.max_seq_length, settings.max_predictions_per_seq))
+            optimizer = optimization.create_optimizer(
+                settings.learning_rate,
+                settings.num_train_steps,
+                settings.num_warmup_steps,
+                optimizer=settings.optimizer,
+                weight_decay=settings.weight_decay,
+            )
+            # JAX runs nothing but compiled steps well; on TensorFlow the flag decides.
+            jit_compile = True if keras.backend.backend() == "jax" else settings.jit_compile
+            model.compile(optimizer=optimizer, jit_compile=jit_compile)
+            optimizer.build(model.trainable_variables)
+            step = restore_checkpoint(model, model_dir)
+            if step:
+                print(f"resumed from {latest_checkpoint(model_dir)[0]} at step {step}", flush=True)
+            elif settings.init_checkpoint:
+                load_init_checkpoint(model.pretrainer, settings.init_checkpoint)
+
+            phases = [(f"1 (seq {settings.max_seq_length})", 0, settings.phase1_steps)]
+            lengths = {
+                0: (train_files, settings.max_seq_length, settings.max_predictions_per_seq, settings.seed)
+            }
+            if settings.phase1_steps < settings.num_train_steps:
+                phases.append(
+                    (f"2 (seq {settings.phase2_seq_length})", settings.phase1_steps, settings.num_train_steps)
+                )
+                lengths[1] = (
+                    phase2_files,
+                    settings.phase2_seq_length,
+                    settings.phase2_predictions,
+                    None if settings.seed is None else settings.seed + 1,
+                )
+            history: list[dict] = []
+            loop = _LoopCallback(settings, model_dir, chief, history)
+            signals = StopSignals(when="after this step, then stopping")
+            # SIGTERM or Ctrl-C: a checkpoint at the step reached, then Preempted (exit 143/130).
+            stop = StopOnSignal(signals, lambda: loop.save(loop.model, loop.step))
+            for index, (name, start, end) in enumerate(phases):
+                if step >= end:
+                    continue
+                files, seq_length, predictions, seed = lengths[index]
+                dataset = _global_dataset(settings, files, vocab_file, seq_length, predictions, seed)
+                dataset = dataset.skip(step - start)
+                if chief:
+                    print(f"phase {name}: steps {step}..{end}", flush=True)
+                loop.start_phase(step, end)
+                per_epoch = min(settings.steps_per_loop, end - step)
+                with signals:
+                    model.fit(
+                        dataset,
+                        epochs=math.ceil((end - step) / per_epoch),
+                        steps_per_epoch=per_epoch,
+                        callbacks=[loop, stop],
+                        shuffle=False,  # the pipeline shuffles
+                        verbose=0,
+                    )
+                if loop.error:
+                    raise NonFiniteLossError(loop.error)
+                step = loop.step
+            loop.close()
+            checkpoint = latest_checkpoint(model_dir)
+            result = TrainResult(step=step, history=history, checkpoint=checkpoint[0] if checkpoint else None)
+
+            eval_metrics = None
+            if eval_files:
+                dataset = _global_dataset(
+                    settings,
+                    eval_files,
+                    vocab_file,
+                    settings.max_seq_length,
+                    settings.max_predictions_per_seq,
+                    settings.seed,
+                    training=False,
+                )
+                values = model.evaluate(dataset, steps=settings.eval_steps, return_dict=True, verbose=0)
+                eval_metrics = {name: float(values[name]) for name in ("loss", *METRIC_NAMES)}
+                if chief:
+                    print("eval: " + "  ".join(f"{k} {v:.4f}" for k, v in eval_metrics.items()), flush=True)
+
+        export_dir = None
+        fill_mask = None
+        if chief:
+            export_dir = pretraining.export_encoder(
+                model.pretrainer, vocab_file, settings.do_lower_case, fileio.join(model_dir, "export")
+            )
+            print(f"saved the pretrained model for from_pretrained: {export_dir}", flush=True)
+            if settings.fill_mask_demo and vocab_file and not (settings.train_files or settings.corpus):
+                from bert_tf.training.fill_mask import fill_mask_demo
+
+                fill_mask = fill_mask_demo(
+                    model.pretrainer, vocab_file, settings.do_lower_case, train_files[0]
+                )
+        return pretraining.PretrainingResult(model_dir, export_dir, result, eval_metrics, fill_mask)
+    finally:
+        keras.mixed_precision.set_global_policy(previous_policy)
+
+
+def load_init_checkpoint(pretrainer: BertPretrainer, path: str) -> None:
+    """Starts from a Google or Hugging Face checkpoint or an export (not a run's model_dir)."""
+    import tensorflow as tf
+
+    from bert_tf import fileio
+    from bert_tf.checkpoints import load_weights
+    from bert_tf.checkpoints.google import is_object_based
+    from bert_tf.training import inputs
+
+    tf_checkpoint = tf.train.latest_checkpoint(path) if fileio.isdir(path) else None
+    if latest_checkpoint(path) or (tf_checkpoint and is_object_based(tf_checkpoint)):
+        raise inputs.InputError(
+            f"--init_checkpoint={path} is the model_dir of a pretraining run; to start from its weights "
+            f"pass its export: --init_checkpoint={fileio.join(path, 'export')} (to continue that run, "
+            "pass it as --model_dir instead)"
+        )
+    load_weights(pretrainer, path)
+    print(f"initialized from {path}", flush=True)
+
+
+def _global_dataset(settings, files, vocab_file, seq_length, predictions, seed, training=True):
+    """The TensorFlow path's pipeline, batched to the global batch: Keras splits it over devices
+    (and, with several processes, gives each its share)."""
+    import tensorflow as tf
+
+    from bert_tf.training.pretraining import _dataset_fn
+
+    dataset_fn = _dataset_fn(settings, files, vocab_file, seq_length, predictions, seed, training=training)
+    return dataset_fn(tf.distribute.InputContext())
+
+
+class _LoopCallback(keras.callbacks.Callback):
+    """Counts steps; checkpoints every save_checkpoints_steps; one progress line per epoch
+    (an epoch is steps_per_loop steps); stops at the phase's end and on a non-finite loss."""
+
+    def __init__(self, settings, model_dir, chief, history):
+        super().__init__()
+        from bert_tf.training.progress import ProgressReporter, log_dir
+
+        self.save_steps = settings.save_checkpoints_steps
+        self.model_dir = model_dir
+        self.chief = chief
+        # The optimizer's schedule, for the progress line (the optimizer's own value is only
+        # current on JAX after a state sync).
+        self.schedule = optimization.WarmupLinearDecay(
+            settings.learning_rate, settings.num_train_steps, settings.num_warmup_steps
+        )
+        self.history = history
+        self.reporter = ProgressReporter(
+            settings.num_train_steps,
+            settings.train_batch_size,
+            log_dir(model_dir) if chief else None,
+            enabled=chief,
+        )
+        self.step = 0
+        self.end = 0
+        self.last_saved: str | None = None
+        self.error: str | None = None
+
+    def start_phase(self, step: int, end: int) -> None:
+        self.step, self.end = step, end
+        self.reporter.start(step)
+        found = latest_checkpoint(self.model_dir)
+        self.last_saved = found[0] if found else None
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.step += 1
+        at_end = self.step >= self.end
+        if self.step % self.save_steps == 0 or at_end:
+            loss = float(logs["loss"])  # the epoch's running mean: NaN once any step was
+            if not math.isfinite(loss):
+                self._stop(f"the loss became {loss} before step {self.step}; stopping without saving")
+                return
+            self.save(self.model, self.step)
+        if at_end:
+            self.model.stop_training = True
+
+    def save(self, model, step: int) -> str | None:
+        """A checkpoint at `step` (the chief writes it); returns the latest checkpoint's path."""
+        # `model` is self.model: on JAX, reading it brings the training state back to the variables.
+        if self.chief and not (self.last_saved or "").endswith(f"ckpt-{step}.weights.h5"):
+            self.last_saved = save_checkpoint(model, self.model_dir, step)
+        return self.last_saved
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self.error:
+            return
+        metrics = {name: float(logs[name]) for name in ("loss", *METRIC_NAMES)}
+        if not math.isfinite(metrics["loss"]):
+            self._stop(f"the loss became {metrics['loss']} by step {self.step}; stopping without saving")
+            return
+        learning_rate = float(self.schedule(self.step))
+        self.reporter.report(self.step, metrics, learning_rate)
+        entry = {"step": self.step, **metrics, "learning_rate": learning_rate}
+        if self.reporter.sequences_per_second is not None:
+            entry["sequences_per_second"] = self.reporter.sequences_per_second
+        self.history.append(entry)
+
+    def _stop(self, message: str) -> None:
+        self.error = (
+            f"{message}. The last good checkpoint is {self.last_saved or 'none (nothing was saved yet)'}. "
+            "Lower --learning_rate, raise --num_warmup_steps or train in float32, then rerun to resume from it."
+        )
+        self.model.stop_training = True
+
+    def close(self) -> None:
+        self.reporter.close()
