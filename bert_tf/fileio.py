@@ -204,6 +204,11 @@ def open_binary(path: str | os.PathLike) -> io.BufferedReader:
     return io.BufferedReader(_GFileRaw(_gfile(tf.io.gfile.GFile, text, "rb")), buffer_size=1 << 20)
 
 
+def open_text(path: str | os.PathLike, newline: str | None = None) -> io.TextIOWrapper:
+    """A UTF-8 text file for reading, streamed, on any filesystem (`newline` as for `open`)."""
+    return io.TextIOWrapper(open_binary(path), encoding="utf-8", newline=newline)
+
+
 def write_bytes(path: str | os.PathLike, data: bytes) -> str:
     """Writes `data` to `path` so that a reader sees the old content or the new, never half.
 

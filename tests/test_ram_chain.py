@@ -7,7 +7,6 @@ written to a local folder named after the scheme.
 """
 
 import os
-import tempfile
 import uuid
 from pathlib import Path
 
@@ -95,21 +94,17 @@ class RamFilesystemChainTest(tf.test.TestCase):
         loaded_bias = next(w for w in model.weights if "output_bias" in w.path).numpy()
         self.assertAllClose(loaded_bias, saved_bias)
 
-        # The task readers of this version open local files: the CSV stays local, every
-        # path the runner writes or loads is on ram://.
-        data = tempfile.mkdtemp()
-        with open(os.path.join(data, "train.csv"), "w") as handle:
-            handle.write(
-                "text,label\n"
-                + "".join(f"{s},{'pos' if i % 2 else 'neg'}\n" for i, s in enumerate(SENTENCES))
-            )
+        train_csv = fileio.write_text(
+            f"{root}/data/train.csv",
+            "text,label\n" + "".join(f"{s},{'pos' if i % 2 else 'neg'}\n" for i, s in enumerate(SENTENCES)),
+        )
         results = run(
             FinetuneSettings(
                 task="classification",
                 output_dir=f"{root}/finetuned",
                 init_checkpoint=longer.export_dir,
-                train_file=os.path.join(data, "train.csv"),
-                eval_file=os.path.join(data, "train.csv"),
+                train_file=train_csv,
+                eval_file=train_csv,
                 max_seq_length=16,
                 train_batch_size=3,
                 num_train_epochs=1,

@@ -276,7 +276,7 @@ class ClassificationAdapter(Adapter):
             readers = {
                 name: (lambda path=files[name]: glue.iter_examples(self.glue, path, labelled))
                 for name in splits
-                if os.path.isfile(files[name])
+                if fileio.isfile(files[name])
             }
         elif s.tfds_name or s.tfds_data_dir:
             tfds_splits = {"eval": self.glue.tfds_eval_splits, "predict": self.glue.tfds_test_splits}

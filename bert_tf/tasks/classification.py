@@ -25,6 +25,7 @@ import json
 import os
 from collections.abc import Iterable, Iterator, Sequence
 
+from bert_tf import fileio
 from bert_tf.tasks.features import TaskDataError
 
 
@@ -56,9 +57,9 @@ def iter_table(
 ) -> Iterator[InputExample]:
     """Streams a CSV, TSV or JSONL file (by extension) with a header / named fields."""
     path = os.fspath(path)
-    name = os.path.basename(path)
+    name = fileio.basename(path)
     extension = os.path.splitext(path)[1].lower()
-    if not os.path.isfile(path):
+    if not fileio.isfile(path):
         raise TaskDataError(f"data file not found: {path}")
     if extension not in (".csv", ".tsv", ".jsonl", ".json"):
         raise TaskDataError(f"{path}: unknown extension {extension!r}; use .csv, .tsv or .jsonl")
@@ -86,7 +87,7 @@ def iter_table(
 def _rows(path: str, extension: str) -> Iterator[tuple[int, dict]]:
     """(line number, row) of a table, read as it goes."""
     if extension in (".csv", ".tsv"):
-        with open(path, encoding="utf-8", newline="") as handle:
+        with fileio.open_text(path, newline="") as handle:
             reader = csv.DictReader(handle, delimiter="," if extension == ".csv" else "\t")
             # The header is line 1; csv reports the line a record ends on.
             for row in reader:
@@ -98,7 +99,7 @@ def _rows(path: str, extension: str) -> Iterator[tuple[int, dict]]:
                     )
                 yield reader.line_num, row
         return
-    with open(path, encoding="utf-8") as handle:
+    with fileio.open_text(path) as handle:
         for line_number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue

@@ -110,10 +110,10 @@ def get_task(name: str) -> GlueTask:
 
 def read_tsv(path: str | os.PathLike) -> Iterator[list[str]]:
     """The rows of a TSV file, read as it goes."""
-    if not os.path.isfile(path):
+    if not fileio.isfile(path):
         raise TaskDataError(f"GLUE file not found: {path}")
     csv.field_size_limit(sys.maxsize)
-    with open(path, encoding="utf-8", newline="") as handle:
+    with fileio.open_text(path, newline="") as handle:
         yield from csv.reader(handle, delimiter="\t", quotechar=None)
 
 
@@ -132,10 +132,10 @@ def iter_examples(
     numbers are appended to `skipped`.
     """
     task = get_task(task) if isinstance(task, str) else task
-    if not os.path.isfile(path):
+    if not fileio.isfile(path):
         raise TaskDataError(f"GLUE file not found: {path}")
     rows = read_tsv(path)
-    name = os.path.basename(os.fspath(path))
+    name = fileio.basename(path)
     # Test files always have a header; train/dev files have one except CoLA's.
     skip_header = task.has_header or not labelled
     a_col, b_col = (task.text_a, task.text_b) if labelled else (task.test_text_a, task.test_text_b)

@@ -43,14 +43,14 @@ def read_conll(path: str | os.PathLike, labelled: bool = True) -> list[Sentence]
 
 def iter_conll(path: str | os.PathLike, labelled: bool = True) -> Iterator[Sentence]:
     """Streams the sentences of a CoNLL file; a line with a word but no tag column is an error."""
-    if not os.path.isfile(path):
+    if not fileio.isfile(path):
         raise TaskDataError(f"CoNLL file not found: {path}")
     words: list[str] = []
     tags: list[str] = []
     first_line = 0
     count = 0
 
-    with open(path, encoding="utf-8") as handle:
+    with fileio.open_text(path) as handle:
         for line_number, line in enumerate(handle, start=1):
             columns = line.split()
             if not columns or columns[0] == "-DOCSTART-":

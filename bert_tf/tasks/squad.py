@@ -24,6 +24,7 @@ import logging
 import os
 from collections.abc import Mapping, Sequence
 
+from bert_tf import fileio
 from bert_tf.tasks.features import TaskDataError
 
 logger = logging.getLogger(__name__)
@@ -62,12 +63,12 @@ class SquadFeature:
 
 def load_dataset(path: str | os.PathLike) -> list[dict]:
     """The `data` list of a SQuAD JSON file."""
-    if not os.path.isfile(path):
+    if not fileio.isfile(path):
         raise TaskDataError(f"SQuAD file not found: {path}")
-    with open(path, encoding="utf-8") as handle:
+    with fileio.open_text(path) as handle:
         try:
             content = json.load(handle)
-        except json.JSONDecodeError as error:
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
             raise TaskDataError(f"{path} is not valid JSON: {error}") from None
     if not isinstance(content, dict) or "data" not in content:
         raise TaskDataError(f"{path} has no 'data' list; is it a SQuAD file?")

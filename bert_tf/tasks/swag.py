@@ -24,6 +24,7 @@ import dataclasses
 import os
 from collections.abc import Iterator
 
+from bert_tf import fileio
 from bert_tf.tasks.features import TaskDataError
 
 
@@ -43,10 +44,10 @@ def read_swag(path: str | os.PathLike) -> list[ChoiceExample]:
 def iter_swag(path: str | os.PathLike) -> Iterator[ChoiceExample]:
     """Streams a SWAG CSV file; a row without a context or ending, or with a bad label, is
     an error naming its line."""
-    if not os.path.isfile(path):
+    if not fileio.isfile(path):
         raise TaskDataError(f"multiple-choice file not found: {path}")
-    name = os.path.basename(os.fspath(path))
-    with open(path, encoding="utf-8", newline="") as handle:
+    name = fileio.basename(path)
+    with fileio.open_text(path, newline="") as handle:
         reader = csv.DictReader(handle)
         fields = reader.fieldnames or []
         ending_columns = sorted((f for f in fields if f.startswith("ending")), key=lambda f: int(f[6:] or 0))
