@@ -125,7 +125,8 @@ class Adapter:
     def batches(self, data: TaskData, batch_size: int, training: bool = False, keep=()) -> tf.data.Dataset:
         """{"inputs", "labels", "weight", "meta"} batches (see `streams.batches`)."""
         buckets = None
-        if training and getattr(self.settings, "length_buckets", False):
+        # Static shapes (a TPU) take one row length: no buckets.
+        if training and getattr(self.settings, "length_buckets", False) and not self.static:
             buckets = streams.length_buckets(self.settings.max_seq_length, self.pad_to_multiple_of or 8)
         batching = streams.Batching(
             batch_size,
@@ -259,12 +260,15 @@ class ClassificationAdapter(Adapter):
         s = self.settings
         labelled = split != "predict"
         file = _file(s, split)
+        # Each reader takes a list where rows the format allows to skip are noted (QQP's).
         if file and self.glue is not None:
-            return {split: lambda: glue.iter_examples(self.glue, file, labelled=labelled)}
+            return {split: lambda skipped=None: glue.iter_examples(self.glue, file, labelled, skipped)}
         if file:
             label_column = s.label_column if labelled else None
             return {
-                split: lambda: classification.iter_table(file, s.text_column, s.text_b_column, label_column)
+                split: lambda skipped=None: classification.iter_table(
+                    file, s.text_column, s.text_b_column, label_column
+                )
             }
         if self.glue is None:
             return {}
@@ -274,7 +278,11 @@ class ClassificationAdapter(Adapter):
             ]
             files = glue.split_files(self.glue, s.data_dir)
             readers = {
-                name: (lambda path=files[name]: glue.iter_examples(self.glue, path, labelled))
+                name: (
+                    lambda skipped=None, path=files[name]: glue.iter_examples(
+                        self.glue, path, labelled, skipped
+                    )
+                )
                 for name in splits
                 if fileio.isfile(files[name])
             }
@@ -282,7 +290,9 @@ class ClassificationAdapter(Adapter):
             tfds_splits = {"eval": self.glue.tfds_eval_splits, "predict": self.glue.tfds_test_splits}
             splits = tfds_splits.get(split, ("train",))
             readers = {
-                name: (lambda name=name: glue.iter_tfds_examples(self.glue, name, s.tfds_data_dir))
+                name: (
+                    lambda skipped=None, name=name: glue.iter_tfds_examples(self.glue, name, s.tfds_data_dir)
+                )
                 for name in splits
             }
         else:
@@ -302,14 +312,22 @@ class ClassificationAdapter(Adapter):
             known = None if collect else self.label_list
             labels: set[str] = set()
             first = None
+            skipped: list[int] = []
             for example in classification.validate(
-                reader(), known if labelled else None, self.kind == "regression" and labelled
+                reader(skipped), known if labelled else None, self.kind == "regression" and labelled
             ):
                 first = first or example
                 if collect and example.label is not None:
                     labels.add(str(example.label))
             if first is None:
                 raise TaskDataError(f"the {name} data has no examples")
+            if skipped:
+                logger.warning(
+                    "the %s data: skipped %d rows with too few columns (lines %s)",
+                    name,
+                    len(skipped),
+                    ", ".join(map(str, skipped[:10])) + (", ..." if len(skipped) > 10 else ""),
+                )
             if collect:
                 self.label_list = classification.label_list_from(
                     [classification.InputExample("", "", None, label) for label in labels]
@@ -321,7 +339,7 @@ class ClassificationAdapter(Adapter):
                 for example in reader():
                     yield example if labelled else dataclasses.replace(example, label=None)
 
-            result.append(TaskData(name, examples, labelled, ConversionStats()))
+            result.append(TaskData(name, examples, labelled, ConversionStats(num_skipped=len(skipped))))
         return result
 
     def preprocessor(self):
@@ -489,7 +507,12 @@ class SquadAdapter(Adapter):
 
     def score(self, data: TaskData, predictions: Predictions) -> dict[str, float]:
         answers, _, null_odds = self._answers(data, predictions)
-        return metrics.squad_scores(data.meta[0], answers, null_odds if self.version_2 else None)
+        return metrics.squad_scores(
+            data.meta[0],
+            answers,
+            null_odds if self.version_2 else None,
+            version_2_with_negative=self.version_2,
+        )
 
     def write(self, data: TaskData, predictions: Predictions, output_dir: str) -> list[str]:
         answers, nbest, null_odds = self._answers(data, predictions)

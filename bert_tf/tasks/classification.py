@@ -12,7 +12,7 @@ Example:
 >>> _ = open(path, "w").write("review,stars\\ngreat film,pos\\ndull plot,neg\\n")
 >>> examples = classification.read_table(path, text_column="review", label_column="stars")
 >>> examples[0]
-InputExample(guid='train.csv line 2', text_a='great film', text_b=None, label='pos')
+InputExample(guid='/.../train.csv line 2', text_a='great film', text_b=None, label='pos')
 >>> classification.label_list_from(examples)
 ['neg', 'pos']
 """
@@ -57,7 +57,6 @@ def iter_table(
 ) -> Iterator[InputExample]:
     """Streams a CSV, TSV or JSONL file (by extension) with a header / named fields."""
     path = os.fspath(path)
-    name = fileio.basename(path)
     extension = os.path.splitext(path)[1].lower()
     if not fileio.isfile(path):
         raise TaskDataError(f"data file not found: {path}")
@@ -73,9 +72,13 @@ def iter_table(
                 f"(set --text_column/--text_b_column/--label_column)"
             )
         label = row[label_column] if label_column is not None else None
+        if label_column is not None and (label is None or not str(label).strip()):
+            raise TaskDataError(
+                f"{path} line {line_number}: no label in column {label_column!r}; fill it in or remove the row"
+            )
         count += 1
         yield InputExample(
-            guid=f"{name} line {line_number}",
+            guid=f"{path} line {line_number}",
             text_a=_text(row[text_column]),
             text_b=_text(row[text_b_column]) if text_b_column is not None else None,
             label=None if label is None else str(label),

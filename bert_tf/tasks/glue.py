@@ -206,10 +206,20 @@ def load_tfds(name: str, split: str, data_dir: str | None = None):
 
     check_tfds_name(name)
     builder = tfds.builder(name, data_dir=data_dir)
+    if not builder.is_prepared():
+        try:
+            builder.download_and_prepare()
+        except Exception as error:  # no network, a mirror down, a missing optional module: say what to do
+            detail = str(error).splitlines()[0] if str(error) else ""
+            raise TaskDataError(
+                f"TFDS {name} is not prepared in {builder.data_dir} and could not be downloaded "
+                f"({type(error).__name__}: {detail}); prepare it where there is a network "
+                f"(tfds build {name} --data_dir=DIR) and pass --tfds_data_dir=DIR"
+            ) from None
     splits = builder.info.splits
-    if splits and split.split("[")[0] not in splits:
+    if splits and split.split("[")[0] not in splits:  # (mocked datasets list none)
         raise TaskDataError(f"TFDS {name} has no split {split!r}; its splits are {sorted(splits)}")
-    return tfds.load(name, split=split, data_dir=data_dir, with_info=True)
+    return builder.as_dataset(split=split), builder.info
 
 
 def iter_tfds_examples(

@@ -172,5 +172,10 @@ class FinetuneSettings:
             raise UsageError(
                 f"--mixed_precision={self.mixed_precision} is not a dtype policy; use one of {', '.join(PRECISIONS)}"
             )
+        if self.static_shapes and self.length_buckets:
+            raise UsageError(
+                "--static_shapes pads every row to --max_seq_length, --length_buckets to its bucket's "
+                "length: pass one of them"
+            )
         if not self.output_dir:
             raise UsageError("--output_dir is empty; name the folder the results go to")

@@ -231,6 +231,18 @@ class TfdsSourcesTest(tf.test.TestCase):
             ):
                 next(glue.iter_tfds_examples("stsb", "tset"))
 
+    def test_a_dataset_that_is_not_prepared_and_cannot_be_downloaded_says_how_to_prepare_it(self):
+        builder = mock.Mock(data_dir="/data/glue/stsb/2.0.0")
+        builder.is_prepared.return_value = False
+        builder.download_and_prepare.side_effect = ConnectionError("Failed to establish a new connection")
+        with mock.patch("tensorflow_datasets.builder", return_value=builder):
+            with self.assertRaisesRegex(
+                TaskDataError,
+                r"TFDS glue/stsb is not prepared in /data/glue/stsb/2.0.0 and could not be downloaded "
+                r"\(ConnectionError: Failed to establish.*tfds build glue/stsb --data_dir=DIR.*--tfds_data_dir",
+            ):
+                next(glue.iter_tfds_examples("stsb", "train"))
+
     def test_squad_and_conll_records(self):
         with tfds.testing.mock_data(num_examples=4):
             dataset = tfds_sources.squad_dataset("squad/v2.0", "train")

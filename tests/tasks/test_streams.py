@@ -74,6 +74,10 @@ class StreamsTest(tf.test.TestCase):
 
     def test_bad_rows_are_named(self):
         adapter, _, _ = self.adapter()
+        # A row without its label (a short CSV row, a JSON null) names the file and line.
+        adapter.settings.eval_file = self.write("short.csv", ["good film,pos", "fine"])
+        with self.assertRaisesRegex(TaskDataError, r"/short.csv line 3: no label in column 'label'"):
+            adapter.load("eval")
         adapter.settings.eval_file = self.write("bad_label.csv", ["good film,pos", "fine,meh"])
         with self.assertRaisesRegex(
             TaskDataError, r"bad_label.csv line 3: label 'meh' is not one of .*'neg', 'pos'"
