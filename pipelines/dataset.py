@@ -332,6 +332,44 @@ def pretraining_dataset(
     return dataset.prefetch(tf.data.AUTOTUNE)
 
 
+def fixed_evaluation_batches(dataset: tf.data.Dataset, batch_size: int) -> tf.data.Dataset:
+    """Batches of exactly `batch_size` rows for exact evaluation, for ever (static shapes: TPUs).
+
+    `dataset` yields the batches of one pass over the evaluation data (not repeated, the
+    last one possibly short). Each batch gets `next_sentence_weights` (1.0 per real
+    instance; packed batches have them already); the short last batch is filled with rows
+    of weight 0 (no masked-LM weight, no instance), and batches of weight 0 follow it, so a
+    loop of a fixed number of steps never runs out of data and nothing is counted twice.
+    Weighted by those weights, metrics over the steps are exact.
+
+    Example:
+
+    >>> rows = {"input_ids": tf.ones([5, 4], tf.int32), "masked_lm_weights": tf.ones([5, 2]),
+    ...         "next_sentence_labels": tf.zeros([5, 1], tf.int32)}
+    >>> batches = fixed_evaluation_batches(tf.data.Dataset.from_tensor_slices(rows).batch(3), 3)
+    >>> [float(tf.reduce_sum(b["next_sentence_weights"])) for b in batches.take(4)]
+    [3.0, 2.0, 0.0, 0.0]
+    """
+
+    def weighted(features):
+        features = dict(features)
+        if "next_sentence_weights" not in features:  # one instance per row
+            features["next_sentence_weights"] = tf.ones_like(features["next_sentence_labels"], tf.float32)
+        missing = batch_size - tf.shape(features["input_ids"])[0]
+        filled = {}
+        for name, value in features.items():
+            value = tf.pad(value, [[0, missing]] + [[0, 0]] * (value.shape.rank - 1))
+            filled[name] = tf.ensure_shape(value, [batch_size, *value.shape[1:]])
+        return filled
+
+    dataset = dataset.map(weighted)
+    empty = {
+        name: tf.zeros([batch_size, *spec.shape[1:]], spec.dtype)
+        for name, spec in dataset.element_spec.items()
+    }
+    return dataset.concatenate(tf.data.Dataset.from_tensors(empty).repeat())
+
+
 def check_packing_budget(
     max_predictions_per_seq: int,
     max_predictions_per_row: int,

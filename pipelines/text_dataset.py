@@ -93,13 +93,23 @@ def _block_stream(
         blocks = blocks.take_while(lambda pass_index, *_: pass_index < num_passes)
 
     def wanted(pass_index, block_index, lines, lengths):
-        keep = tf.logical_and(tf.size(lengths) > 0, block_index % num_shards == shard_index)
-        if held_out is not None:
-            is_held_out = block_index % HELD_OUT_EVERY == HELD_OUT_EVERY - 1
-            keep = tf.logical_and(keep, is_held_out if held_out == "only" else tf.logical_not(is_held_out))
-        return keep
+        return tf.logical_and(tf.size(lengths) > 0, _in_shard(block_index, num_shards, shard_index, held_out))
 
     return blocks.filter(wanted)
+
+
+def _in_shard(block_index, num_shards: int, shard_index: int, held_out: str | None):
+    """Whether this shard reads block `block_index` (a tensor or an int).
+
+    Blocks go round-robin to the shards; the held-out blocks (every HELD_OUT_EVERY-th) go
+    round-robin by their own number, so that every shard gets some to evaluate on (by block
+    number alone, with 2 shards, all of them would fall to one).
+    """
+    is_held_out = block_index % HELD_OUT_EVERY == HELD_OUT_EVERY - 1
+    if held_out == "only":
+        return is_held_out & ((block_index // HELD_OUT_EVERY) % num_shards == shard_index)
+    in_shard = block_index % num_shards == shard_index
+    return in_shard & ~is_held_out if held_out == "exclude" else in_shard
 
 
 def _document_stream(
@@ -124,10 +134,7 @@ def _document_stream(
             pass_stats = stats if (stats is not None and pass_index == 0) else text_input.ReadStats()
             blocks = text_input.document_blocks(files, min_documents=min_documents, stats=pass_stats)
             for block_index, (lines, lengths) in enumerate(blocks):
-                held = block_index % HELD_OUT_EVERY == HELD_OUT_EVERY - 1
-                if block_index % num_shards == shard_index and (
-                    held_out is None or held == (held_out == "only")
-                ):
+                if _in_shard(block_index, num_shards, shard_index, held_out):
                     yield pass_index, block_index, lines, lengths
             pass_index += 1
 

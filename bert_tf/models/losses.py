@@ -37,7 +37,8 @@ def pretraining_losses(features: dict, outputs: dict) -> dict:
     weight_sum = ops.sum(weights)
     masked_lm_loss = ops.sum(per_prediction * weights) / (weight_sum + 1e-5)
     per_instance = ops.sparse_categorical_crossentropy(next_sentence_labels, nsp_logits, from_logits=True)
-    next_sentence_loss = ops.sum(per_instance * nsp_weights) / instances
+    # divide_no_nan: a batch of evaluation padding (weight 0 throughout) adds 0, not NaN.
+    next_sentence_loss = ops.divide_no_nan(ops.sum(per_instance * nsp_weights), instances)
 
     mlm_correct = ops.cast(ops.equal(ops.argmax(mlm_logits, axis=-1), masked_lm_ids), "float32")
     masked_lm_accuracy = ops.divide_no_nan(ops.sum(mlm_correct * weights), weight_sum)
@@ -47,7 +48,7 @@ def pretraining_losses(features: dict, outputs: dict) -> dict:
         "masked_lm_loss": masked_lm_loss,
         "next_sentence_loss": next_sentence_loss,
         "masked_lm_accuracy": masked_lm_accuracy,
-        "next_sentence_accuracy": ops.sum(nsp_correct * nsp_weights) / instances,
+        "next_sentence_accuracy": ops.divide_no_nan(ops.sum(nsp_correct * nsp_weights), instances),
     }
 
 

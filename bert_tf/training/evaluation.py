@@ -24,8 +24,17 @@ REPORTED = ("masked_lm_loss", "masked_lm_accuracy", "next_sentence_accuracy", "l
 class PeriodicEvaluator:
     """`on_loop_end` for `Trainer.train`: evaluates at multiples of `every_steps`."""
 
-    def __init__(self, trainer, dataset_fn: Callable, steps: int, every_steps: int, verbose: bool = True):
+    def __init__(
+        self,
+        trainer,
+        dataset_fn: Callable,
+        steps: int,
+        every_steps: int,
+        verbose: bool = True,
+        evaluate: Callable[[Callable, int], dict] | None = None,
+    ):
         self.trainer = trainer
+        self.evaluate = evaluate or trainer.evaluate  # (dataset_fn, steps) -> metrics
         self.dataset_fn = dataset_fn
         self.steps = steps
         self.every_steps = every_steps
@@ -43,7 +52,7 @@ class PeriodicEvaluator:
     def __call__(self, step: int, train_metrics: dict) -> None:
         if step % self.every_steps:
             return
-        metrics = self.trainer.evaluate(self.dataset_fn, self.steps)
+        metrics = self.evaluate(self.dataset_fn, self.steps)
         self.history.append({"step": step, **metrics})
         if self.verbose:
             shown = "  ".join(f"{name} {metrics[name]:.4f}" for name in REPORTED if name in metrics)

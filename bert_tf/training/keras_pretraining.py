@@ -35,7 +35,7 @@ import tempfile
 import keras
 import numpy as np
 
-from bert_tf.models.losses import pretraining_losses
+from bert_tf.models.losses import next_sentence_weights, pretraining_losses
 from bert_tf.models.pretrainer import BertPretrainer
 from bert_tf.training import optimization  # no TensorFlow: the GPU benchmark imports this module
 from bert_tf.training.preemption import StopOnSignal, StopSignals
@@ -77,8 +77,14 @@ class PretrainingModel(keras.Model):
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         values = pretraining_losses(x, y_pred)
+        # Each metric is weighted by what it averages over, so that an epoch's (or an
+        # evaluation's) value is exact, and batches of padding (weight 0) count for nothing.
+        weights = {
+            "masked_lm": keras.ops.sum(keras.ops.cast(x["masked_lm_weights"], "float32")),
+            "next_sentence": keras.ops.sum(next_sentence_weights(x)),
+        }
         for metric in self.pretraining_metrics:
-            metric.update_state(values[metric.name])
+            metric.update_state(values[metric.name], sample_weight=weights[metric.name.rsplit("_", 1)[0]])
         return values["loss"]
 
     def get_config(self) -> dict:
@@ -334,7 +340,9 @@ def train(settings, config, model_dir, vocab_file, train_files, phase2_files, ev
                     training=False,
                 )
                 values = model.evaluate(dataset, steps=settings.eval_steps, return_dict=True, verbose=0)
-                eval_metrics = {name: float(values[name]) for name in ("loss", *METRIC_NAMES)}
+                eval_metrics = {name: float(values[name]) for name in METRIC_NAMES}
+                # Keras' own "loss" averages the batches, padding ones too: the sum of the exact parts.
+                eval_metrics["loss"] = eval_metrics["masked_lm_loss"] + eval_metrics["next_sentence_loss"]
                 if chief:
                     print("eval: " + "  ".join(f"{k} {v:.4f}" for k, v in eval_metrics.items()), flush=True)
 

@@ -124,6 +124,7 @@ class Trainer:
         max_checkpoints_to_keep: int = 3,
         save_final_checkpoint: bool = True,
         loop_end_every_steps: int = 0,
+        metric_weights: Mapping[str, str] | None = None,
         verbose: bool = True,
     ):
         replicas = strategy.num_replicas_in_sync
@@ -149,6 +150,7 @@ class Trainer:
         self.optimizer = optimizer
         self.loss_fn = loss_fn
         self.totals_fn = totals_fn
+        self.metric_weights = dict(metric_weights or {})
         self.model_inputs = model_inputs
         self.model_dir = model_dir
         self.global_batch_size = global_batch_size
@@ -279,6 +281,12 @@ class Trainer:
             optimizer.apply(gradients, variables)
             return metrics
 
+        self.compiled_step = None
+        if self.jit_compile and self.strategy.num_replicas_in_sync == 1:
+            # One device: the whole step (forward, backward, the sum, clipping and the update)
+            # is one XLA program, as on a TPU. Across replicas XLA cannot hold the all-reduce
+            # (on a TPU, TPUStrategy compiles all of it anyway): forward/backward is compiled.
+            replica_step = self.compiled_step = tf.function(replica_step, jit_compile=True)
         return self._steps_loop(replica_step)
 
     def _steps_loop(self, replica_fn):
@@ -304,18 +312,37 @@ class Trainer:
         return steps_loop
 
     def evaluate(self, dataset_fn, steps: int) -> dict:
-        """Mean metrics of `loss_fn` over `steps` global batches of `dataset_fn`, no training."""
+        """Metrics of `loss_fn` over `steps` global batches of `dataset_fn`, no training.
+
+        A metric named in `metric_weights` (name -> a key of `totals_fn`) is the mean over
+        the steps weighted by that total (exact over the examples, also when some batches
+        are padding of weight 0: `pipelines.dataset.fixed_evaluation_batches`), and only
+        those are returned; without `metric_weights`, every metric's mean over the steps.
+        """
+        weights = self.metric_weights
+        replicas = self.strategy.num_replicas_in_sync
 
         def replica_eval(features):
             context = tf.distribute.get_replica_context()
             totals = context.all_reduce(tf.distribute.ReduceOp.SUM, self.totals_fn(features))
             outputs = self.model(self.model_inputs(features), training=False)
-            return self.loss_fn(features, outputs, totals)
+            metrics = self.loss_fn(features, outputs, totals)
+            if not weights:
+                return metrics
+            # Replicas' shares sum to the step's value: share x total sums to value x total.
+            weighted = {name: metrics[name] * totals[key] for name, key in weights.items()}
+            weighted.update({f"total/{key}": totals[key] / replicas for key in set(weights.values())})
+            return weighted
 
         feed = InputFeed(self.strategy, dataset_fn, self.model_dir, phase_index=-1)
         feed.start(0, 0)
-        metrics = self._steps_loop(replica_eval)(feed.iterator, tf.constant(steps, tf.int32))
-        return {name: float(value.numpy()) for name, value in metrics.items()}
+        means = self._steps_loop(replica_eval)(feed.iterator, tf.constant(steps, tf.int32))
+        means = {name: float(value.numpy()) for name, value in means.items()}
+        if not weights:
+            return means
+        if not any(means[f"total/{key}"] for key in weights.values()):
+            raise ValueError("the evaluation data is empty: no batch of it has any weight")
+        return {name: means[name] / means[f"total/{key}"] for name, key in weights.items()}
 
     # --- driver --------------------------------------------------------------
 

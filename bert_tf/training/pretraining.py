@@ -117,7 +117,9 @@ class PretrainingConfig:
     num_gpus: int = 0
     fill_mask_demo: bool = setting(True, "", flag=None)
     cache_dir: str | None = setting(None, "", flag=None)  # None: $BERT_TF_CACHE or ~/.cache/bert_tf
-    packing: bool = setting(False, "Pack several instances into each row: no compute on padding, same losses.")
+    packing: bool = setting(
+        False, "Pack several instances into each row: no compute on padding, same losses."
+    )
     max_predictions_per_row: int | None = setting(
         None, "With --packing: masked positions per row (default: the per-sequence budget, scaled)."
     )
@@ -144,7 +146,9 @@ class PretrainingConfig:
             from pipelines import segmenters
 
             problems = segmenters.setting_problems(
-                self.word_segmenter, whole_word_mask=self.whole_word_mask, whole_word_setting="--whole_word_mask"
+                self.word_segmenter,
+                whole_word_mask=self.whole_word_mask,
+                whole_word_setting="--whole_word_mask",
             )
             if self.train_files:
                 problems.append(
@@ -304,6 +308,15 @@ def pretraining_loss_share(features, outputs, totals) -> dict:
     }
 
 
+# Evaluation weighs each batch's metrics by what they average over (padding batches weigh 0).
+EVALUATION_WEIGHTS = {
+    "masked_lm_loss": "masked_lm_weight",
+    "masked_lm_accuracy": "masked_lm_weight",
+    "next_sentence_loss": "examples",
+    "next_sentence_accuracy": "examples",
+}
+
+
 def model_inputs(features) -> dict:
     # Packed batches also carry the [CLS] position of each instance.
     names = (
@@ -336,10 +349,11 @@ def _dataset_fn(
     held_out: str | None = None,
 ):
     from pipelines import pretraining_dataset
+    from pipelines.dataset import fixed_evaluation_batches
 
     def dataset_fn(input_context: tf.distribute.InputContext) -> tf.data.Dataset:
         # The global batch size: with input_context, pretraining_dataset yields per-replica batches.
-        return pretraining_dataset(
+        dataset = pretraining_dataset(
             files,
             vocab_file=vocab_file,
             lower_case=settings.do_lower_case,
@@ -353,13 +367,19 @@ def _dataset_fn(
             dupe_factor=settings.dupe_factor,
             shuffle=training,
             seed=seed,
-            repeat=True,
-            drop_remainder=True,
+            # Evaluation: one pass, in fixed-size batches padded with weight 0 (exact, static).
+            repeat=training,
+            drop_remainder=training,
             input_context=input_context,
             packing=settings.packing,
             max_predictions_per_row=row_predictions,
             max_instances_per_row=settings.max_instances_per_row,
             held_out=held_out,
+        )
+        if training:
+            return dataset
+        return fixed_evaluation_batches(
+            dataset, input_context.get_per_replica_batch_size(settings.train_batch_size)
         )
 
     return dataset_fn
@@ -521,7 +541,13 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
             gradient_accumulation_steps=settings.gradient_accumulation_steps,
             jit_compile=settings.jit_compile,
             loop_end_every_steps=settings.eval_every_steps,
+            metric_weights=EVALUATION_WEIGHTS,
         )
+
+        def evaluate(dataset_fn, steps: int) -> dict:
+            metrics = trainer.evaluate(dataset_fn, steps)
+            return {"loss": metrics["masked_lm_loss"] + metrics["next_sentence_loss"], **metrics}
+
         if settings.init_checkpoint and not tf.train.latest_checkpoint(model_dir):
             _load_init_checkpoint(model, settings.init_checkpoint)
 
@@ -559,6 +585,8 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
                         settings.phase2_predictions,
                         None if seed is None else seed + 1,
                         row_predictions=settings.row_predictions(2),
+                        # Phase 2 on the same raw text must not train on the evaluation slice.
+                        held_out="exclude" if holdout and phase2_files == train_files else None,
                     ),
                 )
             )
@@ -581,7 +609,9 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
         if settings.eval_every_steps:
             from bert_tf.training.evaluation import PeriodicEvaluator
 
-            evaluator = PeriodicEvaluator(trainer, eval_fn, settings.eval_steps, settings.eval_every_steps)
+            evaluator = PeriodicEvaluator(
+                trainer, eval_fn, settings.eval_steps, settings.eval_every_steps, evaluate=evaluate
+            )
         try:
             result = trainer.train(phases, on_loop_end=evaluator)
         finally:
@@ -592,7 +622,7 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
         if evaluator is not None and evaluator.history and evaluator.history[-1]["step"] == result.step:
             eval_metrics = {k: v for k, v in evaluator.history[-1].items() if k != "step"}
         elif eval_fn is not None:
-            eval_metrics = trainer.evaluate(eval_fn, settings.eval_steps)
+            eval_metrics = evaluate(eval_fn, settings.eval_steps)
             if is_chief:
                 print("eval: " + "  ".join(f"{k} {v:.4f}" for k, v in eval_metrics.items()), flush=True)
 

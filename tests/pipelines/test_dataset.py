@@ -10,7 +10,9 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from pipelines import corpus, pretraining_dataset, records
+from bert_tf.tokenization import BertTokenizer
+from pipelines import corpus, pretraining_dataset, records, text_dataset
+from pipelines.dataset import fixed_evaluation_batches
 
 VOCAB_FILE = str(Path(__file__).resolve().parents[1] / "fixtures" / "bert_uncased_vocab.txt")
 SEQ, PRED = 16, 4
@@ -154,6 +156,52 @@ class PretrainingDatasetTest(tf.test.TestCase):
                 max_seq_length=SEQ,
                 max_predictions_per_seq=PRED,
             )
+
+    def test_fixed_evaluation_batches_keep_every_example_once_then_weigh_nothing(self):
+        path, rows = self._write("eval.tfrecord", 7)
+        dataset = pretraining_dataset(
+            path, batch_size=3, max_seq_length=SEQ, max_predictions_per_seq=PRED, repeat=False,
+            drop_remainder=False, shuffle=False,
+        )  # fmt: skip
+        batches = list(fixed_evaluation_batches(dataset, 3).take(5))
+        self.assertEqual([b["input_ids"].shape.as_list() for b in batches], [[3, SEQ]] * 5)
+        weights = [b["next_sentence_weights"].numpy().ravel().tolist() for b in batches]
+        self.assertEqual(weights, [[1, 1, 1], [1, 1, 1], [1, 0, 0], [0, 0, 0], [0, 0, 0]])
+        real = [
+            row
+            for b in batches
+            for row, w in zip(b["input_ids"].numpy(), b["next_sentence_weights"].numpy(), strict=True)
+            if w
+        ]
+        self.assertAllEqual(real, [r["input_ids"] for r in rows])
+        for b in batches[2:]:  # padding rows: no masked-LM weight, no mask
+            self.assertEqual(float(tf.reduce_sum(b["masked_lm_weights"][-2:])), 0.0)
+            self.assertEqual(int(tf.reduce_sum(b["input_mask"][-2:])), 0)
+
+
+class HeldOutSliceTest(tf.test.TestCase):
+    def test_slices_are_disjoint_cover_the_blocks_and_every_shard_holds_some_out(self):
+        path = corpus.write_corpus(os.path.join(tempfile.mkdtemp(), "corpus.txt"))
+        tokenizer = BertTokenizer(VOCAB_FILE)
+
+        def blocks(held_out, num_shards=1, shard_index=0):
+            # Blocks of 4 documents: the embedded corpus makes about 50 of them.
+            dataset = text_dataset.pair_blocks(
+                [path], tokenizer, max_seq_length=64, seed=3, min_documents=4, held_out=held_out,
+                num_shards=num_shards, shard_index=shard_index,
+            )  # fmt: skip
+            return {tuple(b["seed"].numpy()): b["input_ids"].numpy().tobytes() for b in dataset}
+
+        every, only, rest = blocks(None), blocks("only"), blocks("exclude")
+        self.assertGreaterEqual(len(every), 2 * text_dataset.HELD_OUT_EVERY)
+        self.assertEmpty(only.keys() & rest.keys())
+        self.assertEqual({**only, **rest}, every)  # a block's pairs do not depend on the slicing
+        self.assertLen(only, len(every) // text_dataset.HELD_OUT_EVERY)
+        # Two workers: the held-out blocks are shared out by their own number, so neither
+        # worker is left without any (by block number alone, all would fall to one).
+        shards = [blocks("only", 2, index) for index in range(2)]
+        self.assertTrue(all(shards))
+        self.assertEqual({**shards[0], **shards[1]}, only)
 
 
 if __name__ == "__main__":

@@ -152,15 +152,7 @@ class PretrainingRunTest(tf.test.TestCase):
         self.assertEqual(result.train.step, 6)
         self.assertEqual(
             sorted(result.eval_metrics),
-            [
-                "fill_rate",
-                "loss",
-                "masked_lm_accuracy",
-                "masked_lm_loss",
-                "next_sentence_accuracy",
-                "next_sentence_loss",
-                "real_tokens",
-            ],
+            ["loss", "masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy", "next_sentence_loss"],
         )
         self.assertBetween(result.eval_metrics["masked_lm_accuracy"], 0.0, 1.0)
         model_dir = Path(result.model_dir)
@@ -237,6 +229,70 @@ class PretrainingRunTest(tf.test.TestCase):
 
 
 @pytest.mark.slow
+class ExactEvaluationTest(tf.test.TestCase):
+    def test_evaluation_equals_one_batch_of_all_examples_whatever_the_batching(self):
+        from bert_tf.models import BertPretrainer
+        from bert_tf.models.losses import pretraining_losses
+        from bert_tf.training.loop import Trainer
+        from bert_tf.training.optimization import create_optimizer
+
+        seq, predictions, count = 16, 4, 7
+        rng = np.random.default_rng(0)
+        path = os.path.join(tempfile.mkdtemp(), "eval.tfrecord")
+        rows = []
+        with tf.io.TFRecordWriter(path) as writer:
+            for index in range(count):
+                length, masked = int(rng.integers(5, seq + 1)), 1 + index % predictions  # weights differ
+                row = {
+                    "input_ids": [101, *rng.integers(1000, 1100, length - 2).tolist(), 102]
+                    + [0] * (seq - length),
+                    "input_mask": [1] * length + [0] * (seq - length),
+                    "segment_ids": [0] * seq,
+                    "masked_lm_positions": list(range(1, masked + 1)) + [0] * (predictions - masked),
+                    "masked_lm_ids": rng.integers(1000, 1100, predictions).tolist(),
+                    "masked_lm_weights": [1.0] * masked + [0.0] * (predictions - masked),
+                    "next_sentence_labels": [index % 2],
+                }
+                rows.append(row)
+                feature = {
+                    name: tf.train.Feature(float_list=tf.train.FloatList(value=value))
+                    if name == "masked_lm_weights"
+                    else tf.train.Feature(int64_list=tf.train.Int64List(value=value))
+                    for name, value in row.items()
+                }
+                writer.write(
+                    tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+                )
+        settings = pretraining.PretrainingConfig(
+            train_files=path, train_batch_size=3, max_seq_length=seq, max_predictions_per_seq=predictions
+        )
+        model = BertPretrainer(load_config("bert_tiny").replace(vocab_size=1100))
+        all_rows = {
+            name: np.array([row[name] for row in rows], "float32" if "weights" in name else "int32")
+            for name in rows[0]
+        }
+        expected = pretraining_losses(all_rows, model(pretraining.model_inputs(all_rows), training=False))
+        trainer = Trainer(
+            tf.distribute.get_strategy(),
+            model,
+            create_optimizer(1e-3, 10, 1, presummed_gradients=True),
+            pretraining.pretraining_loss_share,
+            tempfile.mkdtemp(),
+            global_batch_size=3,
+            totals_fn=pretraining.masked_lm_totals,
+            model_inputs=pretraining.model_inputs,
+            metric_weights=pretraining.EVALUATION_WEIGHTS,
+            verbose=False,
+        )
+        eval_fn = pretraining._dataset_fn(settings, [path], None, seq, predictions, seed=1, training=False)
+        # 7 examples in batches of 3: the third is filled with 2 rows of weight 0, and the
+        # two steps after it are all padding: they change nothing.
+        metrics = trainer.evaluate(eval_fn, steps=5)
+        self.assertEqual(set(metrics), set(pretraining.EVALUATION_WEIGHTS))
+        for name, value in metrics.items():
+            self.assertAllClose(value, float(expected[name]), atol=1e-5, rtol=1e-5, msg=name)
+
+
 class MixedPrecisionTest(tf.test.TestCase):
     def test_float16_with_loss_scaling_and_bfloat16_train_with_accumulation(self):
         import keras

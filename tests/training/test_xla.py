@@ -61,11 +61,17 @@ def _train(jit_compile: bool) -> list[float]:
         verbose=False,
     )
     result = trainer.train([Phase("all", 0, 6, _batches)])
-    return [entry["loss"] for entry in result.history]
+    return trainer, [entry["loss"] for entry in result.history]
 
 
 class XlaLoopTest(tf.test.TestCase):
     def test_jit_compiled_loop_matches_the_uncompiled_one(self):
-        compiled, plain = _train(jit_compile=True), _train(jit_compile=False)
+        (trainer, compiled), (_, plain) = _train(jit_compile=True), _train(jit_compile=False)
         self.assertLen(compiled, 3)
         self.assertAllClose(compiled, plain, rtol=1e-3, atol=1e-4)
+        # The step the loop ran is one XLA program holding the update too: AdamW's square
+        # root of the second moment and the global-norm clipping are in its HLO.
+        batch = next(iter(_batches(None)))
+        hlo = trainer.compiled_step.experimental_get_compiler_ir(batch)(stage="hlo")
+        self.assertIn("sqrt", hlo)
+        self.assertGreater(hlo.count("parameter("), 2 * len(trainer.model.trainable_variables))
