@@ -52,12 +52,14 @@ HELP_FLAGS = ("--help", "-help", "--helpshort", "-helpshort", "--helpfull", "-he
 # Lines TensorFlow's native code prints that a user would take for errors, or that say
 # nothing a user can act on. Each of its two native libraries prints the absl pre-init
 # warning; cudart_stub and cuda_platform say that a machine without a GPU has no GPU;
-# oneDNN says when it falls back to Eigen for an op. Glog-style INFO/WARNING lines are
+# oneDNN says when it falls back to Eigen for an op. Native INFO/WARNING lines are
 # start-up detail (TF_CPP_MIN_LOG_LEVEL=2 hides them later anyway); any other ERROR
 # line is passed on.
 _NATIVE_NOISE = re.compile(
     rb"^(WARNING: All log messages before absl::InitializeLog\(\) is called"
-    rb"|[IW]\d{4} \d\d:\d\d:\d\d"
+    # Native glog-style lines name a C++ source ("port.cc:153]"); absl's Python log lines
+    # ("generate.py:117]") are the programs' own messages and are passed on.
+    rb"|[IW]\d{4} [\d:.]+ +\d+ [\w./-]+\.(cc|h|cpp):\d+\]"
     rb"|E\d{4} .*(cuInit|cuda_platform|cuda_dnn|cuda_fft|cuda_blas|Unable to register|oneDNN supports)"
     rb"|To enable the following instructions:"
     rb")"

@@ -100,5 +100,27 @@ class SettingsFlagsTest(tf.test.TestCase):
                 self.assertTrue(issubclass(error, ValueError))  # as before, for callers catching it
 
 
+
+class NativeNoiseTest(tf.test.TestCase):
+    def test_only_tensorflows_native_noise_is_filtered(self):
+        from bert_tf.cli import _NATIVE_NOISE
+
+        noise = [
+            b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
+            b"I0000 00:00:1796156239.407599    7021 port.cc:153] oneDNN custom operations are on.",
+            b"W0000 00:00:1796159727.858515    1154 dataset.h:598] FAILED_PRECONDITION: stateful.",
+            b"E0000 00:00:1796155771.117224    4293 cuda_platform.cc:52] failed call to cuInit: INTERNAL",
+            b"E0000 00:00:1796155931.549694    5359 util.cc:131] oneDNN supports DT_INT64 only on platforms",
+        ]
+        kept = [
+            b"I1201 21:25:18.123456 140234 generate.py:117] wrote 5 instances",  # absl, from Python
+            b"E0000 00:00:1796155931.549694    5359 session.cc:131] a real error",
+            b"bert_tf.finetune: error: --train_batch_size must be a positive integer, got 0",
+            b"Traceback (most recent call last):",
+        ]
+        self.assertTrue(all(_NATIVE_NOISE.match(line) for line in noise))
+        self.assertFalse(any(_NATIVE_NOISE.match(line) for line in kept))
+
+
 if __name__ == "__main__":
     tf.test.main()
