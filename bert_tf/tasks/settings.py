@@ -13,8 +13,7 @@ import dataclasses
 
 from bert_tf.cli import setting
 from bert_tf.errors import UsageError
-
-PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
+from bert_tf.training import precision
 
 
 @dataclasses.dataclass
@@ -47,11 +46,15 @@ class FinetuneSettings:
     predict_file: str | None = setting(
         None, "Data to predict (labels not needed); written in the official format."
     )
-    data_dir: str | None = setting(None, "GLUE task directory as distributed (train.tsv, dev*.tsv, test*.tsv).")
+    data_dir: str | None = setting(
+        None, "GLUE task directory as distributed (train.tsv, dev*.tsv, test*.tsv)."
+    )
     tfds_name: str | None = setting(None, "TFDS dataset, e.g. glue/mrpc, squad/v1.1, conll2003.")
     tfds_data_dir: str | None = setting(None, "TFDS data directory (a prepared one works offline).")
     text_column: str = setting("text", "classification/regression: column of the text.")
-    text_b_column: str | None = setting(None, "classification/regression: column of the second text of a pair.")
+    text_b_column: str | None = setting(
+        None, "classification/regression: column of the second text of a pair."
+    )
     label_column: str = setting("label", "classification/regression: column of the label.")
     max_seq_length: int | None = setting(None, "Word pieces per sequence (default 384 for SQuAD, else 128).")
     doc_stride: int = setting(128, "SQuAD: stride between context windows.")
@@ -75,11 +78,11 @@ class FinetuneSettings:
     overwrite: bool = setting(False, "Replace the finished results of an earlier run in --output_dir.")
     # -- how training runs (the defaults are the original recipe's) ---------------------------
     mixed_precision: str = setting(
-        "float32",
-        "Keras dtype policy of training: float32, mixed_bfloat16 (TPUs, CPUs with AMX or "
-        "AVX512-BF16) or mixed_float16 (GPUs; with loss scaling). Heads' logits stay float32. "
-        "float32 is the fastest on CPUs without bfloat16 units.",
-        choices=PRECISIONS,
+        precision.AUTO,
+        "Keras dtype policy of training: float32, mixed_bfloat16 or mixed_float16 (with loss "
+        "scaling); heads' logits stay float32. auto: mixed_bfloat16 on TPUs, recent GPUs and CPUs "
+        "with bfloat16 units (AMX, AVX512-BF16), mixed_float16 on older GPUs, else float32.",
+        choices=(precision.AUTO, *precision.POLICIES),
     )
     jit_compile: bool | None = setting(
         None, "Compile the training step with XLA (default: Keras' choice: on a GPU, not on a CPU)."
@@ -144,7 +147,9 @@ class FinetuneSettings:
             if getattr(self, name) <= 0:
                 raise UsageError(f"--{name} must be a positive integer, got {getattr(self, name)}")
         if not self.learning_rate > 0:
-            raise UsageError(f"--learning_rate must be > 0, got {self.learning_rate} (BERT uses 2e-5 to 5e-5)")
+            raise UsageError(
+                f"--learning_rate must be > 0, got {self.learning_rate} (BERT uses 2e-5 to 5e-5)"
+            )
         if not self.num_train_epochs > 0:
             raise UsageError(f"--num_train_epochs must be > 0, got {self.num_train_epochs}")
         if not 0.0 <= self.warmup_proportion < 1.0:
@@ -168,9 +173,10 @@ class FinetuneSettings:
             raise UsageError(
                 f"--early_stopping_patience must be >= 1 evaluation, got {self.early_stopping_patience}"
             )
-        if self.mixed_precision not in PRECISIONS:
+        if self.mixed_precision not in (precision.AUTO, *precision.POLICIES):
             raise UsageError(
-                f"--mixed_precision={self.mixed_precision} is not a dtype policy; use one of {', '.join(PRECISIONS)}"
+                f"--mixed_precision={self.mixed_precision} is not a dtype policy; use one of "
+                f"{', '.join((precision.AUTO, *precision.POLICIES))}"
             )
         if self.static_shapes and self.length_buckets:
             raise UsageError(

@@ -77,7 +77,12 @@ class TrainingRunTest(tf.test.TestCase):
         paths = write_task(root)
         output_dir = os.path.join(root, "out")
         settings = settings_for(
-            paths, output_dir, eval_every_steps=4, keep_best_model=True, learning_rate=1e-3
+            paths,
+            output_dir,
+            eval_every_steps=4,
+            keep_best_model=True,
+            learning_rate=1e-3,
+            mixed_precision="float32",
         )
         results = run(settings)
         # 24 examples, batch 4, 2 epochs: 12 updates, evaluated at 4, 8 and 12.
@@ -147,7 +152,7 @@ class TrainingRunTest(tf.test.TestCase):
             ({"early_stopping_patience": 0}, "--early_stopping_patience must be >= 1"),
             (
                 {"mixed_precision": "float16"},
-                "--mixed_precision=float16 is not a dtype policy; use one of float32",
+                "--mixed_precision=float16 is not a dtype policy; use one of auto, float32",
             ),
             ({"save_checkpoints_steps": 0}, "--save_checkpoints_steps must be a positive integer"),
         ]:
@@ -206,7 +211,7 @@ class TrainingRunTest(tf.test.TestCase):
         defaults = FinetuneSettings(task="sst2", output_dir="/tmp/o")
         self.assertEqual(
             (defaults.mixed_precision, defaults.jit_compile, defaults.eval_every_steps),
-            ("float32", None, None),
+            ("auto", None, None),
         )
 
     def test_early_stopping_stops_the_run(self):
