@@ -1,7 +1,9 @@
 r"""Sequence packing: training throughput in real (non-padding) tokens/s on the same records.
 
-Three contenders train on the same masked TFRecords, made from a real corpus (the
-embedded one: short documents of English prose) by our generator, in one process:
+Three contenders train on the same masked TFRecords, made by our generator from a real
+corpus of short documents (the embedded corpus, Python's documentation, with each prose
+paragraph a document: `--documents=paragraphs`; `sections` gives longer ones), in one
+process:
 
 - ours, packed: `pretraining_dataset(packing=True)` rows into `BertPretrainer(packed=True)`;
 - ours, unpacked: the padded batches into `BertPretrainer`;
@@ -13,8 +15,9 @@ Each step is forward, backward and an AdamW update (global-norm clipping) in one
 so the input pipeline is not timed. Steps of the contenders are interleaved after
 warm-up, so load from other processes hits all alike; the median step time is used.
 Real tokens/s = mean real tokens of a contender's batches / median step time. It prints
-the fill rate (real tokens / positions) of padded and packed batches, and the ratios;
-the target is packed >= 1.4x keras-hub at 128 on a corpus of about 66% fill.
+the fill rate (real tokens / positions) of the whole record file padded, of the packed
+batches, and the ratios; the target is packed >= 1.4x keras-hub at 128 on a corpus of
+about 66% fill.
 
     pip install -e ".[bench]"
     python bench/packing.py                          # BERT-Base, 128 then a few steps at 512
@@ -43,6 +46,12 @@ flags.DEFINE_string("seq_lengths", "128,512", "Sequence lengths, comma-separated
 flags.DEFINE_string("steps", "6,2", "Timed steps per contender, per sequence length (one value: all).")
 flags.DEFINE_integer("batch_size", 32, "Rows per batch (padded sequences, or packed rows).")
 flags.DEFINE_string("mixed_precision", "mixed_bfloat16", "Keras dtype policy.")
+flags.DEFINE_enum(
+    "documents",
+    "paragraphs",
+    ["paragraphs", "sections"],
+    "The corpus's documents: its paragraphs or sections.",
+)
 flags.DEFINE_bool("jit_compile", False, "XLA for every contender's step.")
 flags.DEFINE_string(
     "vocab_file", str(ROOT / "tests" / "fixtures" / "bert_uncased_vocab.txt"), "WordPiece vocab."
@@ -50,12 +59,43 @@ flags.DEFINE_string(
 FLAGS = flags.FLAGS
 
 
-def make_records(directory: str, seq_length: int, predictions: int) -> str:
-    """Masked records of the embedded corpus at `seq_length`, by our generator (dupe_factor 2)."""
+def write_corpus(path: str) -> str:
+    """The embedded corpus with a document per section, or per prose paragraph (shorter)."""
     from pipelines import corpus
+
+    if FLAGS.documents == "sections":
+        return corpus.write_corpus(path)
+    documents = [
+        sentences
+        for topic in sorted(corpus._topics())
+        for paragraphs in corpus._sections(corpus._topics()[topic])
+        for sentences in map(corpus.split_sentences, paragraphs)
+        if sentences
+    ]
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write("\n\n".join("\n".join(document) for document in documents) + "\n")
+    return path
+
+
+def file_fill(records: str, seq_length: int, predictions: int) -> float:
+    """Real tokens / positions over every record of the file (the corpus's fill when padded)."""
+    from pipelines import pretraining_dataset
+
+    real = positions = 0
+    for batch in pretraining_dataset(
+        records, batch_size=256, max_seq_length=seq_length, max_predictions_per_seq=predictions,
+        repeat=False, drop_remainder=False, shuffle=False,
+    ):  # fmt: skip
+        real += real_tokens(batch)
+        positions += batch["input_mask"].shape.num_elements()
+    return real / positions
+
+
+def make_records(directory: str, seq_length: int, predictions: int) -> str:
+    """Masked records of the corpus at `seq_length`, by our generator (dupe_factor 2)."""
     from pipelines.generate import GenerationConfig, create_pretraining_data
 
-    text = corpus.write_corpus(os.path.join(directory, "corpus.txt"))
+    text = write_corpus(os.path.join(directory, f"corpus_{FLAGS.documents}.txt"))
     output = os.path.join(directory, f"train_{seq_length}.tfrecord")
     create_pretraining_data(
         GenerationConfig(
@@ -121,15 +161,16 @@ def run(seq_length: int, steps: int, work: str) -> None:
     count = steps + 2  # two warm-up steps, then one batch per timed step
     padded = read_batches(records, seq_length, predictions, count, packing=False)
     packed = read_batches(records, seq_length, predictions, count, packing=True)
-    fill = {
-        name: sum(real_tokens(b) for b in batches)
-        / sum(b["input_mask"].shape.num_elements() for b in batches)
-        for name, batches in (("padded", padded), ("packed", packed))
-    }
+    packed_fill = sum(real_tokens(b) for b in packed) / sum(
+        b["input_mask"].shape.num_elements() for b in packed
+    )
+    instances = sum(float(b["next_sentence_weights"].numpy().sum()) for b in packed)
+    rows = sum(b["input_ids"].shape[0] for b in packed)
     print(
         f"{FLAGS.config} seq {seq_length}, {FLAGS.batch_size} rows/batch, {FLAGS.mixed_precision}, "
-        f"jit_compile={FLAGS.jit_compile}: fill {fill['padded']:.1%} padded, {fill['packed']:.1%} packed "
-        f"({sum(float(b['next_sentence_weights'].numpy().sum()) for b in packed) / len(packed):.1f} instances/row)",
+        f"jit_compile={FLAGS.jit_compile}; corpus: documents = {FLAGS.documents}, fill of all its records "
+        f"padded {file_fill(records, seq_length, predictions):.1%}; the timed packed batches {packed_fill:.1%} "
+        f"({instances / rows:.2f} instances/row)",
         flush=True,
     )
     keras.mixed_precision.set_global_policy(FLAGS.mixed_precision)
