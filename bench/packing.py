@@ -1,9 +1,9 @@
 r"""Sequence packing: training throughput in real (non-padding) tokens/s on the same records.
 
 Three contenders train on the same masked TFRecords, made by our generator from a real
-corpus of short documents (the embedded corpus, Python's documentation, with each prose
-paragraph a document: `--documents=paragraphs`; `sections` gives longer ones), in one
-process:
+corpus of short documents (the embedded corpus, Python's documentation, with every 4
+prose paragraphs of a section a document: `--paragraphs_per_document=4`, 66% of the
+positions real at 128; 0 makes each section a document, 80%), in one process:
 
 - ours, packed: `pretraining_dataset(packing=True)` rows into `BertPretrainer(packed=True)`;
 - ours, unpacked: the padded batches into `BertPretrainer`;
@@ -46,11 +46,10 @@ flags.DEFINE_string("seq_lengths", "128,512", "Sequence lengths, comma-separated
 flags.DEFINE_string("steps", "6,2", "Timed steps per contender, per sequence length (one value: all).")
 flags.DEFINE_integer("batch_size", 32, "Rows per batch (padded sequences, or packed rows).")
 flags.DEFINE_string("mixed_precision", "mixed_bfloat16", "Keras dtype policy.")
-flags.DEFINE_enum(
-    "documents",
-    "paragraphs",
-    ["paragraphs", "sections"],
-    "The corpus's documents: its paragraphs or sections.",
+flags.DEFINE_integer(
+    "paragraphs_per_document",
+    4,
+    "The corpus's documents: this many consecutive prose paragraphs of a section (0: whole sections).",
 )
 flags.DEFINE_bool("jit_compile", False, "XLA for every contender's step.")
 flags.DEFINE_string(
@@ -60,18 +59,19 @@ FLAGS = flags.FLAGS
 
 
 def write_corpus(path: str) -> str:
-    """The embedded corpus with a document per section, or per prose paragraph (shorter)."""
+    """The embedded corpus, a document per section or per few paragraphs of one (shorter)."""
     from pipelines import corpus
 
-    if FLAGS.documents == "sections":
+    size = FLAGS.paragraphs_per_document
+    if not size:
         return corpus.write_corpus(path)
-    documents = [
-        sentences
-        for topic in sorted(corpus._topics())
-        for paragraphs in corpus._sections(corpus._topics()[topic])
-        for sentences in map(corpus.split_sentences, paragraphs)
-        if sentences
-    ]
+    documents = []
+    for topic in sorted(corpus._topics()):
+        for paragraphs in corpus._sections(corpus._topics()[topic]):
+            for start in range(0, len(paragraphs), size):
+                sentences = [s for p in paragraphs[start : start + size] for s in corpus.split_sentences(p)]
+                if sentences:
+                    documents.append(sentences)
     with open(path, "w", encoding="utf-8") as handle:
         handle.write("\n\n".join("\n".join(document) for document in documents) + "\n")
     return path
@@ -95,7 +95,7 @@ def make_records(directory: str, seq_length: int, predictions: int) -> str:
     """Masked records of the corpus at `seq_length`, by our generator (dupe_factor 2)."""
     from pipelines.generate import GenerationConfig, create_pretraining_data
 
-    text = write_corpus(os.path.join(directory, f"corpus_{FLAGS.documents}.txt"))
+    text = write_corpus(os.path.join(directory, f"corpus_{FLAGS.paragraphs_per_document}.txt"))
     output = os.path.join(directory, f"train_{seq_length}.tfrecord")
     create_pretraining_data(
         GenerationConfig(
@@ -168,7 +168,8 @@ def run(seq_length: int, steps: int, work: str) -> None:
     rows = sum(b["input_ids"].shape[0] for b in packed)
     print(
         f"{FLAGS.config} seq {seq_length}, {FLAGS.batch_size} rows/batch, {FLAGS.mixed_precision}, "
-        f"jit_compile={FLAGS.jit_compile}; corpus: documents = {FLAGS.documents}, fill of all its records "
+        f"jit_compile={FLAGS.jit_compile}; corpus: {FLAGS.paragraphs_per_document or 'all'} paragraphs per "
+        f"document, fill of all its records "
         f"padded {file_fill(records, seq_length, predictions):.1%}; the timed packed batches {packed_fill:.1%} "
         f"({instances / rows:.2f} instances/row)",
         flush=True,
