@@ -44,7 +44,11 @@ sys.path.insert(0, str(ROOT))
 flags.DEFINE_string("config", "bert_base", "Model config (its vocab_size must be the vocab's, 30522).")
 flags.DEFINE_string("seq_lengths", "128,512", "Sequence lengths, comma-separated.")
 flags.DEFINE_string("steps", "6,2", "Timed steps per contender, per sequence length (one value: all).")
-flags.DEFINE_integer("batch_size", 32, "Rows per batch (padded sequences, or packed rows).")
+flags.DEFINE_string(
+    "batch_size",
+    "32,8",
+    "Rows per batch (padded sequences, or packed rows), per sequence length (one value: all).",
+)
 flags.DEFINE_string("mixed_precision", "mixed_bfloat16", "Keras dtype policy.")
 flags.DEFINE_integer(
     "paragraphs_per_document",
@@ -110,12 +114,14 @@ def make_records(directory: str, seq_length: int, predictions: int) -> str:
     return output
 
 
-def read_batches(records: str, seq_length: int, predictions: int, count: int, packing: bool) -> list[dict]:
+def read_batches(
+    records: str, seq_length: int, predictions: int, count: int, batch_size: int, packing: bool
+) -> list[dict]:
     from pipelines import pretraining_dataset
 
     dataset = pretraining_dataset(
         records,
-        batch_size=FLAGS.batch_size,
+        batch_size=batch_size,
         max_seq_length=seq_length,
         max_predictions_per_seq=predictions,
         seed=0,
@@ -150,7 +156,7 @@ def keras_hub(config):
     return lambda features: step(adapt(features))
 
 
-def run(seq_length: int, steps: int, work: str) -> None:
+def run(seq_length: int, steps: int, batch_size: int, work: str) -> None:
     import keras
 
     from bert_tf.config import load_config
@@ -159,15 +165,15 @@ def run(seq_length: int, steps: int, work: str) -> None:
     predictions = max(1, round(20 * seq_length / 128))
     records = make_records(work, seq_length, predictions)
     count = steps + 2  # two warm-up steps, then one batch per timed step
-    padded = read_batches(records, seq_length, predictions, count, packing=False)
-    packed = read_batches(records, seq_length, predictions, count, packing=True)
+    padded = read_batches(records, seq_length, predictions, count, batch_size, packing=False)
+    packed = read_batches(records, seq_length, predictions, count, batch_size, packing=True)
     packed_fill = sum(real_tokens(b) for b in packed) / sum(
         b["input_mask"].shape.num_elements() for b in packed
     )
     instances = sum(float(b["next_sentence_weights"].numpy().sum()) for b in packed)
     rows = sum(b["input_ids"].shape[0] for b in packed)
     print(
-        f"{FLAGS.config} seq {seq_length}, {FLAGS.batch_size} rows/batch, {FLAGS.mixed_precision}, "
+        f"{FLAGS.config} seq {seq_length}, {batch_size} rows/batch, {FLAGS.mixed_precision}, "
         f"jit_compile={FLAGS.jit_compile}; corpus: {FLAGS.paragraphs_per_document or 'all'} paragraphs per "
         f"document, fill of all its records "
         f"padded {file_fill(records, seq_length, predictions):.1%}; the timed packed batches {packed_fill:.1%} "
@@ -213,11 +219,17 @@ def run(seq_length: int, steps: int, work: str) -> None:
 def main(argv) -> None:
     del argv
     lengths = [int(value) for value in FLAGS.seq_lengths.split(",")]
-    steps = [int(value) for value in FLAGS.steps.split(",")]
-    steps = (steps * len(lengths))[: len(lengths)] if len(steps) == 1 else steps
+
+    def per_length(text: str) -> list[int]:
+        values = [int(value) for value in text.split(",")]
+        return values * len(lengths) if len(values) == 1 else values[: len(lengths)]
+
     work = tempfile.mkdtemp(prefix="bert_tf_bench_packing_")
-    for seq_length, count in zip(lengths, steps, strict=True):
-        run(seq_length, count, work)
+    # BERT-Base at 512 in batches of 32 needs more than 24 GB for three models: 8 there.
+    for seq_length, count, batch_size in zip(
+        lengths, per_length(FLAGS.steps), per_length(FLAGS.batch_size), strict=True
+    ):
+        run(seq_length, count, batch_size, work)
 
 
 if __name__ == "__main__":
