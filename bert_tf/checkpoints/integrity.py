@@ -110,15 +110,21 @@ def latest_checkpoint(model_dir: str) -> str | None:
     return latest
 
 
-def check_keras_archive(path: str) -> None:
-    """A `.keras` file is a zip archive: its directory is intact and every member's CRC matches."""
+def check_keras_archive(path: str, display_path: str | None = None) -> None:
+    """A `.keras` file is a zip archive: its directory is intact and every member's CRC matches.
+
+    `display_path` names the file in messages when `path` is a local copy of it (Keras
+    reads a `.keras` file only from a local disk).
+    """
+    name = display_path or path
     size = os.path.getsize(path)
     try:
         with zipfile.ZipFile(path) as archive:
             bad = archive.testzip()
     except (zipfile.BadZipFile, OSError, EOFError) as error:
+        detail = str(error).replace(path, name)
         raise damaged(
-            path, f"not a complete zip archive, {size} bytes: {error}", "save or copy it again"
+            name, f"not a complete zip archive, {size} bytes: {detail}", "save or copy it again"
         ) from None
     if bad:
-        raise damaged(path, f"the member {bad} fails its CRC check", "save or copy it again")
+        raise damaged(name, f"the member {bad} fails its CRC check", "save or copy it again")
