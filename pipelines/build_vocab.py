@@ -30,15 +30,19 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import logging
 import os
 import time
 from collections.abc import Sequence
 
-from absl import flags, logging
+from absl import flags
 
 from bert_tf import cli
 from bert_tf.cli import setting
 from bert_tf.errors import UsageError
+
+# By name: this module is also the program (__main__).
+logger = logging.getLogger("pipelines.build_vocab")
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
@@ -100,7 +104,7 @@ def count_words(
     counts: collections.Counter = collections.Counter()
     num_lines = num_bytes = next_log = 0
     start = time.perf_counter()
-    logging.info(
+    logger.info(
         "Counting words of %d file(s): %s",
         len(paths),
         ", ".join(paths[:3]) + (" ..." if len(paths) > 3 else ""),
@@ -111,7 +115,7 @@ def count_words(
         num_bytes += int(batch_bytes)
         if num_lines >= next_log:
             elapsed = time.perf_counter() - start
-            logging.info(
+            logger.info(
                 "%d lines, %.1f MB, %d distinct words, %.2f MB/s",
                 num_lines,
                 num_bytes / 1e6,
@@ -119,7 +123,7 @@ def count_words(
                 num_bytes / 1e6 / max(elapsed, 1e-9),
             )
             next_log = num_lines + log_every_lines
-    logging.info("Read %d lines (%.1f MB): %d distinct words", num_lines, num_bytes / 1e6, len(counts))
+    logger.info("Read %d lines (%.1f MB): %d distinct words", num_lines, num_bytes / 1e6, len(counts))
     return collections.Counter({word.decode("utf-8"): count for word, count in counts.items()})
 
 
@@ -141,7 +145,7 @@ def learn_vocab(word_counts: collections.Counter, vocab_size: int, **learn_param
     if len(vocab) > vocab_size:
         # The learner's threshold search can overshoot when the alphabet alone is large; the
         # tail holds the rarest pieces.
-        logging.warning("Learned %d tokens; keeping the first %d (--vocab_size)", len(vocab), vocab_size)
+        logger.warning("Learned %d tokens; keeping the first %d (--vocab_size)", len(vocab), vocab_size)
         vocab = vocab[:vocab_size]
     return vocab
 
@@ -170,9 +174,9 @@ def build_vocab(
     counts = count_words(input_files, lower_case=lower_case, max_lines=max_lines)
     start = time.perf_counter()
     vocab = learn_vocab(counts, vocab_size, **learn_params)
-    logging.info("Learned %d tokens in %.1f s", len(vocab), time.perf_counter() - start)
+    logger.info("Learned %d tokens in %.1f s", len(vocab), time.perf_counter() - start)
     write_vocab(vocab, output_file)
-    logging.info("Wrote %s", output_file)
+    logger.info("Wrote %s", output_file)
     return vocab
 
 
@@ -181,7 +185,10 @@ class VocabSettings:
     """`python -m pipelines.build_vocab`: `build_vocab(**dataclasses.asdict(settings))`."""
 
     input_files: str = dataclasses.field(
-        metadata={"help": "Text files: a path, a glob or a comma-separated list of them.", "flag": "input_file"}
+        metadata={
+            "help": "Text files: a path, a glob or a comma-separated list of them.",
+            "flag": "input_file",
+        }
     )
     output_file: str = dataclasses.field(metadata={"help": "Where to write the vocab, one token per line."})
     vocab_size: int = setting(30522, "Largest vocab size to learn (the special tokens included).")

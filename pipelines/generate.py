@@ -14,17 +14,19 @@ True
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import sys
 import time
 import uuid
 
 import tensorflow as tf
-from absl import logging
 
 from bert_tf.cli import setting
 from bert_tf.errors import BertTfError, UsageError
 from pipelines import masking, records, segmenters, text_dataset, text_input
+
+logger = logging.getLogger(__name__)
 
 # Records shuffled together (serialized, ~0.7 KB each at length 128): the bound on memory
 # that replaces the original's shuffle of all instances in memory.
@@ -39,7 +41,9 @@ class GenerationConfig:
     output_file: str = dataclasses.field(
         metadata={"help": "Output TFRecord file(s): comma-separated, written round-robin."}
     )
-    vocab_file: str = dataclasses.field(metadata={"help": "The vocabulary file that the BERT model was trained on."})
+    vocab_file: str = dataclasses.field(
+        metadata={"help": "The vocabulary file that the BERT model was trained on."}
+    )
     do_lower_case: bool = setting(True, "Lower-case the input (True for uncased models).")
     do_whole_word_mask: bool = setting(False, "Mask whole words (a piece and its ## continuations).")
     max_seq_length: int = setting(128, "Maximum sequence length.")
@@ -52,7 +56,9 @@ class GenerationConfig:
     dynamic_masking: bool = setting(
         False, "Write unmasked records; pipelines.pretraining_dataset masks them afresh each epoch."
     )
-    shuffle_buffer_size: int = setting(DEFAULT_SHUFFLE_BUFFER_SIZE, "Records shuffled together (bounds memory).")
+    shuffle_buffer_size: int = setting(
+        DEFAULT_SHUFFLE_BUFFER_SIZE, "Records shuffled together (bounds memory)."
+    )
     accept_non_text: bool = setting(
         False, "Use the input even if most of its lines are not text (invalid UTF-8, or no word pieces)."
     )
@@ -174,7 +180,7 @@ def _make_output_dirs(outputs: list[str]) -> None:
         directory = os.path.dirname(path)
         if directory and not tf.io.gfile.exists(directory):
             # Creating it is what a user running a long job wants; say so.
-            logging.warning("output directory %s does not exist; creating it", directory)
+            logger.info("creating the output folder %s", directory)
             tf.io.gfile.makedirs(directory)
 
 
@@ -326,7 +332,7 @@ def create_pretraining_data(config: GenerationConfig, *, progress: bool = True, 
         seconds=time.monotonic() - started,
     )
     if summary.documents == 1:
-        logging.warning(
+        logger.warning(
             "the corpus has a single document, so every random-next segment was drawn from that same document "
             "(NSP then only tells near from far text); separate documents with blank lines"
         )
