@@ -168,6 +168,23 @@ def show_library_logs(verbose: bool = False) -> None:
         logger.propagate = False  # not again through absl's handler on the root logger
 
 
+@contextlib.contextmanager
+def tensorflow_info_hidden():
+    """Hides TensorFlow's Python INFO lines for the block ("Assets written to: ...").
+
+    TensorFlow logs through absl, whose verbosity (INFO under `app.run`) is the root
+    logger's level: WARNING for the block, then what it was.
+    """
+    from absl import logging as absl_logging
+
+    verbosity = absl_logging.get_verbosity()
+    absl_logging.set_verbosity(absl_logging.WARNING)
+    try:
+        yield
+    finally:
+        absl_logging.set_verbosity(verbosity)
+
+
 # --- flags from settings dataclasses -------------------------------------------------------
 
 
