@@ -164,14 +164,20 @@ def build_vocab(
     output_file: str,
     lower_case: bool = True,
     max_lines: int = 0,
+    accept_non_text: bool = False,
     **learn_params,
 ) -> list[str]:
     """Counts words, learns a WordPiece vocab and writes it to `output_file`; returns the vocab.
 
-    `learn_params` go to tensorflow-text's learner (`max_unique_chars`, `max_token_length`,
-    `num_iterations`, ...).
+    Input that is mostly not text (over half of its first lines have invalid UTF-8: a
+    binary file, another encoding) is refused unless `accept_non_text`. `learn_params` go
+    to tensorflow-text's learner (`max_unique_chars`, `max_token_length`, `num_iterations`, ...).
     """
-    counts = count_words(input_files, lower_case=lower_case, max_lines=max_lines)
+    from pipelines.text_input import check_mostly_text
+
+    paths = _expand_input_files(input_files)
+    check_mostly_text(paths, None, "--input_file", accept=accept_non_text)
+    counts = count_words(paths, lower_case=lower_case, max_lines=max_lines)
     start = time.perf_counter()
     vocab = learn_vocab(counts, vocab_size, **learn_params)
     logger.info("Learned %d tokens in %.1f s", len(vocab), time.perf_counter() - start)
@@ -194,6 +200,9 @@ class VocabSettings:
     vocab_size: int = setting(30522, "Largest vocab size to learn (the special tokens included).")
     lower_case: bool = setting(True, "Learn an uncased vocab (--nolower_case for a cased one).")
     max_lines: int = setting(0, "Read at most this many non-empty lines (0: all of them).")
+    accept_non_text: bool = setting(
+        False, "Learn from the input even if most of its lines are not text (invalid UTF-8)."
+    )
 
     def __post_init__(self) -> None:
         if self.vocab_size <= len(SPECIAL_TOKENS):

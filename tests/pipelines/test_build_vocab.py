@@ -6,6 +6,7 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from absl import flags  # noqa: E402
 
@@ -90,6 +91,25 @@ class BuildVocabTest(tf.test.TestCase):
         self.assertEqual(dict(counts), expected)
         cased = build_vocab.count_words(os.path.join(directory, "part-*.txt"), lower_case=False, max_lines=1)
         self.assertEqual(dict(cased), {"Hello": 1, ",": 1, "helloworld": 1, "!": 1})
+
+    def test_input_that_is_mostly_not_text_is_refused_unless_accepted(self):
+        directory = self.get_temp_dir()
+        random_bytes = os.path.join(directory, "random.bin")
+        with open(random_bytes, "wb") as handle:
+            handle.write(np.random.default_rng(0).bytes(20_000))
+        output = os.path.join(directory, "random_vocab", "vocab.txt")
+        with self.assertRaisesRegex(
+            InputFileError,
+            r"--input_file: \d+ of the first \d+ lines of .*random.bin are not text \(\d+ have invalid UTF-8\); "
+            r".*--accept_non_text",
+        ):
+            build_vocab.build_vocab(random_bytes, vocab_size=100, output_file=output)
+        self.assertFalse(os.path.exists(os.path.dirname(output)))
+        with self.assertLogs("pipelines.text_input", "WARNING"):
+            vocab = build_vocab.build_vocab(
+                random_bytes, vocab_size=100, output_file=output, accept_non_text=True
+            )
+        self.assertEqual(load_vocab(output), vocab)
 
     def test_bad_arguments(self):
         with self.assertRaisesRegex(InputFileError, "no input file matches '/no/such/\\*.txt'"):
