@@ -21,7 +21,7 @@ Example from Python:
 >>> from pipelines import corpus
 >>> from pipelines.build_vocab import build_vocab
 >>> path = corpus.write_corpus("/tmp/pydoc_corpus.txt")
->>> vocab = build_vocab(path, vocab_size=2000, output_file="/tmp/pydoc_vocab.txt")
+>>> vocab = build_vocab(path, vocab_size=2000, output_file="/tmp/pydoc_vocab.txt", overwrite=True)
 >>> vocab[:5], len(vocab) <= 2000
 (['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]'], True)
 """
@@ -165,16 +165,20 @@ def build_vocab(
     lower_case: bool = True,
     max_lines: int = 0,
     accept_non_text: bool = False,
+    overwrite: bool = False,
     **learn_params,
 ) -> list[str]:
     """Counts words, learns a WordPiece vocab and writes it to `output_file`; returns the vocab.
 
-    Input that is mostly not text (over half of its first lines have invalid UTF-8: a
-    binary file, another encoding) is refused unless `accept_non_text`. `learn_params` go
-    to tensorflow-text's learner (`max_unique_chars`, `max_token_length`, `num_iterations`, ...).
+    An existing `output_file` is refused unless `overwrite`. Input that is mostly not text
+    (over half of its first lines have invalid UTF-8: a binary file, another encoding) is
+    refused unless `accept_non_text`. `learn_params` go to tensorflow-text's learner
+    (`max_unique_chars`, `max_token_length`, `num_iterations`, ...).
     """
+    from bert_tf.outputs import check_output
     from pipelines.text_input import check_mostly_text
 
+    check_output(output_file, "--output_file", overwrite=overwrite, is_file=True)
     paths = _expand_input_files(input_files)
     check_mostly_text(paths, None, "--input_file", accept=accept_non_text)
     counts = count_words(paths, lower_case=lower_case, max_lines=max_lines)
@@ -203,6 +207,7 @@ class VocabSettings:
     accept_non_text: bool = setting(
         False, "Learn from the input even if most of its lines are not text (invalid UTF-8)."
     )
+    overwrite: bool = setting(False, "Replace an existing --output_file.")
 
     def __post_init__(self) -> None:
         if self.vocab_size <= len(SPECIAL_TOKENS):
@@ -222,9 +227,6 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
 
 def run_from_flags(flag_values: flags.FlagValues = flags.FLAGS) -> list[str]:
     settings = cli.settings_from_flags(VocabSettings, flag_values)
-    from bert_tf.outputs import check_output
-
-    check_output(settings.output_file, "--output_file", overwrite=True, is_file=True)
     return build_vocab(**dataclasses.asdict(settings))
 
 

@@ -5,7 +5,8 @@ Example:
 >>> from pipelines import corpus, generate
 >>> path = corpus.write_corpus("/tmp/pydoc_corpus.txt")
 >>> config = generate.GenerationConfig(input_file=path, output_file="/tmp/pydoc.tfrecord",
-...                                    vocab_file="tests/fixtures/bert_uncased_vocab.txt", dupe_factor=1)
+...                                    vocab_file="tests/fixtures/bert_uncased_vocab.txt", dupe_factor=1,
+...                                    overwrite=True)
 >>> summary = generate.create_pretraining_data(config, progress=False)
 >>> summary.instances > 0
 True
@@ -62,6 +63,7 @@ class GenerationConfig:
     accept_non_text: bool = setting(
         False, "Use the input even if most of its lines are not text (invalid UTF-8, or no word pieces)."
     )
+    overwrite: bool = setting(False, "Replace existing --output_file files.")
     # Ours: a name from pipelines.segmenters.SEGMENTERS, or (from Python) a callable from
     # text to (start, end) word spans.
     word_segmenter: str | segmenters.Segmenter | None = setting(
@@ -160,7 +162,7 @@ def _temporary_name(path: str) -> str:
     return f"{path}.tmp-{uuid.uuid4().hex[:8]}"
 
 
-def _check_outputs(output_file: str) -> list[str]:
+def _check_outputs(output_file: str, overwrite: bool) -> list[str]:
     """The output files, checked before anything is created (see `bert_tf.outputs`)."""
     from bert_tf.outputs import check_output
 
@@ -168,10 +170,10 @@ def _check_outputs(output_file: str) -> list[str]:
     if len(set(outputs)) != len(outputs):
         raise UsageError(f"--output_file names a file twice: {output_file!r}")
     for path in outputs:
-        if "://" not in path:  # local paths: a parent that is a file, a folder as the file
-            check_output(path, "--output_file", overwrite=True, is_file=True)
-        elif tf.io.gfile.isdir(path):
+        if "://" in path and tf.io.gfile.isdir(path):
             raise BertTfError(f"--output_file {path!r} is a directory; name a file inside it")
+        # A parent that is a file, a folder as the file, a file there without --overwrite.
+        check_output(path, "--output_file", overwrite=overwrite, is_file=True)
     return outputs
 
 
@@ -193,7 +195,7 @@ def create_pretraining_data(config: GenerationConfig, *, progress: bool = True, 
     config.validate()
     started = time.monotonic()
     # Every check before anything is created: the outputs, the input, the vocab, the text.
-    outputs = _check_outputs(config.output_file)
+    outputs = _check_outputs(config.output_file, config.overwrite)
     files = text_input.expand_input_patterns(config.input_file)
     if tokenizer is None:
         from bert_tf.tokenization import BertTokenizer

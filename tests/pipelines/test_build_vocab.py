@@ -10,6 +10,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from absl import flags  # noqa: E402
 
+from bert_tf.errors import UsageError  # noqa: E402
 from bert_tf.tokenization import BertTokenizer, load_vocab  # noqa: E402
 from pipelines import build_vocab, corpus  # noqa: E402
 from pipelines.text_input import InputFileError  # noqa: E402
@@ -91,6 +92,22 @@ class BuildVocabTest(tf.test.TestCase):
         self.assertEqual(dict(counts), expected)
         cased = build_vocab.count_words(os.path.join(directory, "part-*.txt"), lower_case=False, max_lines=1)
         self.assertEqual(dict(cased), {"Hello": 1, ",": 1, "helloworld": 1, "!": 1})
+
+    def test_an_existing_vocab_is_replaced_only_with_overwrite(self):
+        output = os.path.join(self.get_temp_dir(), "existing", "vocab.txt")
+        os.makedirs(os.path.dirname(output))
+        with open(output, "w", encoding="utf-8") as handle:
+            handle.write("the user's vocab\n")
+        with self.assertRaisesRegex(
+            UsageError, f"--output_file={output} already exists; pass --overwrite to replace it"
+        ):
+            build_vocab.build_vocab(self.corpus_file, vocab_size=200, output_file=output, max_lines=50)
+        with open(output, encoding="utf-8") as handle:
+            self.assertEqual(handle.read(), "the user's vocab\n")
+        vocab = build_vocab.build_vocab(
+            self.corpus_file, vocab_size=200, output_file=output, max_lines=50, overwrite=True
+        )
+        self.assertEqual(load_vocab(output), vocab)
 
     def test_input_that_is_mostly_not_text_is_refused_unless_accepted(self):
         directory = self.get_temp_dir()
