@@ -399,7 +399,10 @@ def run_pretraining(settings: PretrainingConfig) -> PretrainingResult:
     elif settings.corpus:
         train_files = inputs.expand_files(settings.corpus, "corpus")
         if not settings.vocab_file:
-            raise inputs.InputError("--corpus (raw text) needs --vocab_file to tokenize it")
+            raise UsageError(
+                "--corpus (raw text) needs --vocab_file to tokenize it; learn one with "
+                "python -m pipelines.build_vocab, or pass --train_files (TFRecords)"
+            )
         vocab_file = settings.vocab_file
     else:
         corpus_file, vocab_file = embedded_corpus_and_vocab(settings, config.vocab_size)
@@ -432,8 +435,9 @@ def run_pretraining(settings: PretrainingConfig) -> PretrainingResult:
         (settings.phase2_seq_length, "phase2_seq_length"),
     ):
         if (name == "max_seq_length" or settings.phase2_fraction) and length > config.max_position_embeddings:
-            raise inputs.InputError(
-                f"--{name}={length} exceeds the config's max_position_embeddings ({config.max_position_embeddings})"
+            raise UsageError(
+                f"--{name}={length} is above the config's max_position_embeddings="
+                f"{config.max_position_embeddings}; pass --{name}={config.max_position_embeddings} or less"
             )
     inputs.check_record_shapes(
         train_files,

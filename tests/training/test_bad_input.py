@@ -9,6 +9,7 @@ from unittest import mock
 import tensorflow as tf
 
 from bert_tf.config import load_config
+from bert_tf.errors import UsageError
 from bert_tf.training import distribute, inputs
 from bert_tf.training.pretraining import PretrainingConfig, run_pretraining
 
@@ -77,9 +78,10 @@ class BadInputTest(tf.test.TestCase):
             num_warmup_steps=1,
         )
         settings.update(changes)
-        with self.assertRaisesRegex(ValueError, message):
+        with self.assertRaisesRegex(ValueError, message) as raised:
             run_pretraining(PretrainingConfig(**settings))
         self.assertEqual(snapshot(self.model_dir), self.before, "model_dir was modified")
+        return raised.exception
 
     def test_glob_matching_nothing(self):
         missing = os.path.join(self.work, "nothing_*.tfrecord")
@@ -162,6 +164,24 @@ class BadInputTest(tf.test.TestCase):
             r"least 20 records.*pass --eval_files",
             eval_every_steps=5,
         )
+
+    def test_lengths_above_the_position_embeddings_and_a_corpus_without_vocab_are_usage_errors(self):
+        for changes, message in (
+            (
+                dict(max_seq_length=1024, max_predictions_per_seq=5),
+                "--max_seq_length=1024 is above the config's max_position_embeddings=512; "
+                "pass --max_seq_length=512 or less",
+            ),
+            (
+                dict(phase2_seq_length=1024, phase2_fraction=0.1),
+                "--phase2_seq_length=1024 is above the config's max_position_embeddings=512; "
+                "pass --phase2_seq_length=512 or less",
+            ),
+            (dict(train_files=None, corpus=self.records), "--corpus \\(raw text\\) needs --vocab_file"),
+        ):
+            with self.subTest(changes=changes):
+                error = self.run_and_expect(message, **changes)
+                self.assertIsInstance(error, UsageError)  # exit status 2: the command line
 
     def test_errors_are_input_errors(self):
         self.assertTrue(issubclass(inputs.InputError, ValueError))
