@@ -1,5 +1,7 @@
 """Bad pretraining input: one clear message each, and nothing in model_dir overwritten."""
 
+import contextlib
+import io
 import os
 import re
 import tempfile
@@ -11,7 +13,7 @@ import tensorflow as tf
 from bert_tf.config import load_config
 from bert_tf.errors import UsageError
 from bert_tf.training import distribute, inputs
-from bert_tf.training.pretraining import PretrainingConfig, run_pretraining
+from bert_tf.training.pretraining import PretrainingConfig, model_config_and_vocab, run_pretraining
 
 
 def write_records(path: Path, seq_length: int, predictions: int, count: int = 4) -> str:
@@ -182,6 +184,41 @@ class BadInputTest(tf.test.TestCase):
             with self.subTest(changes=changes):
                 error = self.run_and_expect(message, **changes)
                 self.assertIsInstance(error, UsageError)  # exit status 2: the command line
+
+    def test_init_checkpoint_gives_its_config_unless_another_is_named(self):
+        from bert_tf.checkpoints import export_pretrained
+        from bert_tf.models import BertPretrainer
+
+        theirs = self.config.replace(hidden_size=64, intermediate_size=128)
+        vocab = self.work / "their_vocab.txt"
+        vocab.write_text(
+            "\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(195)])
+        )
+        export = export_pretrained(BertPretrainer(theirs), str(self.work / "export"), vocab_file=str(vocab))
+        # Another --config: refused, naming the checkpoint's own.
+        self.run_and_expect(
+            r"--init_checkpoint=.*export was trained with another config \(hidden_size 64 there, 128 here, "
+            r"intermediate_size 128 there, 512 here\); pass --config=.*export/bert_config.json \(and its vocab\), "
+            "or leave --config out to use the checkpoint's own",
+            init_checkpoint=export,
+            vocab_file=str(vocab),
+        )
+        # No --config: the checkpoint's config and vocab, said in one line.
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            config, vocab_file = model_config_and_vocab(PretrainingConfig(init_checkpoint=export))
+        self.assertEqual((config, vocab_file), (theirs, os.path.join(export, "vocab.txt")))
+        self.assertEqual(
+            printed.getvalue(),
+            f"using the config and vocab of --init_checkpoint={export} (no --config given)\n",
+        )
+        with contextlib.redirect_stdout(io.StringIO()):
+            config, vocab_file = model_config_and_vocab(
+                PretrainingConfig(init_checkpoint=export, vocab_file=str(vocab))
+            )
+        self.assertEqual((config, vocab_file), (theirs, str(vocab)))
+        # Without --init_checkpoint the default is the demo config.
+        self.assertEqual(model_config_and_vocab(PretrainingConfig()), (load_config("demo"), None))
 
     def test_errors_are_input_errors(self):
         self.assertTrue(issubclass(inputs.InputError, ValueError))
