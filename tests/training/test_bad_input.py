@@ -130,6 +130,18 @@ class BadInputTest(tf.test.TestCase):
         self.before = snapshot(self.model_dir)
         self.run_and_expect("checkpoint is truncated or corrupt")
 
+    def test_a_damaged_checkpoint_of_the_run_itself_says_how_to_resume_from_an_earlier_one(self):
+        data = self.model_dir / "ckpt-7.data-00000-of-00001"
+        data.write_bytes(data.read_bytes()[:2])
+        self.before = snapshot(self.model_dir)
+        error = self.run_and_expect(
+            r"ckpt-7.data-00000-of-00001 is truncated or corrupt \(expected at least \d+ bytes, found 2\); "
+            f"delete {re.escape(str(self.model_dir / 'ckpt-7'))}\\.\\* and edit or delete "
+            f"{re.escape(str(self.model_dir / 'checkpoint'))} to resume from an earlier checkpoint, "
+            "or use a new --model_dir$"
+        )
+        self.assertNotIn("download", str(error))
+
     def test_damaged_records_are_named_before_training(self):
         size = os.path.getsize(self.records)
         with open(self.records, "r+b") as file:
