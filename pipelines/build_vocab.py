@@ -102,10 +102,11 @@ def count_words(
         deterministic=True,
     )
     counts: collections.Counter = collections.Counter()
-    num_lines = num_bytes = next_log = 0
+    num_lines = num_bytes = 0
+    next_log = log_every_lines
     start = time.perf_counter()
-    logger.info(
-        "Counting words of %d file(s): %s",
+    logger.debug(
+        "counting words of %d file(s): %s",
         len(paths),
         ", ".join(paths[:3]) + (" ..." if len(paths) > 3 else ""),
     )
@@ -116,19 +117,23 @@ def count_words(
         if num_lines >= next_log:
             elapsed = time.perf_counter() - start
             logger.info(
-                "%d lines, %.1f MB, %d distinct words, %.2f MB/s",
+                "counted %d lines, %.1f MB, %d distinct words, %.2f MB/s",
                 num_lines,
                 num_bytes / 1e6,
                 len(counts),
                 num_bytes / 1e6 / max(elapsed, 1e-9),
             )
             next_log = num_lines + log_every_lines
-    logger.info("Read %d lines (%.1f MB): %d distinct words", num_lines, num_bytes / 1e6, len(counts))
+    logger.info("read %d lines (%.1f MB): %d distinct words", num_lines, num_bytes / 1e6, len(counts))
     return collections.Counter({word.decode("utf-8"): count for word, count in counts.items()})
 
 
 def learn_vocab(word_counts: collections.Counter, vocab_size: int, **learn_params) -> list[str]:
-    """tensorflow-text's WordPiece learner on word counts; specials first, at most `vocab_size` tokens."""
+    """tensorflow-text's WordPiece learner on word counts; specials first, at most `vocab_size` tokens.
+
+    Fewer when the corpus has no more pieces worth adding (the learner keeps a piece only
+    if it is seen `lower_thresh` times, 10 by default): the size learnt is logged, and why.
+    """
     from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
 
     from pipelines.text_input import InputFileError
@@ -137,6 +142,7 @@ def learn_vocab(word_counts: collections.Counter, vocab_size: int, **learn_param
         raise UsageError(f"vocab_size must be > {len(SPECIAL_TOKENS)} (the special tokens); got {vocab_size}")
     if not word_counts:
         raise InputFileError("the input has no words to learn a vocab from; check --input_file")
+    start = time.perf_counter()
     vocab = learner.learn(word_counts, vocab_size, SPECIAL_TOKENS, **learn_params)
     if vocab[: len(SPECIAL_TOKENS)] != SPECIAL_TOKENS or len(set(vocab)) != len(vocab):
         raise RuntimeError(
@@ -145,8 +151,20 @@ def learn_vocab(word_counts: collections.Counter, vocab_size: int, **learn_param
     if len(vocab) > vocab_size:
         # The learner's threshold search can overshoot when the alphabet alone is large; the
         # tail holds the rarest pieces.
-        logger.warning("Learned %d tokens; keeping the first %d (--vocab_size)", len(vocab), vocab_size)
+        logger.warning("learnt %d tokens; keeping the first %d (vocab_size)", len(vocab), vocab_size)
         vocab = vocab[:vocab_size]
+    seconds = time.perf_counter() - start
+    if len(vocab) < vocab_size:
+        logger.info(
+            "learnt %d tokens in %.1f s, fewer than vocab_size=%d: the corpus has no more word pieces worth "
+            "adding (each must be seen at least %d times; a larger corpus gives more)",
+            len(vocab),
+            seconds,
+            vocab_size,
+            learn_params.get("lower_thresh", 10),
+        )
+    else:
+        logger.info("learnt %d tokens in %.1f s", len(vocab), seconds)
     return vocab
 
 
@@ -182,11 +200,9 @@ def build_vocab(
     paths = _expand_input_files(input_files)
     check_mostly_text(paths, None, "--input_file", accept=accept_non_text)
     counts = count_words(paths, lower_case=lower_case, max_lines=max_lines)
-    start = time.perf_counter()
     vocab = learn_vocab(counts, vocab_size, **learn_params)
-    logger.info("Learned %d tokens in %.1f s", len(vocab), time.perf_counter() - start)
     write_vocab(vocab, output_file)
-    logger.info("Wrote %s", output_file)
+    logger.info("wrote %s", output_file)
     return vocab
 
 

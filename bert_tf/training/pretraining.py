@@ -264,7 +264,10 @@ def embedded_corpus_and_vocab(
     casing = "uncased" if settings.do_lower_case else "cased"
     vocab_file = directory / f"pydoc_vocab_{vocab_size}_{casing}.txt"
     if not vocab_file.exists():
-        print(f"learning a {vocab_size}-token vocab from the embedded corpus -> {vocab_file}", flush=True)
+        print(
+            f"learning a vocab of up to {vocab_size} tokens from the embedded corpus -> {vocab_file}",
+            flush=True,
+        )
         # build_vocab writes to a temporary name and renames: a killed run leaves no half file.
         build_vocab([str(corpus_file)], vocab_size, str(vocab_file), settings.do_lower_case)
     return str(corpus_file), str(vocab_file)

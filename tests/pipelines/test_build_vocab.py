@@ -27,12 +27,22 @@ class BuildVocabTest(tf.test.TestCase):
 
     def test_uncased_vocab_of_the_embedded_corpus_covers_it(self):
         output = os.path.join(self.get_temp_dir(), "out", "vocab.txt")
-        vocab = build_vocab.build_vocab(
-            self.corpus_file, vocab_size=1000, output_file=output, lower_case=True
-        )
+        with self.assertLogs("pipelines.build_vocab", "INFO") as logs:
+            vocab = build_vocab.build_vocab(
+                self.corpus_file, vocab_size=1000, output_file=output, lower_case=True
+            )
         self.assertEqual(vocab[:5], SPECIALS)
-        self.assertLessEqual(len(vocab), 1000)
+        self.assertLess(len(vocab), 1000)
         self.assertGreater(len(vocab), 500)
+        # Fewer tokens than asked: the size learnt is said, and why.
+        self.assertIn(
+            f"learnt {len(vocab)} tokens in",
+            "\n".join(logs.output),
+        )
+        self.assertIn(
+            "fewer than vocab_size=1000: the corpus has no more word pieces worth adding",
+            "\n".join(logs.output),
+        )
         self.assertEqual(load_vocab(output), vocab)  # valid: no repeats, specials present
         self.assertFalse(tf.io.gfile.exists(output + ".partial"))
         self.assertNotIn("The", vocab)  # uncased
