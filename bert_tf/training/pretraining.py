@@ -26,7 +26,7 @@ from bert_tf import fileio
 from bert_tf.backend import BACKENDS
 from bert_tf.cache import cache_dir as default_cache_dir
 from bert_tf.cli import setting
-from bert_tf.config import load_config
+from bert_tf.config import BertConfig, load_config
 from bert_tf.errors import UsageError
 from bert_tf.outputs import check_output, umask_permissions
 from bert_tf.training import distribute, inputs, optimization
@@ -423,9 +423,10 @@ def run_pretraining(settings: PretrainingConfig) -> PretrainingResult:
             # From scratch the vocab decides the embedding size (the demo's vocab is learnt to
             # the config's size, but the learner may stop short of it on a small corpus).
             if settings.vocab_file:
+                named = settings.config or DEFAULT_CONFIG
                 print(
-                    f"vocab_size {len(vocab)} from {vocab_file} (the config {settings.config or DEFAULT_CONFIG} says "
-                    f"{config.vocab_size}): pretraining from scratch, the vocab decides",
+                    f"vocab_size {len(vocab)} from {vocab_file} (the config {named} says {config.vocab_size}): "
+                    "pretraining from scratch, the vocab decides",
                     flush=True,
                 )
             config = config.replace(vocab_size=len(vocab))
@@ -661,7 +662,7 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
         keras.mixed_precision.set_global_policy(previous_policy)
 
 
-def model_config_and_vocab(settings: PretrainingConfig):
+def model_config_and_vocab(settings: PretrainingConfig) -> tuple[BertConfig, str | None]:
     """(BertConfig, vocab file or None): --config and --vocab_file, or, for those not given,
     the --init_checkpoint's own (said in one line), else the demo config."""
     if settings.config or not settings.init_checkpoint:
