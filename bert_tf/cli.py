@@ -25,6 +25,9 @@ A program module holds only what is particular to it:
   call to cuInit: ... CUDA error" on a machine without a GPU, CPU-feature notes, oneDNN's
   fallbacks) are filtered from stderr for the whole run; anything else is passed on.
   `--verbose` or `TF_CPP_MIN_LOG_LEVEL=0` shows everything.
+- The library's log lines are the program's report: what the `bert_tf` and `pipelines`
+  loggers say at INFO and up (DEBUG with `--verbose`) goes to stderr as plain lines,
+  warnings prefixed "warning: " (`show_library_logs`).
 - `--helpshort` (and `--help`) list this program's flags; `--helpfull` every library's too.
 
 This module is light (no TensorFlow): TensorFlow is imported by `quiet_start` or later.
@@ -35,6 +38,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import dataclasses
+import logging
 import os
 import re
 import sys
@@ -130,6 +134,57 @@ def quiet_start(verbose: bool = False) -> None:
     import tensorflow as tf
 
     tf.config.list_physical_devices()  # probes the GPU (the cuInit line) behind the filter
+
+
+# --- the library's log lines ------------------------------------------------------------------
+
+LIBRARY_LOGGERS = ("bert_tf", "pipelines")
+_HANDLER_NAME = "bert_tf.cli"
+
+
+class _PlainFormatter(logging.Formatter):
+    """The message alone; a warning (or worse) says so first."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        message = super().format(record)
+        return f"warning: {message}" if record.levelno >= logging.WARNING else message
+
+
+def show_library_logs(verbose: bool = False) -> None:
+    """Sends the `bert_tf` and `pipelines` loggers to stderr as plain lines, INFO and up.
+
+    Without this their INFO lines are not shown at all, and absl's handler (which the root
+    logger has under `app.run`) would print the rest in glog's format, the format of the
+    start-up lines the quiet start filters. `verbose` shows DEBUG lines too. Calling it
+    again replaces the handler it added.
+    """
+    handler = logging.StreamHandler(sys.stderr)
+    handler.set_name(_HANDLER_NAME)
+    handler.setFormatter(_PlainFormatter("%(message)s"))
+    for name in LIBRARY_LOGGERS:
+        logger = logging.getLogger(name)
+        for old in [h for h in logger.handlers if h.get_name() == _HANDLER_NAME]:
+            logger.removeHandler(old)
+        logger.addHandler(handler)
+        logger.setLevel(logging.DEBUG if verbose else logging.INFO)
+        logger.propagate = False  # not again through absl's handler on the root logger
+
+
+@contextlib.contextmanager
+def tensorflow_info_hidden():
+    """Hides TensorFlow's Python INFO lines for the block ("Assets written to: ...").
+
+    TensorFlow logs through absl, whose verbosity (INFO under `app.run`) is the root
+    logger's level: WARNING for the block, then what it was.
+    """
+    from absl import logging as absl_logging
+
+    verbosity = absl_logging.get_verbosity()
+    absl_logging.set_verbosity(absl_logging.WARNING)
+    try:
+        yield
+    finally:
+        absl_logging.set_verbosity(verbosity)
 
 
 # --- flags from settings dataclasses -------------------------------------------------------
@@ -305,6 +360,7 @@ def run(
     def checked_main(args: list[str]) -> None:
         if len(args) > 1 and not positional:
             fail(f"unexpected arguments {' '.join(args[1:])!r}; flags are written --name=value", 2)
+        show_library_logs(verbose=flag_values.verbose)
         try:
             main(flag_values, args[1:])
         except BertTfError as error:

@@ -23,7 +23,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from bert_tf.errors import BertTfError
+from bert_tf.errors import BertTfError, damaged
 
 # Activations by name. "gelu" is the original modeling.py's: the tanh approximation.
 # "gelu_exact" is the erf form, which Hugging Face calls "gelu" (and its released BERT
@@ -78,6 +78,10 @@ class BertConfig:
             raise ConfigError(
                 f"unknown hidden_act {self.hidden_act!r}; use one of {', '.join(SUPPORTED_ACTIVATIONS)}"
             )
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob", "initializer_range"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ConfigError(f"{name} must be a number, got {value!r}")
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
             value = getattr(self, name)
             if not 0.0 <= value < 1.0:
@@ -102,7 +106,10 @@ class BertConfig:
             )
         if "vocab_size" not in values:
             raise ConfigError(f"{source}: vocab_size is missing")
-        return cls(**values)
+        try:
+            return cls(**values)
+        except ConfigError as error:  # a bad value: say which file it came from
+            raise ConfigError(f"{source}: {error}") from None
 
     @classmethod
     def from_hf_dict(cls, values: dict[str, Any], source: str = "config.json") -> BertConfig:
@@ -138,8 +145,8 @@ class BertConfig:
             raise ConfigError(f"config file not found: {path}")
         try:
             values = json.loads(fileio.read_text(path))
-        except json.JSONDecodeError as error:
-            raise ConfigError(f"{path} is not valid JSON: {error}") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise damaged(path, f"not valid JSON: {error}", "copy it again, or rewrite it") from None
         if not isinstance(values, dict):
             raise ConfigError(f"{path} must hold a JSON object, got {type(values).__name__}")
         return cls.from_dict(values, source=str(path))

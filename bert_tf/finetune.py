@@ -16,8 +16,6 @@ Everything here is `bert_tf.tasks.runner.run(FinetuneSettings(...))` from Python
 
 from __future__ import annotations
 
-import logging
-
 from absl import flags
 
 from bert_tf import cli
@@ -53,7 +51,6 @@ def settings_from_flags(flag_values: flags.FlagValues = flags.FLAGS):
 
 
 def main(flag_values: flags.FlagValues, args: list[str]) -> None:
-    logging.getLogger("bert_tf").setLevel(logging.INFO)
     from bert_tf.tasks.runner import run
 
     results = run(settings_from_flags(flag_values))

@@ -34,14 +34,16 @@ Example:
 
 from __future__ import annotations
 
+import logging
 import os
 
 import tensorflow as tf
 import tensorflow_text as tf_text
-from absl import logging
 
 from bert_tf.basic_tokenizer import BasicTokenizer, apply_to_batch, by_rows
 from bert_tf.errors import BertTfError
+
+logger = logging.getLogger(__name__)
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 # The original WordpieceTokenizer maps a word longer than this many characters to [UNK].
@@ -102,7 +104,7 @@ def load_vocab(vocab_file: str | os.PathLike) -> list[str]:
             first_line[token] = line_number
         vocab.append(token)
     if empty_lines:
-        logging.warning(
+        logger.warning(
             "vocab file %s: line(s) %s are empty after stripping; their ids are kept and never produced",
             path,
             ", ".join(map(str, empty_lines[:10])) + (" ..." if len(empty_lines) > 10 else ""),
@@ -154,7 +156,7 @@ def _wordpiece_vocab(vocab: list[str], vocab_file: str) -> list[str]:
                 placeholder += "_"
             taken.add(placeholder)
             result[index] = placeholder
-            logging.warning(
+            logger.warning(
                 "vocab file %s line %d: token of more than %d bytes can never be produced "
                 "(tensorflow-text's WordPiece limit)",
                 vocab_file,

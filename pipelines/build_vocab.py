@@ -21,7 +21,7 @@ Example from Python:
 >>> from pipelines import corpus
 >>> from pipelines.build_vocab import build_vocab
 >>> path = corpus.write_corpus("/tmp/pydoc_corpus.txt")
->>> vocab = build_vocab(path, vocab_size=2000, output_file="/tmp/pydoc_vocab.txt")
+>>> vocab = build_vocab(path, vocab_size=2000, output_file="/tmp/pydoc_vocab.txt", overwrite=True)
 >>> vocab[:5], len(vocab) <= 2000
 (['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]'], True)
 """
@@ -30,15 +30,19 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import logging
 import os
 import time
 from collections.abc import Sequence
 
-from absl import flags, logging
+from absl import flags
 
 from bert_tf import cli
 from bert_tf.cli import setting
 from bert_tf.errors import UsageError
+
+# By name: this module is also the program (__main__).
+logger = logging.getLogger("pipelines.build_vocab")
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
@@ -98,10 +102,11 @@ def count_words(
         deterministic=True,
     )
     counts: collections.Counter = collections.Counter()
-    num_lines = num_bytes = next_log = 0
+    num_lines = num_bytes = 0
+    next_log = log_every_lines
     start = time.perf_counter()
-    logging.info(
-        "Counting words of %d file(s): %s",
+    logger.debug(
+        "counting words of %d file(s): %s",
         len(paths),
         ", ".join(paths[:3]) + (" ..." if len(paths) > 3 else ""),
     )
@@ -111,20 +116,24 @@ def count_words(
         num_bytes += int(batch_bytes)
         if num_lines >= next_log:
             elapsed = time.perf_counter() - start
-            logging.info(
-                "%d lines, %.1f MB, %d distinct words, %.2f MB/s",
+            logger.info(
+                "counted %d lines, %.1f MB, %d distinct words, %.2f MB/s",
                 num_lines,
                 num_bytes / 1e6,
                 len(counts),
                 num_bytes / 1e6 / max(elapsed, 1e-9),
             )
             next_log = num_lines + log_every_lines
-    logging.info("Read %d lines (%.1f MB): %d distinct words", num_lines, num_bytes / 1e6, len(counts))
+    logger.info("read %d lines (%.1f MB): %d distinct words", num_lines, num_bytes / 1e6, len(counts))
     return collections.Counter({word.decode("utf-8"): count for word, count in counts.items()})
 
 
 def learn_vocab(word_counts: collections.Counter, vocab_size: int, **learn_params) -> list[str]:
-    """tensorflow-text's WordPiece learner on word counts; specials first, at most `vocab_size` tokens."""
+    """tensorflow-text's WordPiece learner on word counts; specials first, at most `vocab_size` tokens.
+
+    Fewer when the corpus has no more pieces worth adding (the learner keeps a piece only
+    if it is seen `lower_thresh` times, 10 by default): the size learnt is logged, and why.
+    """
     from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
 
     from pipelines.text_input import InputFileError
@@ -133,6 +142,7 @@ def learn_vocab(word_counts: collections.Counter, vocab_size: int, **learn_param
         raise UsageError(f"vocab_size must be > {len(SPECIAL_TOKENS)} (the special tokens); got {vocab_size}")
     if not word_counts:
         raise InputFileError("the input has no words to learn a vocab from; check --input_file")
+    start = time.perf_counter()
     vocab = learner.learn(word_counts, vocab_size, SPECIAL_TOKENS, **learn_params)
     if vocab[: len(SPECIAL_TOKENS)] != SPECIAL_TOKENS or len(set(vocab)) != len(vocab):
         raise RuntimeError(
@@ -141,8 +151,20 @@ def learn_vocab(word_counts: collections.Counter, vocab_size: int, **learn_param
     if len(vocab) > vocab_size:
         # The learner's threshold search can overshoot when the alphabet alone is large; the
         # tail holds the rarest pieces.
-        logging.warning("Learned %d tokens; keeping the first %d (--vocab_size)", len(vocab), vocab_size)
+        logger.warning("learnt %d tokens; keeping the first %d (vocab_size)", len(vocab), vocab_size)
         vocab = vocab[:vocab_size]
+    seconds = time.perf_counter() - start
+    if len(vocab) < vocab_size:
+        logger.info(
+            "learnt %d tokens in %.1f s, fewer than vocab_size=%d: the corpus has no more word pieces worth "
+            "adding (each must be seen at least %d times; a larger corpus gives more)",
+            len(vocab),
+            seconds,
+            vocab_size,
+            learn_params.get("lower_thresh", 10),
+        )
+    else:
+        logger.info("learnt %d tokens in %.1f s", len(vocab), seconds)
     return vocab
 
 
@@ -160,19 +182,27 @@ def build_vocab(
     output_file: str,
     lower_case: bool = True,
     max_lines: int = 0,
+    accept_non_text: bool = False,
+    overwrite: bool = False,
     **learn_params,
 ) -> list[str]:
     """Counts words, learns a WordPiece vocab and writes it to `output_file`; returns the vocab.
 
-    `learn_params` go to tensorflow-text's learner (`max_unique_chars`, `max_token_length`,
-    `num_iterations`, ...).
+    An existing `output_file` is refused unless `overwrite`. Input that is mostly not text
+    (over half of its first lines have invalid UTF-8: a binary file, another encoding) is
+    refused unless `accept_non_text`. `learn_params` go to tensorflow-text's learner
+    (`max_unique_chars`, `max_token_length`, `num_iterations`, ...).
     """
-    counts = count_words(input_files, lower_case=lower_case, max_lines=max_lines)
-    start = time.perf_counter()
+    from bert_tf.outputs import check_output
+    from pipelines.text_input import check_mostly_text
+
+    check_output(output_file, "--output_file", overwrite=overwrite, is_file=True)
+    paths = _expand_input_files(input_files)
+    check_mostly_text(paths, None, "--input_file", accept=accept_non_text)
+    counts = count_words(paths, lower_case=lower_case, max_lines=max_lines)
     vocab = learn_vocab(counts, vocab_size, **learn_params)
-    logging.info("Learned %d tokens in %.1f s", len(vocab), time.perf_counter() - start)
     write_vocab(vocab, output_file)
-    logging.info("Wrote %s", output_file)
+    logger.info("wrote %s", output_file)
     return vocab
 
 
@@ -181,12 +211,19 @@ class VocabSettings:
     """`python -m pipelines.build_vocab`: `build_vocab(**dataclasses.asdict(settings))`."""
 
     input_files: str = dataclasses.field(
-        metadata={"help": "Text files: a path, a glob or a comma-separated list of them.", "flag": "input_file"}
+        metadata={
+            "help": "Text files: a path, a glob or a comma-separated list of them.",
+            "flag": "input_file",
+        }
     )
     output_file: str = dataclasses.field(metadata={"help": "Where to write the vocab, one token per line."})
     vocab_size: int = setting(30522, "Largest vocab size to learn (the special tokens included).")
     lower_case: bool = setting(True, "Learn an uncased vocab (--nolower_case for a cased one).")
     max_lines: int = setting(0, "Read at most this many non-empty lines (0: all of them).")
+    accept_non_text: bool = setting(
+        False, "Learn from the input even if most of its lines are not text (invalid UTF-8)."
+    )
+    overwrite: bool = setting(False, "Replace an existing --output_file.")
 
     def __post_init__(self) -> None:
         if self.vocab_size <= len(SPECIAL_TOKENS):
@@ -206,9 +243,6 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
 
 def run_from_flags(flag_values: flags.FlagValues = flags.FLAGS) -> list[str]:
     settings = cli.settings_from_flags(VocabSettings, flag_values)
-    from bert_tf.outputs import check_output
-
-    check_output(settings.output_file, "--output_file", overwrite=True, is_file=True)
     return build_vocab(**dataclasses.asdict(settings))
 
 

@@ -17,8 +17,9 @@ of a segmented word together (see `pipelines.segmenters`). The library call behi
 from __future__ import annotations
 
 import gc
+import sys
 
-from absl import flags, logging
+from absl import flags
 
 from bert_tf import cli
 
@@ -40,8 +41,8 @@ def main(flag_values: flags.FlagValues, args: list[str]) -> None:
     from pipelines.generate import GenerationConfig, create_pretraining_data
 
     summary = create_pretraining_data(cli.settings_from_flags(GenerationConfig, flag_values))
-    for line in summary.lines_of_text():
-        logging.info("%s", line)
+    for line in summary.lines_of_text():  # on stderr, with the progress line
+        print(line, file=sys.stderr)
     # Every file is written, closed and renamed. Interpreter shutdown would now run the
     # garbage collector over TensorFlow's objects (a second of a run of a few seconds);
     # frozen, they are left to the operating system. Exit handlers still run.

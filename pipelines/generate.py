@@ -5,7 +5,8 @@ Example:
 >>> from pipelines import corpus, generate
 >>> path = corpus.write_corpus("/tmp/pydoc_corpus.txt")
 >>> config = generate.GenerationConfig(input_file=path, output_file="/tmp/pydoc.tfrecord",
-...                                    vocab_file="tests/fixtures/bert_uncased_vocab.txt", dupe_factor=1)
+...                                    vocab_file="tests/fixtures/bert_uncased_vocab.txt", dupe_factor=1,
+...                                    overwrite=True)
 >>> summary = generate.create_pretraining_data(config, progress=False)
 >>> summary.instances > 0
 True
@@ -14,17 +15,19 @@ True
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import sys
 import time
 import uuid
 
 import tensorflow as tf
-from absl import logging
 
 from bert_tf.cli import setting
 from bert_tf.errors import BertTfError, UsageError
 from pipelines import masking, records, segmenters, text_dataset, text_input
+
+logger = logging.getLogger(__name__)
 
 # Records shuffled together (serialized, ~0.7 KB each at length 128): the bound on memory
 # that replaces the original's shuffle of all instances in memory.
@@ -39,7 +42,9 @@ class GenerationConfig:
     output_file: str = dataclasses.field(
         metadata={"help": "Output TFRecord file(s): comma-separated, written round-robin."}
     )
-    vocab_file: str = dataclasses.field(metadata={"help": "The vocabulary file that the BERT model was trained on."})
+    vocab_file: str = dataclasses.field(
+        metadata={"help": "The vocabulary file that the BERT model was trained on."}
+    )
     do_lower_case: bool = setting(True, "Lower-case the input (True for uncased models).")
     do_whole_word_mask: bool = setting(False, "Mask whole words (a piece and its ## continuations).")
     max_seq_length: int = setting(128, "Maximum sequence length.")
@@ -52,10 +57,13 @@ class GenerationConfig:
     dynamic_masking: bool = setting(
         False, "Write unmasked records; pipelines.pretraining_dataset masks them afresh each epoch."
     )
-    shuffle_buffer_size: int = setting(DEFAULT_SHUFFLE_BUFFER_SIZE, "Records shuffled together (bounds memory).")
+    shuffle_buffer_size: int = setting(
+        DEFAULT_SHUFFLE_BUFFER_SIZE, "Records shuffled together (bounds memory)."
+    )
     accept_non_text: bool = setting(
         False, "Use the input even if most of its lines are not text (invalid UTF-8, or no word pieces)."
     )
+    overwrite: bool = setting(False, "Replace existing --output_file files.")
     # Ours: a name from pipelines.segmenters.SEGMENTERS, or (from Python) a callable from
     # text to (start, end) word spans.
     word_segmenter: str | segmenters.Segmenter | None = setting(
@@ -154,7 +162,7 @@ def _temporary_name(path: str) -> str:
     return f"{path}.tmp-{uuid.uuid4().hex[:8]}"
 
 
-def _check_outputs(output_file: str) -> list[str]:
+def _check_outputs(output_file: str, overwrite: bool) -> list[str]:
     """The output files, checked before anything is created (see `bert_tf.outputs`)."""
     from bert_tf.outputs import check_output
 
@@ -162,10 +170,10 @@ def _check_outputs(output_file: str) -> list[str]:
     if len(set(outputs)) != len(outputs):
         raise UsageError(f"--output_file names a file twice: {output_file!r}")
     for path in outputs:
-        if "://" not in path:  # local paths: a parent that is a file, a folder as the file
-            check_output(path, "--output_file", overwrite=True, is_file=True)
-        elif tf.io.gfile.isdir(path):
+        if "://" in path and tf.io.gfile.isdir(path):
             raise BertTfError(f"--output_file {path!r} is a directory; name a file inside it")
+        # A parent that is a file, a folder as the file, a file there without --overwrite.
+        check_output(path, "--output_file", overwrite=overwrite, is_file=True)
     return outputs
 
 
@@ -174,7 +182,7 @@ def _make_output_dirs(outputs: list[str]) -> None:
         directory = os.path.dirname(path)
         if directory and not tf.io.gfile.exists(directory):
             # Creating it is what a user running a long job wants; say so.
-            logging.warning("output directory %s does not exist; creating it", directory)
+            logger.info("creating the output folder %s", directory)
             tf.io.gfile.makedirs(directory)
 
 
@@ -187,7 +195,7 @@ def create_pretraining_data(config: GenerationConfig, *, progress: bool = True, 
     config.validate()
     started = time.monotonic()
     # Every check before anything is created: the outputs, the input, the vocab, the text.
-    outputs = _check_outputs(config.output_file)
+    outputs = _check_outputs(config.output_file, config.overwrite)
     files = text_input.expand_input_patterns(config.input_file)
     if tokenizer is None:
         from bert_tf.tokenization import BertTokenizer
@@ -326,7 +334,7 @@ def create_pretraining_data(config: GenerationConfig, *, progress: bool = True, 
         seconds=time.monotonic() - started,
     )
     if summary.documents == 1:
-        logging.warning(
+        logger.warning(
             "the corpus has a single document, so every random-next segment was drawn from that same document "
             "(NSP then only tells near from far text); separate documents with blank lines"
         )

@@ -31,6 +31,7 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import itertools
+import logging
 import multiprocessing
 import os
 import pickle
@@ -41,9 +42,10 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import TypeVar
 
 import numpy as np
-from absl import logging
 
 from bert_tf.errors import UsageError
+
+logger = logging.getLogger(__name__)
 
 # A segmenter: text -> words as (start, end) character offsets.
 Segmenter = Callable[[str], Iterable[tuple[int, int]]]
@@ -188,7 +190,9 @@ class WordMarker:
         self.segmenter = get_segmenter(segmenter)
         self._cjk = cjk_pattern()
         self._cjk_ranges = cjk_ranges()
-        self._known_code_points = np.array(sorted(map(ord, known_cjk_characters(vocab, lower_case))), np.uint32)
+        self._known_code_points = np.array(
+            sorted(map(ord, known_cjk_characters(vocab, lower_case))), np.uint32
+        )
         self.token_is_cjk = np.asarray(
             [len(token) == 1 and bool(self._cjk.fullmatch(token)) for token in vocab]
         )
@@ -327,7 +331,7 @@ def marked(
                 return item, future.result()
             except BrokenProcessPool:
                 broken = True
-                logging.warning("word segmentation workers could not run; segmenting in this process instead")
+                logger.warning("word segmentation workers could not run; segmenting in this process instead")
         return item, here(item)
 
     try:

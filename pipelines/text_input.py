@@ -87,7 +87,8 @@ def check_mostly_text(
     A line is not text if it has invalid UTF-8 or gives no word piece. When over half of
     the first `sample_lines` non-blank lines (across `files`, in order) are not text (a
     binary file, a wrong encoding, a vocab of another script), an `InputFileError` gives the
-    counts; `accept` lets the run go on (and says what it found).
+    counts; `accept` lets the run go on (and says what it found). Without a `tokenizer`
+    (a vocab is still to be learnt) invalid UTF-8 alone decides.
     """
     stats = ReadStats()
     lines: list[str] = []
@@ -103,8 +104,10 @@ def check_mostly_text(
             break
     if not lines:
         return
-    pieces = tokenizer.tokenize(tf.constant(lines)).row_lengths().numpy()
-    empty = int((pieces == 0).sum())
+    empty = 0
+    if tokenizer is not None:
+        pieces = tokenizer.tokenize(tf.constant(lines)).row_lengths().numpy()
+        empty = int((pieces == 0).sum())
     # An invalid line may also give no piece: count each line once.
     not_text = min(len(lines), invalid + empty)
     if 2 * not_text <= len(lines):
@@ -112,7 +115,8 @@ def check_mostly_text(
     message = (
         f"{flag}: {not_text} of the first {len(lines)} lines of {files[0]}"
         f"{' and the next files' if len(files) > 1 and stats.files > 1 else ''} are not text "
-        f"({invalid} have invalid UTF-8, {empty} give no word piece with this vocab)"
+        f"({invalid} have invalid UTF-8"
+        f"{'' if tokenizer is None else f', {empty} give no word piece with this vocab'})"
     )
     if not accept:
         raise InputFileError(

@@ -5,6 +5,10 @@ line, 1: a file or data that cannot be used), that stderr is exactly one line na
 problem (no traceback, no TensorFlow start-up noise), and that the output folder is byte
 for byte what it was. A process costs a TensorFlow import (seconds), so the default run
 takes one case per program and the rest of the table is marked slow.
+
+The inputs are real: a checkpoint written by our export, and (made once, when a case first
+needs them) a finished fine-tuning run and a finished pretraining run; damaged files are
+copies of those cut at several points.
 """
 
 from __future__ import annotations
@@ -88,8 +92,53 @@ def make_fixtures(root: str) -> dict[str, str]:
     return paths
 
 
+def finetuning_run(root: str, paths: dict[str, str]) -> str:
+    """The output_dir of a finished fine-tuning run (model/ inside) on the fixtures' checkpoint."""
+    from bert_tf.tasks.runner import run
+    from bert_tf.tasks.settings import FinetuneSettings
+
+    output_dir = os.path.join(root, "finetuned")
+    run(
+        FinetuneSettings(
+            task="classification",
+            output_dir=output_dir,
+            init_checkpoint=paths["ckpt"],
+            train_file=paths["train.csv"],
+            max_seq_length=16,
+            train_batch_size=2,
+            num_train_epochs=1.0,
+            verbose=0,
+        )
+    )
+    return output_dir
+
+
+def pretraining_run(root: str, paths: dict[str, str]) -> str:
+    """The model_dir of a finished pretraining run (checkpoints and export/) on the fixtures' corpus."""
+    from bert_tf.training.pretraining import PretrainingConfig, run_pretraining
+
+    model_dir = os.path.join(root, "pretrained")
+    run_pretraining(
+        PretrainingConfig(
+            model_dir=model_dir,
+            config=paths["config.json"],
+            vocab_file=paths["vocab.txt"],
+            corpus=paths["corpus.txt"],
+            max_seq_length=32,
+            max_predictions_per_seq=5,
+            train_batch_size=2,
+            num_train_steps=2,
+            num_warmup_steps=1,
+            steps_per_loop=1,
+            save_checkpoints_steps=2,
+        )
+    )
+    return model_dir
+
+
 def truncated_copy(source_dir: str, target_dir: str, name: str, keep: float) -> str:
     """A copy of a checkpoint folder with file `name` cut to `keep` of its length."""
+    shutil.rmtree(target_dir, ignore_errors=True)
     shutil.copytree(source_dir, target_dir)
     path = os.path.join(target_dir, name)
     size = os.path.getsize(path)
@@ -134,6 +183,22 @@ class BadInputTest(tf.test.TestCase):
         self.assertTrue(lines[0].startswith(f"{module}: error: "), lines[0])
         self.assertIn(message, lines[0])
         self.assertEqual(snapshot(output), before, f"{output} changed")
+
+    def assert_runs(self, module, args) -> subprocess.CompletedProcess:
+        """`module args` succeeds, and its stderr holds nothing a user would take for an error."""
+        result = run_program(module, args)
+        self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+        for noise in ("Traceback", "error", "Error", "warning", "WARNING", "INFO:", "E0000"):
+            self.assertNotIn(noise, result.stderr)
+        return result
+
+    @classmethod
+    def fixture(cls, name: str) -> str:
+        """A fixture that costs a run to make ("finetuned", "pretrained"): made once, when first used."""
+        if name not in cls.paths:
+            make = {"finetuned": finetuning_run, "pretrained": pretraining_run}[name]
+            cls.paths[name] = make(cls.root, cls.paths)
+        return cls.paths[name]
 
     def output(self, name: str, existing: bool = False) -> str:
         path = os.path.join(self.root, "out", name)
@@ -231,6 +296,19 @@ class BadInputTest(tf.test.TestCase):
             out,
         )
 
+    def test_finetune_from_a_truncated_model_keras(self):
+        damaged = os.path.join(self.root, "model_keras_default")
+        truncated_copy(os.path.join(self.fixture("finetuned"), "model"), damaged, "model.keras", 0.5)
+        out = self.output("finetune_model_keras")
+        self.assert_refused(
+            "bert_tf.finetune",
+            ["--task=classification", f"--init_checkpoint={damaged}", f"--output_dir={out}",
+             f"--train_file={self.paths['train.csv']}"],
+            1,
+            f"{damaged}/model.keras is truncated or corrupt (not a complete zip archive",
+            out,
+        )  # fmt: skip
+
     def test_help_is_quiet(self):
         result = run_program("bert_tf.finetune", ["--helpshort"])
         self.assertEqual(result.returncode, 0, result.stderr)
@@ -313,6 +391,14 @@ class BadInputTest(tf.test.TestCase):
             "has no bert_config.json or config.json",
             out,
         )
+        out = self.output("pretrain_too_long")
+        self.assert_refused(
+            "bert_tf.pretrain",
+            [*common, f"--model_dir={out}", f"--corpus={self.paths['corpus.txt']}", "--max_seq_length=100"],
+            2,
+            "--max_seq_length=100 is above the config's max_position_embeddings=64; pass --max_seq_length=64 or less",
+            out,
+        )
         out = self.output("pretrain_state", existing=True)
         shutil.copy(self.paths["config.json"], os.path.join(out, "bert_config.json"))
         with open(os.path.join(out, "checkpoint"), "w") as file:
@@ -326,20 +412,177 @@ class BadInputTest(tf.test.TestCase):
         )
 
     @pytest.mark.slow
-    def test_export_damaged_google_checkpoint(self):
-        for name, keep in (("bert_model.ckpt.data-00000-of-00001", 0.5), ("bert_model.ckpt.index", 0.5)):
-            with self.subTest(name=name):
-                damaged = os.path.join(self.root, f"google_{name}")
+    def test_export_damaged_checkpoint_files_cut_at_several_points(self):
+        google = ("bert_model.ckpt.data-00000-of-00001", "bert_model.ckpt.index")
+        cases = [
+            *[(name, keep, ("model.safetensors",)) for name in google for keep in (0.1, 0.5, 0.9)],
+            *[
+                ("model.safetensors", keep, ("bert_config.json", *google, "checkpoint"))
+                for keep in (0.01, 0.999)  # 0.6: the default run
+            ],
+        ]
+        for name, keep, drop in cases:
+            with self.subTest(name=name, keep=keep):
+                damaged = os.path.join(self.root, f"cut_{name}_{keep}")
                 truncated_copy(self.paths["ckpt"], damaged, name, keep)
-                os.remove(os.path.join(damaged, "model.safetensors"))
-                out = self.output(f"export_{name}", existing=True)
+                for other in drop:
+                    os.remove(os.path.join(damaged, other))
+                out = self.output(f"export_{name}_{keep}", existing=True)
                 self.assert_refused(
                     "bert_tf.export",
                     ["--kind=encoder", f"--init_checkpoint={damaged}", f"--export_dir={out}", "--overwrite"],
                     1,
-                    f"{name} is truncated or corrupt",
+                    f"{damaged}/{name} is truncated or corrupt",
                     out,
                 )
+
+    @pytest.mark.slow
+    def test_damaged_model_keras_and_config_cut_at_several_points(self):
+        model = os.path.join(self.fixture("finetuned"), "model")
+        train = f"--train_file={self.paths['train.csv']}"
+        for program, keep in (
+            ("bert_tf.finetune", 0.05),
+            ("bert_tf.finetune", 0.999),  # 0.5: the default run
+            ("bert_tf.export", 0.05),
+            ("bert_tf.export", 0.5),
+            ("bert_tf.export", 0.999),
+        ):
+            with self.subTest(program=program, keep=keep):
+                damaged = os.path.join(self.root, f"model_keras_{keep}")
+                truncated_copy(model, damaged, "model.keras", keep)
+                out = self.output(f"model_keras_{program}_{keep}")
+                if program == "bert_tf.finetune":
+                    args = [
+                        "--task=classification",
+                        f"--init_checkpoint={damaged}",
+                        f"--output_dir={out}",
+                        train,
+                    ]
+                else:
+                    args = ["--kind=task", f"--init_checkpoint={damaged}", f"--export_dir={out}"]
+                # The user's file is named, not the local copy it is checked on.
+                self.assert_refused(program, args, 1, f"{damaged}/model.keras is truncated or corrupt", out)
+        # A config JSON cut short, as each program reads one.
+        whole = json.dumps(CONFIG, indent=2)
+        for program, keep in (("bert_tf.finetune", 0.5), ("bert_tf.pretrain", 0.1), ("bert_tf.export", 0.9)):
+            with self.subTest(program=program, keep=keep):
+                damaged = os.path.join(self.root, f"config_{keep}")
+                shutil.rmtree(damaged, ignore_errors=True)
+                shutil.copytree(self.paths["ckpt"], damaged)
+                for name in ("model.safetensors", "config.json"):  # the Google files: bert_config.json
+                    os.remove(os.path.join(damaged, name))
+                config = os.path.join(damaged, "bert_config.json")
+                with open(config, "w", encoding="utf-8") as file:
+                    file.write(whole[: int(len(whole) * keep)])
+                out = self.output(f"config_{program}_{keep}", existing=True)
+                args = {
+                    "bert_tf.finetune": [
+                        "--task=classification", f"--bert_config_file={config}", f"--output_dir={out}",
+                        f"--vocab_file={self.paths['vocab.txt']}", train,
+                    ],
+                    "bert_tf.pretrain": [
+                        f"--config={config}", f"--model_dir={out}", f"--vocab_file={self.paths['vocab.txt']}",
+                        f"--corpus={self.paths['corpus.txt']}",
+                    ],
+                    "bert_tf.export": ["--kind=encoder", f"--init_checkpoint={damaged}", f"--export_dir={out}",
+                                       "--overwrite"],
+                }[program]  # fmt: skip
+                self.assert_refused(
+                    program, args, 1, f"{config} is truncated or corrupt (not valid JSON: ", out
+                )
+
+    @pytest.mark.slow
+    def test_finetune_into_a_finished_output_dir_and_unrelated_init_checkpoints(self):
+        finished = self.fixture("finetuned")
+        train = f"--train_file={self.paths['train.csv']}"
+        self.assert_refused(
+            "bert_tf.finetune",
+            ["--task=classification", f"--init_checkpoint={self.paths['ckpt']}", f"--output_dir={finished}",
+             train, "--max_seq_length=16"],
+            2,
+            f"--output_dir={finished} holds a finished result (",
+            finished,
+        )  # fmt: skip
+        unrelated = f"--init_checkpoint={self.paths['unrelated']}"
+        out = self.output("unrelated")
+        for module, args in (
+            ("bert_tf.finetune", ["--task=classification", f"--output_dir={out}", train]),
+            ("bert_tf.export", ["--kind=encoder", f"--export_dir={out}"]),
+            ("bert_tf.extract_features", [f"--input_file={self.paths['corpus.txt']}", f"--output_file={out}/f.jsonl"]),
+            ("bert_tf.fill_mask", ["the [MASK] sat"]),
+        ):  # fmt: skip
+            with self.subTest(module=module):
+                self.assert_refused(
+                    module,
+                    [unrelated, *args],
+                    1,
+                    f"{self.paths['unrelated']} has no bert_config.json or config.json",
+                    out,
+                )
+
+    @pytest.mark.slow
+    def test_a_pretraining_model_dir_is_taken_for_its_export(self):
+        model_dir = self.fixture("pretrained")
+        note = f"{model_dir} is a pretraining model_dir: using the model in {model_dir}/export"
+        export = self.output("from_model_dir_export")
+        result = self.assert_runs(
+            "bert_tf.export",
+            ["--kind=encoder", f"--init_checkpoint={model_dir}", f"--export_dir={export}", "--seq_length=32"],
+        )
+        self.assertEqual(result.stderr.strip(), note)
+        finetuned = self.output("from_model_dir_finetune")
+        result = self.assert_runs(
+            "bert_tf.finetune",
+            ["--task=classification", f"--init_checkpoint={model_dir}", f"--output_dir={finetuned}",
+             f"--train_file={self.paths['train.csv']}", "--max_seq_length=16", "--train_batch_size=2"],
+        )  # fmt: skip
+        self.assertIn(note, result.stderr)
+        self.assertRegex(result.stderr, r"training on 2 examples for \d+ updates of 2 examples")
+        # Continuing from our own export needs no --config: the checkpoint's is used, and said.
+        again = self.output("pretrain_from_export")
+        result = self.assert_runs(
+            "bert_tf.pretrain",
+            [f"--init_checkpoint={model_dir}/export", f"--model_dir={again}", f"--corpus={self.paths['corpus.txt']}",
+             "--max_seq_length=32", "--max_predictions_per_seq=5", "--train_batch_size=2", "--num_train_steps=2",
+             "--num_warmup_steps=1", "--steps_per_loop=1"],
+        )  # fmt: skip
+        self.assertIn(
+            f"using the config and vocab of --init_checkpoint={model_dir}/export (no --config given)",
+            result.stdout,
+        )
+
+    @pytest.mark.slow
+    def test_build_vocab_and_create_pretraining_data_outputs(self):
+        out = self.output("vocab_random")
+        self.assert_refused(
+            "pipelines.build_vocab",
+            [f"--input_file={self.paths['random.bin']}", f"--output_file={out}/vocab.txt"],
+            1,
+            "are not text",
+            out,
+        )
+        # An existing output is kept without --overwrite, by either program.
+        out = self.output("existing_outputs", existing=True)
+        for module, args in (
+            ("pipelines.build_vocab", [f"--input_file={self.paths['corpus.txt']}", f"--output_file={out}/keep.txt"]),
+            ("pipelines.create_pretraining_data",
+             [f"--input_file={self.paths['corpus.txt']}", f"--output_file={out}/keep.txt",
+              f"--vocab_file={self.paths['vocab.txt']}"]),
+        ):  # fmt: skip
+            with self.subTest(module=module):
+                self.assert_refused(
+                    module, args, 2, f"--output_file={out}/keep.txt already exists; pass --overwrite", out
+                )
+        # A vocab smaller than asked says so, and why.
+        vocab = os.path.join(self.output("vocab_small"), "vocab.txt")
+        result = self.assert_runs(
+            "pipelines.build_vocab",
+            [f"--input_file={self.paths['corpus.txt']}", "--vocab_size=2000", f"--output_file={vocab}"],
+        )
+        self.assertRegex(
+            result.stderr,
+            r"learnt \d+ tokens in [\d.]+ s, fewer than vocab_size=2000: the corpus has no more word",
+        )
 
     @pytest.mark.slow
     def test_extract_features_output_in_a_missing_folder_is_created(self):

@@ -1,10 +1,12 @@
 import json
 import os
+import re
 import tempfile
 
 import tensorflow as tf
 
 from bert_tf.config import BertConfig, ConfigError, config_names, load_config
+from bert_tf.errors import DamagedFileError
 
 # The bert_config.json shipped with the original uncased_L-12_H-768_A-12 release.
 ORIGINAL_BASE_CONFIG = {
@@ -84,10 +86,27 @@ class BertConfigTest(tf.test.TestCase):
         with self.assertRaisesRegex(ConfigError, "config file not found"):
             BertConfig.from_json_file(os.path.join(tempfile.gettempdir(), "nope", "x.json"))
         path = os.path.join(self.get_temp_dir(), "broken.json")
+        whole = load_config("bert_tiny").to_json_string()
+        for cut in (1, len(whole) // 2, len(whole) - 3):
+            with self.subTest(cut=cut):
+                with open(path, "w") as handle:
+                    handle.write(whole[:cut])
+                with self.assertRaisesRegex(
+                    DamagedFileError,
+                    f"^{re.escape(path)} is truncated or corrupt \\(not valid JSON: .*\\); copy it",
+                ):
+                    BertConfig.from_json_file(path)
+        # A bad value names the file it came from.
         with open(path, "w") as handle:
-            handle.write("{not json")
-        with self.assertRaisesRegex(ConfigError, "is not valid JSON"):
+            json.dump({**ORIGINAL_BASE_CONFIG, "hidden_size": "big"}, handle)
+        with self.assertRaisesRegex(
+            ConfigError, f"^{re.escape(path)}: hidden_size must be a positive integer, got 'big'$"
+        ):
             BertConfig.from_json_file(path)
+        with self.assertRaisesRegex(
+            ConfigError, "^config.json: hidden_dropout_prob must be a number, got 'x'$"
+        ):
+            BertConfig.from_hf_dict({**ORIGINAL_BASE_CONFIG, "hidden_dropout_prob": "x"})
 
     def test_hugging_face_config(self):
         hf = {

@@ -50,8 +50,11 @@ def check_safetensors(path: str) -> None:
         raise damaged(path, f"expected {expected} bytes, found {size}", _REDOWNLOAD)
 
 
-def check_tf_checkpoint(prefix: str) -> None:
-    """The index opens and each data shard is as long as the tensors listed in it."""
+def check_tf_checkpoint(prefix: str, fix: str = _REDOWNLOAD) -> None:
+    """The index opens and each data shard is as long as the tensors listed in it.
+
+    `fix` says what to do about a damaged one (a run's own checkpoints are not downloaded).
+    """
     import numpy as np
     import tensorflow as tf
 
@@ -63,8 +66,8 @@ def check_tf_checkpoint(prefix: str) -> None:
     except (tf.errors.OpError, ValueError) as error:
         detail = str(error).splitlines()[0] if str(error) else type(error).__name__
         if tf.io.gfile.exists(index):
-            raise damaged(index, f"its index cannot be read: {detail}", _REDOWNLOAD) from None
-        raise damaged(prefix, detail, _REDOWNLOAD) from None
+            raise damaged(index, f"its index cannot be read: {detail}", fix) from None
+        raise damaged(prefix, detail, fix) from None
     shards = sorted(tf.io.gfile.glob(prefix + ".data-*-of-*"))
     if len(shards) != 1:
         return  # several shards: their sizes are not listed per shard; reads are checked
@@ -74,9 +77,9 @@ def check_tf_checkpoint(prefix: str) -> None:
     expected = sum(int(np.prod(shapes[name])) * dtypes[name].size for name in fixed)
     found = tf.io.gfile.stat(shards[0]).length
     if len(fixed) == len(shapes) and found != expected:
-        raise damaged(shards[0], f"expected {expected} bytes, found {found}", _REDOWNLOAD)
+        raise damaged(shards[0], f"expected {expected} bytes, found {found}", fix)
     if found < expected:  # strings (an object graph) have no fixed size: at least the rest
-        raise damaged(shards[0], f"expected at least {expected} bytes, found {found}", _REDOWNLOAD)
+        raise damaged(shards[0], f"expected at least {expected} bytes, found {found}", fix)
 
 
 def latest_checkpoint(model_dir: str) -> str | None:
@@ -106,19 +109,29 @@ def latest_checkpoint(model_dir: str) -> str | None:
         latest = os.path.join(model_dir, latest)
     if not tf.io.gfile.exists(latest + ".index"):
         raise damaged(state_file, f"it names {latest}, whose files are missing", fix)
-    check_tf_checkpoint(latest)
+    check_tf_checkpoint(
+        latest,
+        fix=f"delete {latest}.* and edit or delete {state_file} to resume from an earlier checkpoint, "
+        "or use a new --model_dir",
+    )
     return latest
 
 
-def check_keras_archive(path: str) -> None:
-    """A `.keras` file is a zip archive: its directory is intact and every member's CRC matches."""
+def check_keras_archive(path: str, display_path: str | None = None) -> None:
+    """A `.keras` file is a zip archive: its directory is intact and every member's CRC matches.
+
+    `display_path` names the file in messages when `path` is a local copy of it (Keras
+    reads a `.keras` file only from a local disk).
+    """
+    name = display_path or path
     size = os.path.getsize(path)
     try:
         with zipfile.ZipFile(path) as archive:
             bad = archive.testzip()
     except (zipfile.BadZipFile, OSError, EOFError) as error:
+        detail = str(error).replace(path, name)
         raise damaged(
-            path, f"not a complete zip archive, {size} bytes: {error}", "save or copy it again"
+            name, f"not a complete zip archive, {size} bytes: {detail}", "save or copy it again"
         ) from None
     if bad:
-        raise damaged(path, f"the member {bad} fails its CRC check", "save or copy it again")
+        raise damaged(name, f"the member {bad} fails its CRC check", "save or copy it again")

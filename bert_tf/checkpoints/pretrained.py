@@ -75,15 +75,10 @@ def from_pretrained(
         raise ValueError(f"heads must be one of {HEADS}, got {heads!r}")
     source = _locate(os.fspath(path))
     config = _read_config(source)
-    vocab_file = fileio.join(source.directory, "vocab.txt")
-    if fileio.isfile(vocab_file):
-        _check_vocab(vocab_file, config)
-    else:
-        vocab_file = None
+    tokenizer_settings = _tokenizer_settings(source, config)
     model = BertPretrainer(config) if heads == "pretraining" else BertEncoder(config)
     _load(model, source)
-    lower_case, reason = detect_lower_case(source.directory, vocab_file)
-    return model, TokenizerSettings(vocab_file, lower_case, reason)
+    return model, tokenizer_settings
 
 
 def load_weights(model: keras.Model, path: str | os.PathLike) -> None:
@@ -109,15 +104,27 @@ def _load(model: keras.Model, source: _Source) -> None:
 # --- locating and configuring ----------------------------------------------------------
 
 
-def inspect_checkpoint(path: str | os.PathLike) -> BertConfig:
-    """The config of the checkpoint at `path`, after checking that its files are whole.
+def inspect_checkpoint(path: str | os.PathLike) -> tuple[BertConfig, TokenizerSettings]:
+    """The config and tokenizer settings of the checkpoint at `path`, after checking that
+    its files are whole.
 
     Cheap (no weight is read): what a program calls before writing anything.
     """
     source = _locate(os.fspath(path))
     config = _read_config(source)
+    tokenizer_settings = _tokenizer_settings(source, config)
     _check_files(source)
-    return config
+    return config, tokenizer_settings
+
+
+def _tokenizer_settings(source: _Source, config: BertConfig) -> TokenizerSettings:
+    vocab_file = fileio.join(source.directory, "vocab.txt")
+    if fileio.isfile(vocab_file):
+        _check_vocab(vocab_file, config)
+    else:
+        vocab_file = None
+    lower_case, reason = detect_lower_case(source.directory, vocab_file)
+    return TokenizerSettings(vocab_file, lower_case, reason)
 
 
 def _check_files(source: _Source) -> None:

@@ -19,6 +19,7 @@ from collections.abc import Callable
 import tensorflow as tf
 
 from bert_tf import fileio
+from bert_tf.cli import tensorflow_info_hidden
 from bert_tf.config import BertConfig
 from bert_tf.serving.saving import (
     EXTRA_DIR,
@@ -180,4 +181,5 @@ def build_module(
 def save(module: tf.Module, directory: str) -> None:
     """tf.saved_model.save with the module's traced signatures."""
     signatures = module.trace()
-    tf.saved_model.save(module, directory, signatures=signatures)
+    with tensorflow_info_hidden():  # "INFO:tensorflow:Assets written to: STAGING/assets"
+        tf.saved_model.save(module, directory, signatures=signatures)

@@ -571,7 +571,7 @@ def load_finetuned(directory: str, compile: bool = True):
     with tempfile.TemporaryDirectory() as local:
         # Keras reads model.keras as a local zip; copied whole from any filesystem.
         fileio.copy(path, os.path.join(local, MODEL_FILE))
-        check_keras_archive(os.path.join(local, MODEL_FILE))
+        check_keras_archive(os.path.join(local, MODEL_FILE), display_path=path)
         model = keras.saving.load_model(os.path.join(local, MODEL_FILE), compile=compile)
     tokenizer = BertTokenizer(fileio.join(directory, "vocab.txt"), lower_case=info["lower_case"])
     return model, tokenizer, info

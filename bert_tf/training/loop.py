@@ -35,9 +35,9 @@ from collections.abc import Callable, Mapping, Sequence
 import keras
 import numpy as np
 import tensorflow as tf
-from absl import logging as absl_logging
 
 from bert_tf import fileio
+from bert_tf.cli import tensorflow_info_hidden
 from bert_tf.errors import BertTfError
 from bert_tf.training import distribute
 from bert_tf.training.input_feed import InputFeed, distributed_batch
@@ -222,12 +222,8 @@ class Trainer:
         if self._feed is not None:
             self._feed.save(step)
         # TensorFlow logs "Sharding callback duration: N microseconds" at INFO on every save.
-        verbosity = absl_logging.get_verbosity()
-        absl_logging.set_verbosity(absl_logging.WARNING)
-        try:
+        with tensorflow_info_hidden():
             path = self.manager.save(checkpoint_number=step)
-        finally:
-            absl_logging.set_verbosity(verbosity)
         if not self.is_chief:
             fileio.rmtree(self._save_dir)
         return path

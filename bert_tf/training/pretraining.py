@@ -26,12 +26,13 @@ from bert_tf import fileio
 from bert_tf.backend import BACKENDS
 from bert_tf.cache import cache_dir as default_cache_dir
 from bert_tf.cli import setting
-from bert_tf.config import load_config
+from bert_tf.config import BertConfig, load_config
 from bert_tf.errors import UsageError
 from bert_tf.outputs import check_output, umask_permissions
 from bert_tf.training import distribute, inputs, optimization
 from bert_tf.training.loop import Phase, Trainer, TrainResult
 
+DEFAULT_CONFIG = "demo"
 MIXED_PRECISION_POLICIES = ("float32", "mixed_float16", "mixed_bfloat16")
 MODEL_INPUTS = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
 
@@ -49,11 +50,15 @@ class PretrainingConfig:
     model_dir: str | None = setting(
         None, "Checkpoints, logs and the export; rerun to resume. Default: a temp dir."
     )
-    config: str = setting("demo", "Model config: a name in configs/ (bert_base, ...) or a JSON path.")
+    config: str | None = setting(
+        None,
+        f"Model config: a name in configs/ (bert_base, ...) or a JSON path. Default: the --init_checkpoint's "
+        f"own config, else {DEFAULT_CONFIG}.",
+    )
     vocab_file: str | None = setting(
         None,
-        "WordPiece vocab; default with the embedded corpus: learnt and cached. From scratch, its "
-        "size replaces the config's vocab_size.",
+        "WordPiece vocab; default: the --init_checkpoint's own, else with the embedded corpus learnt "
+        "and cached. From scratch, its size replaces the config's vocab_size.",
     )
     do_lower_case: bool = setting(True, "Lower-case and strip accents (uncased models).")
     init_checkpoint: str | None = setting(None, "Start from this checkpoint (Google, Hugging Face or ours).")
@@ -243,8 +248,10 @@ def cache_dir(settings: PretrainingConfig) -> Path:
 # --- the pieces ------------------------------------------------------------------
 
 
-def embedded_corpus_and_vocab(settings: PretrainingConfig, vocab_size: int) -> tuple[str, str]:
-    """The embedded corpus as a file, and a vocab learnt from it (both cached)."""
+def embedded_corpus_and_vocab(
+    settings: PretrainingConfig, vocab_size: int, vocab_file: str | None = None
+) -> tuple[str, str]:
+    """The embedded corpus as a file, and `vocab_file` or else a vocab learnt from it (both cached)."""
     from pipelines import corpus
     from pipelines.build_vocab import build_vocab
 
@@ -252,12 +259,15 @@ def embedded_corpus_and_vocab(settings: PretrainingConfig, vocab_size: int) -> t
     corpus_file = directory / "pydoc_corpus.txt"
     if not corpus_file.exists():
         corpus.write_corpus(str(corpus_file))
+    if vocab_file:
+        return str(corpus_file), vocab_file
     casing = "uncased" if settings.do_lower_case else "cased"
     vocab_file = directory / f"pydoc_vocab_{vocab_size}_{casing}.txt"
-    if settings.vocab_file:
-        return str(corpus_file), settings.vocab_file
     if not vocab_file.exists():
-        print(f"learning a {vocab_size}-token vocab from the embedded corpus -> {vocab_file}", flush=True)
+        print(
+            f"learning a vocab of up to {vocab_size} tokens from the embedded corpus -> {vocab_file}",
+            flush=True,
+        )
         # build_vocab writes to a temporary name and renames: a killed run leaves no half file.
         build_vocab([str(corpus_file)], vocab_size, str(vocab_file), settings.do_lower_case)
     return str(corpus_file), str(vocab_file)
@@ -390,19 +400,20 @@ def _dataset_fn(
 
 def run_pretraining(settings: PretrainingConfig) -> PretrainingResult:
     """Validates the inputs, then pretrains, evaluates, exports and (demo) fills a [MASK]."""
-    config = load_config(settings.config)
+    config, vocab_file = model_config_and_vocab(settings)
 
     # 1. Data and vocab. Nothing is written to model_dir before every check has passed.
     if settings.train_files:
         train_files = inputs.expand_files(settings.train_files, "train_files")
-        vocab_file = settings.vocab_file
     elif settings.corpus:
         train_files = inputs.expand_files(settings.corpus, "corpus")
-        if not settings.vocab_file:
-            raise inputs.InputError("--corpus (raw text) needs --vocab_file to tokenize it")
-        vocab_file = settings.vocab_file
+        if not vocab_file:
+            raise UsageError(
+                "--corpus (raw text) needs --vocab_file to tokenize it; learn one with "
+                "python -m pipelines.build_vocab, or pass --train_files (TFRecords)"
+            )
     else:
-        corpus_file, vocab_file = embedded_corpus_and_vocab(settings, config.vocab_size)
+        corpus_file, vocab_file = embedded_corpus_and_vocab(settings, config.vocab_size, vocab_file)
         train_files = [corpus_file]
     if vocab_file:
         from bert_tf.tokenization import load_vocab
@@ -412,9 +423,10 @@ def run_pretraining(settings: PretrainingConfig) -> PretrainingResult:
             # From scratch the vocab decides the embedding size (the demo's vocab is learnt to
             # the config's size, but the learner may stop short of it on a small corpus).
             if settings.vocab_file:
+                named = settings.config or DEFAULT_CONFIG
                 print(
-                    f"vocab_size {len(vocab)} from {vocab_file} (the config {settings.config} says "
-                    f"{config.vocab_size}): pretraining from scratch, the vocab decides",
+                    f"vocab_size {len(vocab)} from {vocab_file} (the config {named} says {config.vocab_size}): "
+                    "pretraining from scratch, the vocab decides",
                     flush=True,
                 )
             config = config.replace(vocab_size=len(vocab))
@@ -432,8 +444,9 @@ def run_pretraining(settings: PretrainingConfig) -> PretrainingResult:
         (settings.phase2_seq_length, "phase2_seq_length"),
     ):
         if (name == "max_seq_length" or settings.phase2_fraction) and length > config.max_position_embeddings:
-            raise inputs.InputError(
-                f"--{name}={length} exceeds the config's max_position_embeddings ({config.max_position_embeddings})"
+            raise UsageError(
+                f"--{name}={length} is above the config's max_position_embeddings="
+                f"{config.max_position_embeddings}; pass --{name}={config.max_position_embeddings} or less"
             )
     inputs.check_record_shapes(
         train_files,
@@ -649,6 +662,29 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
         keras.mixed_precision.set_global_policy(previous_policy)
 
 
+def model_config_and_vocab(settings: PretrainingConfig) -> tuple[BertConfig, str | None]:
+    """(BertConfig, vocab file or None): --config and --vocab_file, or, for those not given,
+    the --init_checkpoint's own (said in one line), else the demo config."""
+    if settings.config or not settings.init_checkpoint:
+        return load_config(settings.config or DEFAULT_CONFIG), settings.vocab_file
+    from bert_tf.checkpoints import inspect_checkpoint
+    from bert_tf.checkpoints.google import is_object_based
+
+    path = settings.init_checkpoint
+    ours = tf.train.latest_checkpoint(path) if fileio.isdir(path) else None
+    if ours and is_object_based(ours):  # another run's model_dir: its config and vocab beside
+        config = load_config(fileio.join(path, inputs.CONFIG_FILE))
+        vocab = fileio.join(path, inputs.VOCAB_FILE)
+        vocab_file = vocab if fileio.isfile(vocab) else None
+    else:
+        config, tokenizer_settings = inspect_checkpoint(path)
+        vocab_file = tokenizer_settings.vocab_file
+    vocab_file = settings.vocab_file or vocab_file
+    own = "config and vocab" if vocab_file and not settings.vocab_file else "config"
+    print(f"using the {own} of --init_checkpoint={path} (no --config given)", flush=True)
+    return config, vocab_file
+
+
 def check_init_checkpoint(path: str, config) -> None:
     """--init_checkpoint must be a checkpoint of this config's shapes (checked before writing)."""
     from bert_tf.checkpoints import inspect_checkpoint
@@ -657,7 +693,7 @@ def check_init_checkpoint(path: str, config) -> None:
     ours = tf.train.latest_checkpoint(path) if fileio.isdir(path) else None
     if ours and is_object_based(ours):
         return  # another run's model_dir: restored object by object, checked by the restore
-    found = inspect_checkpoint(path)
+    found, _ = inspect_checkpoint(path)
     shapes = (
         "vocab_size",
         "hidden_size",
@@ -671,9 +707,15 @@ def check_init_checkpoint(path: str, config) -> None:
         if getattr(found, name) != getattr(config, name)
     ]
     if differences:
+        own = fileio.join(path if fileio.isdir(path) else fileio.dirname(path), inputs.CONFIG_FILE)
+        fix = (
+            f"pass --config={own} (and its vocab)"
+            if fileio.isfile(own)
+            else "pass the --config (and vocab) it was trained with"
+        )
         raise inputs.InputError(
             f"--init_checkpoint={path} was trained with another config ({', '.join(differences)}); "
-            f"pass the --config (and vocab) it was trained with"
+            f"{fix}, or leave --config out to use the checkpoint's own"
         )
 
 

@@ -113,6 +113,11 @@ class IntegrityTest(tf.test.TestCase):
                     file.write(whole[: int(len(whole) * keep)])
                 with self.assertRaisesRegex(DamagedFileError, "model.keras is truncated or corrupt"):
                     integrity.check_keras_archive(path)
+                # Checked on a local copy, it names the user's file, not the copy.
+                with self.assertRaises(DamagedFileError) as raised:
+                    integrity.check_keras_archive(path, display_path="gs://bucket/run/model/model.keras")
+                self.assertStartsWith(str(raised.exception), "gs://bucket/run/model/model.keras is truncated")
+                self.assertNotIn(path, str(raised.exception))
 
     def test_unreadable_checkpoint_state_is_an_error_not_a_fresh_start(self):
         directory = tempfile.mkdtemp()

@@ -69,6 +69,8 @@ class CommandLineTest(tf.test.TestCase):
         result = run_module("bert_tf.export", *args)
         self.assertEqual(result.returncode, 0, result.stderr[-3000:])
         self.assertIn("saved_model_cli show --dir", result.stdout)
+        # Quiet when it works: not even TensorFlow's "INFO:tensorflow:Assets written to: ...".
+        self.assertEqual(result.stderr.strip(), "")
         ids = np.array([[101, 7592, 2088, 102, 0]], np.int32)
         inputs = {"input_ids": ids, "input_mask": (ids > 0).astype(np.int32), "segment_ids": 0 * ids}
         got = tf.saved_model.load(export_dir).signatures["serving_default"](**inputs)

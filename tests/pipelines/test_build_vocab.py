@@ -6,9 +6,11 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from absl import flags  # noqa: E402
 
+from bert_tf.errors import UsageError  # noqa: E402
 from bert_tf.tokenization import BertTokenizer, load_vocab  # noqa: E402
 from pipelines import build_vocab, corpus  # noqa: E402
 from pipelines.text_input import InputFileError  # noqa: E402
@@ -25,12 +27,22 @@ class BuildVocabTest(tf.test.TestCase):
 
     def test_uncased_vocab_of_the_embedded_corpus_covers_it(self):
         output = os.path.join(self.get_temp_dir(), "out", "vocab.txt")
-        vocab = build_vocab.build_vocab(
-            self.corpus_file, vocab_size=1000, output_file=output, lower_case=True
-        )
+        with self.assertLogs("pipelines.build_vocab", "INFO") as logs:
+            vocab = build_vocab.build_vocab(
+                self.corpus_file, vocab_size=1000, output_file=output, lower_case=True
+            )
         self.assertEqual(vocab[:5], SPECIALS)
-        self.assertLessEqual(len(vocab), 1000)
+        self.assertLess(len(vocab), 1000)
         self.assertGreater(len(vocab), 500)
+        # Fewer tokens than asked: the size learnt is said, and why.
+        self.assertIn(
+            f"learnt {len(vocab)} tokens in",
+            "\n".join(logs.output),
+        )
+        self.assertIn(
+            "fewer than vocab_size=1000: the corpus has no more word pieces worth adding",
+            "\n".join(logs.output),
+        )
         self.assertEqual(load_vocab(output), vocab)  # valid: no repeats, specials present
         self.assertFalse(tf.io.gfile.exists(output + ".partial"))
         self.assertNotIn("The", vocab)  # uncased
@@ -90,6 +102,41 @@ class BuildVocabTest(tf.test.TestCase):
         self.assertEqual(dict(counts), expected)
         cased = build_vocab.count_words(os.path.join(directory, "part-*.txt"), lower_case=False, max_lines=1)
         self.assertEqual(dict(cased), {"Hello": 1, ",": 1, "helloworld": 1, "!": 1})
+
+    def test_an_existing_vocab_is_replaced_only_with_overwrite(self):
+        output = os.path.join(self.get_temp_dir(), "existing", "vocab.txt")
+        os.makedirs(os.path.dirname(output))
+        with open(output, "w", encoding="utf-8") as handle:
+            handle.write("the user's vocab\n")
+        with self.assertRaisesRegex(
+            UsageError, f"--output_file={output} already exists; pass --overwrite to replace it"
+        ):
+            build_vocab.build_vocab(self.corpus_file, vocab_size=200, output_file=output, max_lines=50)
+        with open(output, encoding="utf-8") as handle:
+            self.assertEqual(handle.read(), "the user's vocab\n")
+        vocab = build_vocab.build_vocab(
+            self.corpus_file, vocab_size=200, output_file=output, max_lines=50, overwrite=True
+        )
+        self.assertEqual(load_vocab(output), vocab)
+
+    def test_input_that_is_mostly_not_text_is_refused_unless_accepted(self):
+        directory = self.get_temp_dir()
+        random_bytes = os.path.join(directory, "random.bin")
+        with open(random_bytes, "wb") as handle:
+            handle.write(np.random.default_rng(0).bytes(20_000))
+        output = os.path.join(directory, "random_vocab", "vocab.txt")
+        with self.assertRaisesRegex(
+            InputFileError,
+            r"--input_file: \d+ of the first \d+ lines of .*random.bin are not text \(\d+ have invalid UTF-8\); "
+            r".*--accept_non_text",
+        ):
+            build_vocab.build_vocab(random_bytes, vocab_size=100, output_file=output)
+        self.assertFalse(os.path.exists(os.path.dirname(output)))
+        with self.assertLogs("pipelines.text_input", "WARNING"):
+            vocab = build_vocab.build_vocab(
+                random_bytes, vocab_size=100, output_file=output, accept_non_text=True
+            )
+        self.assertEqual(load_vocab(output), vocab)
 
     def test_bad_arguments(self):
         with self.assertRaisesRegex(InputFileError, "no input file matches '/no/such/\\*.txt'"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import glob
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from unittest import mock
 import numpy as np
 import tensorflow as tf
 
+from bert_tf.errors import UsageError
 from bert_tf.tokenization import BertTokenizer
 from pipelines import corpus, generate, records, text_input
 
@@ -74,10 +76,23 @@ class GenerateTest(tf.test.TestCase):
         self.assertEqual(summary.tokens, sum(_read(p)["input_mask"].sum() for p in outputs))
 
         digests = [_digest(p) for p in outputs]
-        self._run(output_file=",".join(outputs))
+        self._run(output_file=",".join(outputs), overwrite=True)
         self.assertEqual([_digest(p) for p in outputs], digests)
-        self._run(output_file=",".join(outputs), random_seed=1)
+        self._run(output_file=",".join(outputs), random_seed=1, overwrite=True)
         self.assertNotEqual([_digest(p) for p in outputs], digests)
+
+    def test_existing_output_is_kept_without_overwrite(self):
+        outputs = [os.path.join(self.directory, f"shard-{i}.tfrecord") for i in range(2)]
+        Path(outputs[1]).write_bytes(b"the user's file")
+        with self.assertRaisesRegex(
+            UsageError,
+            f"--output_file={re.escape(outputs[1])} already exists; pass --overwrite to replace it",
+        ):
+            self._run(output_file=",".join(outputs))
+        self.assertEqual(Path(outputs[1]).read_bytes(), b"the user's file")
+        self.assertEqual(sorted(os.listdir(self.directory)), ["corpus.txt", "shard-1.tfrecord"])
+        self._run(output_file=",".join(outputs), overwrite=True)
+        self.assertGreater(records.check_framing(outputs[1]), 0)
 
     def test_dynamic_masking_records_are_the_same_pairs_unmasked(self):
         masked_path = os.path.join(self.directory, "masked.tfrecord")
@@ -198,7 +213,7 @@ class GenerateTest(tf.test.TestCase):
 
         result = subprocess.run(
             [sys.executable, "-m", "pipelines.create_pretraining_data", "--input_file=/no/such/file.txt",
-             f"--output_file={output}", f"--vocab_file={VOCAB_FILE}"],
+             f"--output_file={output}.new", f"--vocab_file={VOCAB_FILE}"],
             cwd=ROOT, capture_output=True, text=True, timeout=300,
         )  # fmt: skip
         self.assertNotEqual(result.returncode, 0)

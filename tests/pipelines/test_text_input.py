@@ -45,6 +45,17 @@ class MostlyTextTest(tf.test.TestCase):
         ):
             check_mostly_text([path], self.tokenizer, "--input_file")
 
+    def test_without_a_vocab_invalid_utf8_alone_decides(self):
+        rng = random.Random(1)
+        path = self.write(bytes(rng.randrange(256) for _ in range(100_000)))
+        with self.assertRaisesRegex(
+            InputFileError,
+            r"--input_file: \d+ of the first \d+ lines .* are not text \(\d+ have invalid UTF-8\);",
+        ):
+            check_mostly_text([path], None, "--input_file")
+        # Lines without word pieces are text as far as a vocab still to be learnt knows.
+        check_mostly_text([self.write(b"\x01\x02\x03\n" * 3)], None, "--input_file")
+
     def test_text_with_a_few_bad_lines_passes(self):
         path = self.write(b"the cat sat on the mat.\n\nit was \xff good.\nthe dog ran.\n")
         check_mostly_text([path], self.tokenizer, "--input_file")

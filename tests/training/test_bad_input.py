@@ -1,5 +1,7 @@
 """Bad pretraining input: one clear message each, and nothing in model_dir overwritten."""
 
+import contextlib
+import io
 import os
 import re
 import tempfile
@@ -9,8 +11,9 @@ from unittest import mock
 import tensorflow as tf
 
 from bert_tf.config import load_config
+from bert_tf.errors import UsageError
 from bert_tf.training import distribute, inputs
-from bert_tf.training.pretraining import PretrainingConfig, run_pretraining
+from bert_tf.training.pretraining import PretrainingConfig, model_config_and_vocab, run_pretraining
 
 
 def write_records(path: Path, seq_length: int, predictions: int, count: int = 4) -> str:
@@ -77,9 +80,10 @@ class BadInputTest(tf.test.TestCase):
             num_warmup_steps=1,
         )
         settings.update(changes)
-        with self.assertRaisesRegex(ValueError, message):
+        with self.assertRaisesRegex(ValueError, message) as raised:
             run_pretraining(PretrainingConfig(**settings))
         self.assertEqual(snapshot(self.model_dir), self.before, "model_dir was modified")
+        return raised.exception
 
     def test_glob_matching_nothing(self):
         missing = os.path.join(self.work, "nothing_*.tfrecord")
@@ -126,6 +130,18 @@ class BadInputTest(tf.test.TestCase):
         self.before = snapshot(self.model_dir)
         self.run_and_expect("checkpoint is truncated or corrupt")
 
+    def test_a_damaged_checkpoint_of_the_run_itself_says_how_to_resume_from_an_earlier_one(self):
+        data = self.model_dir / "ckpt-7.data-00000-of-00001"
+        data.write_bytes(data.read_bytes()[:2])
+        self.before = snapshot(self.model_dir)
+        error = self.run_and_expect(
+            r"ckpt-7.data-00000-of-00001 is truncated or corrupt \(expected at least \d+ bytes, found 2\); "
+            f"delete {re.escape(str(self.model_dir / 'ckpt-7'))}\\.\\* and edit or delete "
+            f"{re.escape(str(self.model_dir / 'checkpoint'))} to resume from an earlier checkpoint, "
+            "or use a new --model_dir$"
+        )
+        self.assertNotIn("download", str(error))
+
     def test_damaged_records_are_named_before_training(self):
         size = os.path.getsize(self.records)
         with open(self.records, "r+b") as file:
@@ -162,6 +178,59 @@ class BadInputTest(tf.test.TestCase):
             r"least 20 records.*pass --eval_files",
             eval_every_steps=5,
         )
+
+    def test_lengths_above_the_position_embeddings_and_a_corpus_without_vocab_are_usage_errors(self):
+        for changes, message in (
+            (
+                dict(max_seq_length=1024, max_predictions_per_seq=5),
+                "--max_seq_length=1024 is above the config's max_position_embeddings=512; "
+                "pass --max_seq_length=512 or less",
+            ),
+            (
+                dict(phase2_seq_length=1024, phase2_fraction=0.1),
+                "--phase2_seq_length=1024 is above the config's max_position_embeddings=512; "
+                "pass --phase2_seq_length=512 or less",
+            ),
+            (dict(train_files=None, corpus=self.records), "--corpus \\(raw text\\) needs --vocab_file"),
+        ):
+            with self.subTest(changes=changes):
+                error = self.run_and_expect(message, **changes)
+                self.assertIsInstance(error, UsageError)  # exit status 2: the command line
+
+    def test_init_checkpoint_gives_its_config_unless_another_is_named(self):
+        from bert_tf.checkpoints import export_pretrained
+        from bert_tf.models import BertPretrainer
+
+        theirs = self.config.replace(hidden_size=64, intermediate_size=128)
+        vocab = self.work / "their_vocab.txt"
+        vocab.write_text(
+            "\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(195)])
+        )
+        export = export_pretrained(BertPretrainer(theirs), str(self.work / "export"), vocab_file=str(vocab))
+        # Another --config: refused, naming the checkpoint's own.
+        self.run_and_expect(
+            r"--init_checkpoint=.*export was trained with another config \(hidden_size 64 there, 128 here, "
+            r"intermediate_size 128 there, 512 here\); pass --config=.*export/bert_config.json \(and its vocab\), "
+            "or leave --config out to use the checkpoint's own",
+            init_checkpoint=export,
+            vocab_file=str(vocab),
+        )
+        # No --config: the checkpoint's config and vocab, said in one line.
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            config, vocab_file = model_config_and_vocab(PretrainingConfig(init_checkpoint=export))
+        self.assertEqual((config, vocab_file), (theirs, os.path.join(export, "vocab.txt")))
+        self.assertEqual(
+            printed.getvalue(),
+            f"using the config and vocab of --init_checkpoint={export} (no --config given)\n",
+        )
+        with contextlib.redirect_stdout(io.StringIO()):
+            config, vocab_file = model_config_and_vocab(
+                PretrainingConfig(init_checkpoint=export, vocab_file=str(vocab))
+            )
+        self.assertEqual((config, vocab_file), (theirs, str(vocab)))
+        # Without --init_checkpoint the default is the demo config.
+        self.assertEqual(model_config_and_vocab(PretrainingConfig()), (load_config("demo"), None))
 
     def test_errors_are_input_errors(self):
         self.assertTrue(issubclass(inputs.InputError, ValueError))
