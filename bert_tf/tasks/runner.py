@@ -274,13 +274,11 @@ def run(settings: FinetuneSettings) -> dict[str, float]:
         _check_resumable(settings)
     strategy = get_strategy(settings.strategy, settings.tpu, settings.num_gpus)
     policy = precision.resolve(settings.mixed_precision, strategy)
-    if policy != settings.mixed_precision:
-        logger.info("mixed precision: %s (--mixed_precision=%s)", policy, settings.mixed_precision)
     with _dtype_policy(policy):
-        return _run(settings, strategy, fresh=state == "overwrite" or settings.overwrite)
+        return _run(settings, strategy, policy, fresh=state == "overwrite" or settings.overwrite)
 
 
-def _run(settings: FinetuneSettings, strategy, fresh: bool) -> dict[str, float]:
+def _run(settings: FinetuneSettings, strategy, policy: str, fresh: bool) -> dict[str, float]:
     from bert_tf.tasks import models
 
     finetuned = _finetuned_info(settings)
@@ -322,6 +320,8 @@ def _run(settings: FinetuneSettings, strategy, fresh: bool) -> dict[str, float]:
     if fresh:  # --overwrite: the training state of an earlier run is not reused
         fileio.rmtree(fileio.join(settings.output_dir, BACKUP_DIR))
     fileio.makedirs(settings.output_dir)
+    if policy != settings.mixed_precision:  # said once every check has passed
+        logger.info("mixed precision: %s (--mixed_precision=%s)", policy, settings.mixed_precision)
 
     with strategy.scope():
         if not finetuned:
