@@ -12,7 +12,8 @@ the original run_classifier.py: max length 128, batch 32, AdamW lr 5e-5 (weight 
 accuracy at the end. Each run is a whole process, timed from start to exit, with its
 peak RSS:
 
-- ours: `python -m bert_tf.finetune` (its defaults: dynamic padding, float32 on CPU);
+- ours: `python -m bert_tf.finetune` (its defaults: dynamic padding, `--mixed_precision=auto`,
+  which is mixed_bfloat16 on a CPU with bfloat16 units; `--ours_flags` adds flags);
 - Hugging Face, as its examples run it: every example padded to max_length;
 - Hugging Face with dynamic padding (`DataCollatorWithPadding`).
 
