@@ -50,7 +50,7 @@ import tensorflow as tf
 from bert_tf import fileio, preprocessing
 from bert_tf.preprocessing.spans import word_index_of_pieces
 from bert_tf.serving import spans
-from bert_tf.serving.saving import ExportError, check_seq_length
+from bert_tf.serving.saving import ExportError, check_seq_length, export_module
 from bert_tf.serving.spans import SpanSettings
 
 SUPPORTED_KINDS = ("classification", "regression", "span", "token", "multiple_choice")
@@ -303,7 +303,6 @@ def export_task(
     init_checkpoint: str, export_dir: str, seq_length: int | None = None, overwrite: bool = False
 ) -> str:
     """Exports the fine-tuned model directory `init_checkpoint` (see module docstring)."""
-    from bert_tf.serving.exporter import export_module
     from bert_tf.tasks.runner import MODEL_FILE, TASK_FILE, load_finetuned
 
     for name in (MODEL_FILE, TASK_FILE):

@@ -4,7 +4,7 @@ Each factory returns a plain `keras.Model` taking the feature dict `{input_ids,
 input_mask, segment_ids}`; compile it with `compile_args(kind)` (or your own loss) and
 train it with `model.fit`. The encoder comes from `init_checkpoint` (a Google checkpoint
 directory, a Hugging Face BERT directory or one of ours; see
-`bert_tf.models.from_pretrained`) or, without one, is randomly initialised from `config`.
+`bert_tf.checkpoints.from_pretrained`) or, without one, is randomly initialised from `config`.
 
 Example:
 
@@ -48,7 +48,8 @@ def tiny_config(vocab_size: int, **changes) -> BertConfig:
 
 def load_encoder(init_checkpoint: str | os.PathLike | None = None, config: BertConfig | str | None = None):
     """(encoder, tokenizer settings or None): pretrained when `init_checkpoint` is given."""
-    from bert_tf.models import BertEncoder, from_pretrained
+    from bert_tf.checkpoints import from_pretrained
+    from bert_tf.models import BertEncoder
 
     if init_checkpoint:
         encoder, settings = from_pretrained(init_checkpoint, heads="encoder")

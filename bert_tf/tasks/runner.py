@@ -170,8 +170,9 @@ def load_tokenizer(settings: FinetuneSettings, checkpoint_settings=None):
 
 
 def _encoder(settings: FinetuneSettings):
+    from bert_tf.checkpoints import from_pretrained
     from bert_tf.config import load_config
-    from bert_tf.models import BertEncoder, from_pretrained
+    from bert_tf.models import BertEncoder
 
     if settings.init_checkpoint:
         encoder, checkpoint_settings = from_pretrained(settings.init_checkpoint, heads="encoder")

@@ -236,8 +236,9 @@ def check_settings(settings, model_dir: str) -> None:
 def train(settings, config, model_dir, vocab_file, train_files, phase2_files, eval_files):
     """The `model.fit` half of `run_pretraining` (everything is checked before it is called)."""
     from bert_tf import fileio
-    from bert_tf.training import inputs, pretraining
-    from bert_tf.training.loop import NonFiniteLossError, TrainResult
+    from bert_tf.checkpoints import export_pretrained
+    from bert_tf.training import inputs
+    from bert_tf.training.loop import NonFiniteLossError, PretrainingResult, TrainResult
 
     check_settings(settings, model_dir)
     if keras.backend.backend() == "jax" and os.environ.get("KERAS_DISTRIBUTION_JOB_ADDRESSES"):
@@ -349,8 +350,11 @@ def train(settings, config, model_dir, vocab_file, train_files, phase2_files, ev
         export_dir = None
         fill_mask = None
         if chief:
-            export_dir = pretraining.export_encoder(
-                model.pretrainer, vocab_file, settings.do_lower_case, fileio.join(model_dir, "export")
+            export_dir = export_pretrained(
+                model.pretrainer,
+                fileio.join(model_dir, "export"),
+                vocab_file=vocab_file,
+                lower_case=settings.do_lower_case,
             )
             print(f"saved the pretrained model for from_pretrained: {export_dir}", flush=True)
             if settings.fill_mask_demo and vocab_file and not (settings.train_files or settings.corpus):
@@ -359,7 +363,7 @@ def train(settings, config, model_dir, vocab_file, train_files, phase2_files, ev
                 fill_mask = fill_mask_demo(
                     model.pretrainer, vocab_file, settings.do_lower_case, train_files[0]
                 )
-        return pretraining.PretrainingResult(model_dir, export_dir, result, eval_metrics, fill_mask)
+        return PretrainingResult(model_dir, export_dir, result, eval_metrics, fill_mask)
     finally:
         keras.mixed_precision.set_global_policy(previous_policy)
 
@@ -389,9 +393,11 @@ def _global_dataset(settings, files, vocab_file, seq_length, predictions, seed, 
     (and, with several processes, gives each its share)."""
     import tensorflow as tf
 
-    from bert_tf.training.pretraining import _dataset_fn
+    from bert_tf.training.inputs import pretraining_dataset_fn
 
-    dataset_fn = _dataset_fn(settings, files, vocab_file, seq_length, predictions, seed, training=training)
+    dataset_fn = pretraining_dataset_fn(
+        settings, files, vocab_file, seq_length, predictions, seed, training=training
+    )
     return dataset_fn(tf.distribute.InputContext())
 
 

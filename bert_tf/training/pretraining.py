@@ -25,12 +25,13 @@ import tensorflow as tf
 from bert_tf import fileio
 from bert_tf.backend import BACKENDS
 from bert_tf.cache import cache_dir as default_cache_dir
+from bert_tf.checkpoints import export_pretrained
 from bert_tf.cli import setting
 from bert_tf.config import BertConfig, load_config
 from bert_tf.errors import UsageError
 from bert_tf.outputs import check_output, umask_permissions
 from bert_tf.training import distribute, inputs, optimization
-from bert_tf.training.loop import Phase, Trainer, TrainResult
+from bert_tf.training.loop import Phase, PretrainingResult, Trainer
 
 DEFAULT_CONFIG = "demo"
 MIXED_PRECISION_POLICIES = ("float32", "mixed_float16", "mixed_bfloat16")
@@ -231,16 +232,6 @@ class PretrainingConfig:
         return max(1, round(self.max_predictions_per_row * self.phase2_seq_length / self.max_seq_length))
 
 
-@dataclasses.dataclass
-class PretrainingResult:
-    model_dir: str
-    export_dir: str | None
-    train: TrainResult
-    eval_metrics: dict | None
-    fill_mask: list[tuple[str, float]] | None
-    eval_history: list[dict] = dataclasses.field(default_factory=list)  # one dict per periodic eval
-
-
 def cache_dir(settings: PretrainingConfig) -> Path:
     return default_cache_dir(settings.cache_dir)
 
@@ -345,54 +336,6 @@ def dummy_features(batch_size: int, seq_length: int, predictions: int, instances
     if instances is not None:
         features["next_sentence_positions"] = tf.zeros([batch_size, instances], tf.int32)
     return features
-
-
-def _dataset_fn(
-    settings: PretrainingConfig,
-    files: list[str],
-    vocab_file: str | None,
-    seq_length: int,
-    predictions: int,
-    seed: int | None,
-    training: bool = True,
-    row_predictions: int | None = None,
-    held_out: str | None = None,
-):
-    from pipelines import pretraining_dataset
-    from pipelines.dataset import fixed_evaluation_batches
-
-    def dataset_fn(input_context: tf.distribute.InputContext) -> tf.data.Dataset:
-        # The global batch size: with input_context, pretraining_dataset yields per-replica batches.
-        dataset = pretraining_dataset(
-            files,
-            vocab_file=vocab_file,
-            lower_case=settings.do_lower_case,
-            batch_size=settings.train_batch_size,
-            max_seq_length=seq_length,
-            max_predictions_per_seq=predictions,
-            masked_lm_prob=settings.masked_lm_prob,
-            whole_word_mask=settings.whole_word_mask,
-            # Raw text only: records (eval files may be some) keep no word boundaries.
-            word_segmenter=None if inputs.is_tfrecord(files[0]) else settings.word_segmenter,
-            dupe_factor=settings.dupe_factor,
-            shuffle=training,
-            seed=seed,
-            # Evaluation: one pass, in fixed-size batches padded with weight 0 (exact, static).
-            repeat=training,
-            drop_remainder=training,
-            input_context=input_context,
-            packing=settings.packing,
-            max_predictions_per_row=row_predictions,
-            max_instances_per_row=settings.max_instances_per_row,
-            held_out=held_out,
-        )
-        if training:
-            return dataset
-        return fixed_evaluation_batches(
-            dataset, input_context.get_per_replica_batch_size(settings.train_batch_size)
-        )
-
-    return dataset_fn
 
 
 # --- the run ---------------------------------------------------------------------
@@ -572,7 +515,7 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
                 f"1 (seq {settings.max_seq_length})",
                 0,
                 settings.phase1_steps,
-                _dataset_fn(
+                inputs.pretraining_dataset_fn(
                     settings,
                     train_files,
                     vocab_file,
@@ -590,7 +533,7 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
                     f"2 (seq {settings.phase2_seq_length})",
                     settings.phase1_steps,
                     settings.num_train_steps,
-                    _dataset_fn(
+                    inputs.pretraining_dataset_fn(
                         settings,
                         phase2_files,
                         vocab_file,
@@ -607,7 +550,7 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
             phases = phases[1:]
         eval_fn = None
         if eval_files or holdout:
-            eval_fn = _dataset_fn(
+            eval_fn = inputs.pretraining_dataset_fn(
                 settings,
                 eval_files or train_files,
                 vocab_file,
@@ -641,8 +584,11 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
 
         export_dir = None
         if is_chief:
-            export_dir = export_encoder(
-                model, vocab_file, settings.do_lower_case, fileio.join(model_dir, "export")
+            export_dir = export_pretrained(
+                model,
+                fileio.join(model_dir, "export"),
+                vocab_file=vocab_file,
+                lower_case=settings.do_lower_case,
             )
             print(f"saved the pretrained model for from_pretrained: {export_dir}", flush=True)
         fill_mask = None
@@ -733,10 +679,3 @@ def _load_init_checkpoint(model, path: str) -> None:
     else:
         load_weights(model, path)
     print(f"initialized from {ours or path}", flush=True)
-
-
-def export_encoder(model, vocab_file: str | None, lower_case: bool, export_dir: str) -> str:
-    """Writes the model as a Google checkpoint directory (+ safetensors) for `from_pretrained`."""
-    from bert_tf.checkpoints import export_pretrained
-
-    return export_pretrained(model, export_dir, vocab_file=vocab_file, lower_case=lower_case)
