@@ -27,8 +27,8 @@ import keras
 from keras import ops
 
 from bert_tf.config import BertConfig, load_config
+from bert_tf.tasks.kinds import TaskKind
 
-KINDS = ("classification", "regression", "span", "token", "multiple_choice")
 IGNORE_LABEL = -1  # token labels of word-piece continuations, [CLS], [SEP] and padding
 
 
@@ -142,7 +142,7 @@ class MaskedAccuracy(keras.metrics.Mean):
         return {**super().get_config(), "ignore_label": self.ignore_label}
 
 
-def compile_args(kind: str) -> dict:
+def compile_args(kind: TaskKind | str) -> dict:
     """`loss`, `metrics` (and `loss_weights`) for `model.compile` of a task model.
 
     classification and multiple_choice: softmax cross-entropy on integer labels;
@@ -150,24 +150,24 @@ def compile_args(kind: str) -> dict:
     pieces only (label -1 is ignored); span: the mean of the start and end position
     cross-entropies, as the original run_squad.py.
     """
-    if kind in ("classification", "multiple_choice"):
+    if kind in (TaskKind.CLASSIFICATION, TaskKind.MULTIPLE_CHOICE):
         return {
             "loss": keras.losses.SparseCategoricalCrossentropy(from_logits=True),
             "metrics": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
         }
-    if kind == "regression":
+    if kind == TaskKind.REGRESSION:
         return {
             "loss": keras.losses.MeanSquaredError(),
             "metrics": [keras.metrics.MeanAbsoluteError(name="mae")],
         }
-    if kind == "token":
+    if kind == TaskKind.TOKEN:
         return {
             "loss": keras.losses.SparseCategoricalCrossentropy(
                 from_logits=True, ignore_class=IGNORE_LABEL, reduction="mean_with_sample_weight"
             ),
             "metrics": [MaskedAccuracy()],
         }
-    if kind == "span":
+    if kind == TaskKind.SPAN:
         return {
             "loss": {
                 "start_logits": keras.losses.SparseCategoricalCrossentropy(from_logits=True),
@@ -179,10 +179,10 @@ def compile_args(kind: str) -> dict:
                 "end_logits": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
             },
         }
-    raise ValueError(f"unknown task kind {kind!r}; use one of {KINDS}")
+    raise ValueError(f"unknown task kind {kind!r}; use one of {', '.join(TaskKind)}")
 
 
-def task_loss(kind: str, labels, outputs) -> float:
+def task_loss(kind: TaskKind | str, labels, outputs) -> float:
     """The training loss of `compile_args(kind)` on whole arrays (e.g. eval_loss)."""
     args = compile_args(kind)
     loss = args["loss"]
