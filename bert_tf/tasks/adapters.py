@@ -25,7 +25,8 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import fileio, preprocessing
-from bert_tf.tasks import classification, glue, metrics, ner, squad, streams, swag, tfds_sources
+from bert_tf.models import BertClassifier, BertMultipleChoice, BertSpanLabeler, BertTokenClassifier
+from bert_tf.tasks import classification, glue, metrics, models, ner, squad, streams, swag, tfds_sources
 from bert_tf.tasks.features import ConversionStats, TaskDataError
 from bert_tf.tasks.kinds import TaskKind
 from bert_tf.tasks.squad_postprocess import postprocess, write_predictions
@@ -209,8 +210,6 @@ class Adapter:
         return predictions
 
     def _batch_loss(self, labels, outputs, real) -> tuple[float, float]:
-        from bert_tf.tasks import models
-
         labels = tf.nest.map_structure(lambda t: np.asarray(t)[real], labels)
         outputs = tf.nest.map_structure(lambda t: np.asarray(t)[real], outputs)
         if not real.any():
@@ -367,8 +366,6 @@ class ClassificationAdapter(Adapter):
 
     # -- model and outputs ---------------------------------------------------------------
     def build_model(self, encoder):
-        from bert_tf.models import BertClassifier
-
         return BertClassifier(
             encoder, num_classes=1 if self.kind == TaskKind.REGRESSION else len(self.label_list)
         )
@@ -464,8 +461,6 @@ class SquadAdapter(Adapter):
         return stats
 
     def build_model(self, encoder):
-        from bert_tf.models import BertSpanLabeler
-
         return BertSpanLabeler(encoder)
 
     def gather(self, parts) -> Predictions:
@@ -571,8 +566,6 @@ class NerAdapter(Adapter):
         return (sentence.words, sentence.tags) if labelled else (sentence.words,)
 
     def build_model(self, encoder):
-        from bert_tf.models import BertTokenClassifier
-
         return BertTokenClassifier(encoder, num_classes=len(self.label_list))
 
     def gather(self, parts) -> Predictions:
@@ -641,8 +634,6 @@ class ChoiceAdapter(Adapter):
         return (x, example.label) if labelled else (x,)
 
     def build_model(self, encoder):
-        from bert_tf.models import BertMultipleChoice
-
         return BertMultipleChoice(encoder)
 
     def score(self, data: TaskData, predictions: Predictions) -> dict[str, float]:

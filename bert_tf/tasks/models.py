@@ -26,8 +26,17 @@ import os
 import keras
 from keras import ops
 
+from bert_tf.checkpoints import from_pretrained
 from bert_tf.config import BertConfig, load_config
+from bert_tf.models import (
+    BertClassifier,
+    BertEncoder,
+    BertMultipleChoice,
+    BertSpanLabeler,
+    BertTokenClassifier,
+)
 from bert_tf.tasks.kinds import TaskKind
+from bert_tf.training import optimization
 
 IGNORE_LABEL = -1  # token labels of word-piece continuations, [CLS], [SEP] and padding
 
@@ -48,9 +57,6 @@ def tiny_config(vocab_size: int, **changes) -> BertConfig:
 
 def load_encoder(init_checkpoint: str | os.PathLike | None = None, config: BertConfig | str | None = None):
     """(encoder, tokenizer settings or None): pretrained when `init_checkpoint` is given."""
-    from bert_tf.checkpoints import from_pretrained
-    from bert_tf.models import BertEncoder
-
     if init_checkpoint:
         encoder, settings = from_pretrained(init_checkpoint, heads="encoder")
         return encoder, settings
@@ -70,8 +76,6 @@ def classifier(
 ) -> keras.Model:
     """Classification on the pooled `[CLS]` output: logits [batch, num_classes];
     `num_classes=1` is regression (one score)."""
-    from bert_tf.models import BertClassifier
-
     encoder, _ = load_encoder(init_checkpoint, config)
     return BertClassifier(encoder, num_classes=num_classes, dropout_rate=dropout_rate)
 
@@ -84,8 +88,6 @@ def token_classifier(
     dropout_rate: float = 0.1,
 ) -> keras.Model:
     """Per-piece tagging (NER): logits [batch, seq, num_classes]."""
-    from bert_tf.models import BertTokenClassifier
-
     encoder, _ = load_encoder(init_checkpoint, config)
     return BertTokenClassifier(encoder, num_classes=num_classes, dropout_rate=dropout_rate)
 
@@ -94,8 +96,6 @@ def span_labeler(
     init_checkpoint: str | os.PathLike | None = None, *, config: BertConfig | str | None = None
 ) -> keras.Model:
     """Answer spans (SQuAD): {start_logits, end_logits}, each [batch, seq]."""
-    from bert_tf.models import BertSpanLabeler
-
     encoder, _ = load_encoder(init_checkpoint, config)
     return BertSpanLabeler(encoder)
 
@@ -107,8 +107,6 @@ def multiple_choice(
     dropout_rate: float = 0.1,
 ) -> keras.Model:
     """Multiple choice (SWAG): inputs [batch, choices, seq], logits [batch, choices]."""
-    from bert_tf.models import BertMultipleChoice
-
     encoder, _ = load_encoder(init_checkpoint, config)
     return BertMultipleChoice(encoder, dropout_rate=dropout_rate)
 
@@ -213,8 +211,6 @@ def create_optimizer(
     Built by `bert_tf.training.optimization.create_optimizer` with its default
     `presummed_gradients=False`: under `model.fit` Keras sums each replica's gradients.
     """
-    from bert_tf.training import optimization
-
     if not 0.0 <= warmup_proportion < 1.0:
         raise ValueError(f"warmup_proportion must be in [0, 1), got {warmup_proportion}")
     if gradient_accumulation_steps < 1:

@@ -36,10 +36,17 @@ import logging
 import math
 
 import keras
+import tensorflow as tf
 
 from bert_tf import fileio
+from bert_tf.checkpoints import from_pretrained
+from bert_tf.config import load_config
 from bert_tf.errors import UsageError
+from bert_tf.models import BertEncoder
+from bert_tf.outputs import check_output
+from bert_tf.tasks import callbacks, models
 from bert_tf.tasks.adapters import TaskData, make_adapter
+from bert_tf.tasks.callbacks import TrainingBackup
 from bert_tf.tasks.features import TaskDataError
 from bert_tf.tasks.finetuned import (
     FinetunedModelInfo,
@@ -50,7 +57,9 @@ from bert_tf.tasks.finetuned import (
 )
 from bert_tf.tasks.kinds import TaskKind
 from bert_tf.tasks.settings import FinetuneSettings
+from bert_tf.tokenization import BertTokenizer, load_vocab
 from bert_tf.training import precision
+from bert_tf.training.distribute import get_strategy
 from bert_tf.training.preemption import Preempted, StopSignals
 
 logger = logging.getLogger(__name__)
@@ -166,8 +175,6 @@ def check_sequence_lengths(settings: FinetuneSettings, config) -> None:
 
 
 def load_tokenizer(settings: FinetuneSettings, checkpoint_settings=None):
-    from bert_tf.tokenization import BertTokenizer
-
     vocab_file = settings.vocab_file or (checkpoint_settings.vocab_file if checkpoint_settings else None)
     if not vocab_file:
         raise UsageError("no vocab file: pass --vocab_file, or an --init_checkpoint that has a vocab.txt")
@@ -178,10 +185,6 @@ def load_tokenizer(settings: FinetuneSettings, checkpoint_settings=None):
 
 
 def _encoder(settings: FinetuneSettings):
-    from bert_tf.checkpoints import from_pretrained
-    from bert_tf.config import load_config
-    from bert_tf.models import BertEncoder
-
     if settings.init_checkpoint:
         encoder, checkpoint_settings = from_pretrained(settings.init_checkpoint, heads="encoder")
         return encoder, checkpoint_settings
@@ -191,8 +194,6 @@ def _encoder(settings: FinetuneSettings):
         )
     config = load_config(settings.bert_config)
     if settings.vocab_file:  # from scratch: the vocab decides the embedding size
-        from bert_tf.tokenization import load_vocab
-
         vocab_size = len(load_vocab(settings.vocab_file))
         if vocab_size != config.vocab_size:
             logger.info(
@@ -245,9 +246,6 @@ def _log_stats(data: TaskData) -> dict:
 def run(settings: FinetuneSettings) -> dict[str, float]:
     """Trains (when there is training data), evaluates, predicts and saves; returns the
     eval metrics (also written to OUTPUT_DIR/eval_results.json)."""
-    from bert_tf.outputs import check_output
-    from bert_tf.training.distribute import get_strategy
-
     keras.utils.set_random_seed(settings.seed)
     # Every check before anything is written: the output folder, the model, the vocab, the
     # lengths and the data. Only then is the output folder created.
@@ -267,8 +265,6 @@ def run(settings: FinetuneSettings) -> dict[str, float]:
 
 
 def _run(settings: FinetuneSettings, strategy, policy: str, fresh: bool) -> dict[str, float]:
-    from bert_tf.tasks import models
-
     finetuned = _finetuned_info(settings)
     with strategy.scope():
         if finetuned:  # a model/ folder of an earlier run: its head, labels and tokenizer
@@ -279,7 +275,6 @@ def _run(settings: FinetuneSettings, strategy, policy: str, fresh: bool) -> dict
             tokenizer = load_tokenizer(settings, checkpoint_settings)
             config = encoder.config
     check_sequence_lengths(settings, config)
-    import tensorflow as tf
 
     adapter = make_adapter(settings, tokenizer)
     # TPUs compile one program per shape: pad to max_seq_length, fixed-size batches.
@@ -371,8 +366,6 @@ def _evaluate(adapter, model, data: TaskData, settings: FinetuneSettings) -> tup
 
 def _train(settings: FinetuneSettings, strategy, model, adapter, train: TaskData, evals, plan: TrainingPlan):
     """model.fit with the run's callbacks, from the last backup if there is one."""
-    from bert_tf.tasks import callbacks
-
     output_dir = settings.output_dir
     backup_dir = fileio.join(output_dir, BACKUP_DIR)
     log_dir = fileio.join(output_dir, LOG_DIR)
@@ -469,8 +462,6 @@ def _resume_settings(settings: FinetuneSettings) -> dict:
 
 def _check_resumable(settings: FinetuneSettings) -> None:
     """An unfinished run in output_dir continues only under the same training settings."""
-    from bert_tf.tasks.callbacks import TrainingBackup
-
     state = TrainingBackup(fileio.join(settings.output_dir, BACKUP_DIR)).read_state() or {}
     saved = state.get("settings", {})
     changed = [
