@@ -124,9 +124,9 @@ def advance_input(settings, files: list[str], step: int) -> None:
     import tensorflow as tf
 
     from bert_tf.training.input_feed import InputFeed
-    from bert_tf.training.pretraining import _dataset_fn
+    from bert_tf.training.inputs import pretraining_dataset_fn
 
-    dataset_fn = _dataset_fn(settings, files, settings.vocab_file, SEQ, PREDICTIONS, settings.seed)
+    dataset_fn = pretraining_dataset_fn(settings, files, settings.vocab_file, SEQ, PREDICTIONS, settings.seed)
     feed = InputFeed(tf.distribute.get_strategy(), dataset_fn, settings.model_dir, phase_index=0)
     feed.start(0, 0)
 

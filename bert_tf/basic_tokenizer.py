@@ -38,6 +38,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from bert_tf.cache import cache_dir
+
 # Code point ranges the original treats as CJK ideographs (each gets spaces around it).
 # Hangul and kana are not in them: they are written with spaces between words.
 CJK_RANGES = (
@@ -264,8 +266,6 @@ def _tables() -> tuple[dict[str, str], _UncasedExceptions]:
     on a machine stores them in the bert_tf cache (see `bert_tf.cache`) and later ones read
     them back. An unreadable or unwritable cache only costs the recomputation.
     """
-    from bert_tf.cache import cache_dir
-
     try:
         path = cache_dir() / f"unicode_tables-{_tables_key()}.json"
     except OSError:

@@ -138,6 +138,7 @@ class BertConfig:
 
     @classmethod
     def from_json_file(cls, path: str | os.PathLike) -> BertConfig:
+        # lazy: fileio loads TensorFlow; configs load without it (bench/gpu/pretrain_jax.py)
         from bert_tf import fileio
 
         path = os.fspath(path)
@@ -158,6 +159,7 @@ class BertConfig:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
 
     def to_json_file(self, path: str | os.PathLike) -> None:
+        # lazy: fileio loads TensorFlow; configs load without it (bench/gpu/pretrain_jax.py)
         from bert_tf import fileio
 
         fileio.write_text(path, self.to_json_string())

@@ -13,9 +13,12 @@ complete; an existing non-empty --export_dir is refused unless --overwrite.
 
 from __future__ import annotations
 
+import dataclasses
+
 from absl import flags
 
 from bert_tf import cli
+from bert_tf.serving.settings import ExportSettings
 
 
 def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
@@ -24,16 +27,12 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     Called only when the module runs as a program, so the CLIs (several define
     --init_checkpoint, --vocab_file, ...) can be imported side by side.
     """
-    from bert_tf.serving.settings import ExportSettings
-
     cli.define_settings_flags(ExportSettings, flag_values, required=("kind", "init_checkpoint", "export_dir"))
 
 
 def main(flag_values: flags.FlagValues, args: list[str]) -> None:
-    import dataclasses
-
+    # lazy: importing this module loads no TensorFlow; running the program does
     from bert_tf.serving.exporter import export_saved_model
-    from bert_tf.serving.settings import ExportSettings
 
     settings = cli.settings_from_flags(ExportSettings, flag_values)
     path = export_saved_model(**dataclasses.asdict(settings))

@@ -11,9 +11,12 @@ the original's key "linex_index" is spelt "line_index" here).
 
 from __future__ import annotations
 
+import sys
+
 from absl import flags
 
 from bert_tf import cli
+from bert_tf.serving.settings import FeatureSettings
 
 
 def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
@@ -22,18 +25,14 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     Called only when the module runs as a program, so the CLIs (several define
     --init_checkpoint, --vocab_file, ...) can be imported side by side.
     """
-    from bert_tf.serving.settings import FeatureSettings
-
     cli.define_settings_flags(
         FeatureSettings, flag_values, required=("input_file", "output_file", "init_checkpoint")
     )
 
 
 def main(flag_values: flags.FlagValues, args: list[str]) -> None:
-    import sys
-
+    # lazy: importing this module loads no TensorFlow; running the program does
     from bert_tf.serving.features import extract_features_to_file
-    from bert_tf.serving.settings import FeatureSettings
 
     settings = cli.settings_from_flags(FeatureSettings, flag_values)
     count = extract_features_to_file(settings)

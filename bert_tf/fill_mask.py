@@ -13,6 +13,8 @@ from __future__ import annotations
 from absl import flags
 
 from bert_tf import cli
+from bert_tf.errors import UsageError
+from bert_tf.serving.settings import FillMaskSettings
 
 
 def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
@@ -21,15 +23,12 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     Called only when the module runs as a program, so the CLIs (several define
     --init_checkpoint, --vocab_file, ...) can be imported side by side.
     """
-    from bert_tf.serving.settings import FillMaskSettings
-
     cli.define_settings_flags(FillMaskSettings, flag_values, required=("init_checkpoint",))
 
 
 def main(flag_values: flags.FlagValues, texts: list[str]) -> None:
-    from bert_tf.errors import UsageError
+    # lazy: importing this module loads no TensorFlow; running the program does
     from bert_tf.serving.mlm import fill_mask_texts
-    from bert_tf.serving.settings import FillMaskSettings
 
     if not texts:
         raise UsageError('give one or more texts, e.g. "the [MASK] sat on the mat"')

@@ -19,6 +19,7 @@ from __future__ import annotations
 from absl import flags
 
 from bert_tf import cli
+from bert_tf.tasks.settings import FinetuneSettings
 
 # Flags of the settings fields that are defined elsewhere (the shared strategy flags).
 STRATEGY_FIELDS = ("strategy", "tpu", "num_gpus")
@@ -30,8 +31,8 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     Called only when the module runs as a program, so the CLIs (several define
     --init_checkpoint, --vocab_file, ...) can be imported side by side.
     """
+    # lazy: importing this module loads no TensorFlow; running the program does
     from bert_tf.tasks.adapters import TASKS
-    from bert_tf.tasks.settings import FinetuneSettings
     from bert_tf.training import distribute
 
     cli.define_settings_flags(
@@ -45,12 +46,11 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
 
 
 def settings_from_flags(flag_values: flags.FlagValues = flags.FLAGS):
-    from bert_tf.tasks.settings import FinetuneSettings
-
     return cli.settings_from_flags(FinetuneSettings, flag_values)
 
 
 def main(flag_values: flags.FlagValues, args: list[str]) -> None:
+    # lazy: importing this module loads no TensorFlow; running the program does
     from bert_tf.tasks.runner import run
 
     results = run(settings_from_flags(flag_values))

@@ -59,6 +59,7 @@ def check_output(
         that has files but none of these holds an unfinished run of the same command,
         which resumes. For a file, existing is finished.
     """
+    # lazy: importing this module loads no TensorFlow (fileio, basic_tokenizer and text_input do)
     from bert_tf import fileio
 
     path = os.fspath(path)
@@ -99,6 +100,7 @@ def check_output(
 @contextlib.contextmanager
 def partial_file(path: str) -> Iterator[str]:
     """Yields a temporary name next to `path`; renamed to `path` if the block succeeds, else removed."""
+    # lazy: importing this module loads no TensorFlow (fileio, basic_tokenizer and text_input do)
     from bert_tf import fileio
 
     path = fileio.abspath(path)

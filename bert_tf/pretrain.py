@@ -32,6 +32,7 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     Called only when the module runs as a program, so the CLIs (several define
     --init_checkpoint, --vocab_file, ...) can be imported side by side.
     """
+    # lazy: Keras fixes its backend when first imported, which --backend sets in __main__ first
     from bert_tf.training import distribute
     from bert_tf.training.pretraining import PretrainingConfig
 
@@ -40,12 +41,14 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
 
 
 def settings_from_flags(flag_values: flags.FlagValues = flags.FLAGS):
+    # lazy: Keras fixes its backend when first imported, which --backend sets in __main__ first
     from bert_tf.training.pretraining import PretrainingConfig
 
     return cli.settings_from_flags(PretrainingConfig, flag_values)
 
 
 def main(flag_values: flags.FlagValues, args: list[str]) -> None:
+    # lazy: Keras fixes its backend when first imported, which --backend sets in __main__ first
     from bert_tf.training.pretraining import run_pretraining
 
     run_pretraining(settings_from_flags(flag_values))

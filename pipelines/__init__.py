@@ -7,6 +7,7 @@ command-line tools start without loading TensorFlow first.
 
 def __getattr__(name):
     if name == "pretraining_dataset":
+        # lazy: `import pipelines.corpus` loads no TensorFlow
         from pipelines.dataset import pretraining_dataset
 
         return pretraining_dataset

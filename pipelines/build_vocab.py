@@ -40,6 +40,7 @@ from absl import flags
 from bert_tf import cli
 from bert_tf.cli import setting
 from bert_tf.errors import UsageError
+from bert_tf.outputs import check_output
 
 # By name: this module is also the program (__main__).
 logger = logging.getLogger("pipelines.build_vocab")
@@ -48,6 +49,7 @@ SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 
 def _expand_input_files(input_files: str | Sequence[str]) -> list[str]:
+    # lazy: importing this module loads no TensorFlow (fileio, basic_tokenizer and text_input do)
     import tensorflow as tf
 
     from pipelines.text_input import InputFileError
@@ -83,6 +85,7 @@ def count_words(
       max_lines: stop after this many non-empty lines (0: read everything).
       log_every_lines: log progress (lines, MB, distinct words, speed) this often.
     """
+    # lazy: importing this module loads no TensorFlow (fileio, basic_tokenizer and text_input do)
     import tensorflow as tf
 
     from bert_tf.basic_tokenizer import BasicTokenizer
@@ -134,6 +137,7 @@ def learn_vocab(word_counts: collections.Counter, vocab_size: int, **learn_param
     Fewer when the corpus has no more pieces worth adding (the learner keeps a piece only
     if it is seen `lower_thresh` times, 10 by default): the size learnt is logged, and why.
     """
+    # lazy: importing this module loads no TensorFlow (fileio, basic_tokenizer and text_input do)
     from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
 
     from pipelines.text_input import InputFileError
@@ -170,7 +174,7 @@ def learn_vocab(word_counts: collections.Counter, vocab_size: int, **learn_param
 
 def write_vocab(vocab: Sequence[str], output_file: str) -> str:
     """Writes one token per line under a temporary name, then renames it into place."""
-
+    # lazy: importing this module loads no TensorFlow (fileio, basic_tokenizer and text_input do)
     from bert_tf import fileio
 
     return fileio.write_text(os.fspath(output_file), "".join(token + "\n" for token in vocab))
@@ -193,7 +197,7 @@ def build_vocab(
     refused unless `accept_non_text`. `learn_params` go to tensorflow-text's learner
     (`max_unique_chars`, `max_token_length`, `num_iterations`, ...).
     """
-    from bert_tf.outputs import check_output
+    # lazy: importing this module loads no TensorFlow (fileio, basic_tokenizer and text_input do)
     from pipelines.text_input import check_mostly_text
 
     check_output(output_file, "--output_file", overwrite=overwrite, is_file=True)

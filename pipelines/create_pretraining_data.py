@@ -30,6 +30,7 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     Called only when the module runs as a program, so the CLIs (several define
     --init_checkpoint, --vocab_file, ...) can be imported side by side.
     """
+    # lazy: importing this module loads no TensorFlow; running the program does
     from pipelines.generate import GenerationConfig
 
     cli.define_settings_flags(
@@ -38,6 +39,7 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
 
 
 def main(flag_values: flags.FlagValues, args: list[str]) -> None:
+    # lazy: importing this module loads no TensorFlow; running the program does
     from pipelines.generate import GenerationConfig, create_pretraining_data
 
     summary = create_pretraining_data(cli.settings_from_flags(GenerationConfig, flag_values))

@@ -42,6 +42,7 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
+from bert_tf.tokenization import BertTokenizer
 from pipelines import masking, records, segmenters, text_dataset, text_input
 from pipelines import packing as packer
 
@@ -215,7 +216,6 @@ def pretraining_dataset(
             raise ValueError(
                 f"{files[0]} holds {input_format} data: pass vocab_file= to tokenize and mask it"
             )
-        from bert_tf.tokenization import BertTokenizer
 
         tokenizer = BertTokenizer(vocab_file, lower_case=lower_case)
         masking_vocab = masking.MaskingVocab.from_vocab(tokenizer.vocab)

@@ -25,6 +25,8 @@ import tensorflow as tf
 
 from bert_tf.cli import setting
 from bert_tf.errors import BertTfError, UsageError
+from bert_tf.outputs import check_output
+from bert_tf.tokenization import BertTokenizer
 from pipelines import masking, records, segmenters, text_dataset, text_input
 
 logger = logging.getLogger(__name__)
@@ -164,8 +166,6 @@ def _temporary_name(path: str) -> str:
 
 def _check_outputs(output_file: str, overwrite: bool) -> list[str]:
     """The output files, checked before anything is created (see `bert_tf.outputs`)."""
-    from bert_tf.outputs import check_output
-
     outputs = [o.strip() for o in output_file.split(",") if o.strip()]
     if len(set(outputs)) != len(outputs):
         raise UsageError(f"--output_file names a file twice: {output_file!r}")
@@ -198,8 +198,6 @@ def create_pretraining_data(config: GenerationConfig, *, progress: bool = True, 
     outputs = _check_outputs(config.output_file, config.overwrite)
     files = text_input.expand_input_patterns(config.input_file)
     if tokenizer is None:
-        from bert_tf.tokenization import BertTokenizer
-
         tokenizer = BertTokenizer(config.vocab_file, lower_case=config.do_lower_case)
     text_input.check_mostly_text(files, tokenizer, "--input_file", accept=config.accept_non_text)
     _make_output_dirs(outputs)

@@ -28,11 +28,13 @@ Example:
 from __future__ import annotations
 
 import functools
+import os
+import struct
 
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.errors import BertTfError
+from bert_tf.errors import BertTfError, damaged
 
 SEQUENCE_FEATURES = ("input_ids", "input_mask", "segment_ids")
 PREDICTION_FEATURES = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")
@@ -157,11 +159,6 @@ def check_framing(path: str) -> int:
     short ends inside one. That is found here, at the start of a run, rather than when
     tf.data reaches it hours later. Local files only (a remote one is returned as -1).
     """
-    import os
-    import struct
-
-    from bert_tf.errors import damaged
-
     if "://" in path:
         return -1
     size = os.path.getsize(path)

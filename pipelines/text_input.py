@@ -24,6 +24,7 @@ from collections.abc import Iterator, Sequence
 
 import tensorflow as tf
 
+from bert_tf import fileio
 from bert_tf.errors import BertTfError
 
 # A line longer than this is cut (at a character boundary) and counted: one sentence of
@@ -128,8 +129,6 @@ def check_mostly_text(
 
 
 def _open(path: str):
-    from bert_tf import fileio
-
     return fileio.open_binary(path)
 
 

@@ -24,6 +24,7 @@ import os
 import struct
 import zipfile
 
+from bert_tf import fileio
 from bert_tf.errors import damaged
 
 _REDOWNLOAD = "download or export it again"
@@ -31,8 +32,6 @@ _REDOWNLOAD = "download or export it again"
 
 def check_safetensors(path: str) -> None:
     """The header parses and the file is exactly as long as its header says."""
-    from bert_tf import fileio
-
     size = fileio.size(path)
     if size < 8:
         raise damaged(path, f"expected at least 8 bytes, found {size}", _REDOWNLOAD)

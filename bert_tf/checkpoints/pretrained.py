@@ -14,12 +14,14 @@ import os
 
 import keras
 import numpy as np
+import tensorflow as tf
 
 from bert_tf import fileio
-from bert_tf.checkpoints import huggingface
+from bert_tf.checkpoints import google, huggingface, integrity
 from bert_tf.checkpoints.names import CheckpointError, Slot, hf_name, hf_transposed, model_slots
 from bert_tf.config import BertConfig
 from bert_tf.errors import damaged
+from bert_tf.models import BertEncoder, BertPretrainer
 
 logger = logging.getLogger(__name__)
 
@@ -69,8 +71,6 @@ def from_pretrained(
 
     >>> model, tokenizer_settings = from_pretrained("uncased_L-12_H-768_A-12")  # doctest: +SKIP
     """
-    from bert_tf.models import BertEncoder, BertPretrainer
-
     if heads not in HEADS:
         raise ValueError(f"heads must be one of {HEADS}, got {heads!r}")
     source = _locate(os.fspath(path))
@@ -128,8 +128,6 @@ def _tokenizer_settings(source: _Source, config: BertConfig) -> TokenizerSetting
 
 
 def _check_files(source: _Source) -> None:
-    from bert_tf.checkpoints import integrity
-
     if source.kind == "huggingface":
         integrity.check_safetensors(source.weights)
     else:
@@ -198,8 +196,6 @@ def _locate(path: str) -> _Source:
 
 
 def _google_prefix(directory: str) -> str | None:
-    import tensorflow as tf
-
     latest = tf.train.latest_checkpoint(directory)
     if latest:
         return latest
@@ -300,11 +296,6 @@ def _what(slots: list[Slot]) -> str:
 
 
 def _read_google(prefix: str, slots: list[Slot]) -> dict[str, np.ndarray]:
-    from bert_tf.checkpoints import (
-        google,  # imports TensorFlow: only when a TF1 checkpoint is read
-        integrity,
-    )
-
     integrity.check_tf_checkpoint(prefix)
     if google.is_object_based(prefix):
         raise CheckpointError(
@@ -320,8 +311,6 @@ def _read_google(prefix: str, slots: list[Slot]) -> dict[str, np.ndarray]:
 
 
 def _read_huggingface(path: str, slots: list[Slot]) -> dict[str, np.ndarray]:
-    from bert_tf.checkpoints import integrity
-
     integrity.check_safetensors(path)
     found = huggingface.read_shapes(path)
     bert_prefix = any(name.startswith("bert.") for name in found)
@@ -385,8 +374,6 @@ def export_pretrained(
     config = model.config if hasattr(model, "config") else model.encoder.config
     arrays = {slot.name: slot.read() for slot in slots}
     if "google" in formats:
-        from bert_tf.checkpoints import google
-
         config.to_json_file(fileio.join(directory, "bert_config.json"))
         google.write(fileio.join(directory, "bert_model.ckpt"), arrays)
     if "huggingface" in formats:

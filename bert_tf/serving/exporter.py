@@ -14,53 +14,20 @@ Example (a randomly initialised tiny model saved as a checkpoint first):
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import tensorflow as tf
 
 from bert_tf import fileio
-from bert_tf.cli import tensorflow_info_hidden
 from bert_tf.config import BertConfig
-from bert_tf.serving.saving import (
-    EXTRA_DIR,
-    VOCAB_NAME,
-    ExportError,
-    atomic_export_dir,
-    check_export_dir,
-    check_seq_length,
-    write_extras,
-)
+from bert_tf.serving import task
+from bert_tf.serving.encoder import EncoderServing
+from bert_tf.serving.loading import check_init_checkpoint, load_pretrained
+from bert_tf.serving.mlm import FillMask
+from bert_tf.serving.preprocessor import BertPreprocessor
+from bert_tf.serving.saving import ExportError, check_export_dir, check_seq_length, export_module
+from bert_tf.tokenization import BertTokenizer
 
 KINDS = ("preprocessor", "encoder", "mlm", "task")
 DEFAULT_SEQ_LENGTH = 128
-
-
-def check_init_checkpoint(init_checkpoint: str) -> None:
-    """A clear error for a path that holds no checkpoint at all."""
-    if not init_checkpoint:
-        raise ExportError(
-            "--init_checkpoint is required: a checkpoint directory, file prefix or model directory"
-        )
-    path = fileio.check_path(init_checkpoint)
-    if not fileio.exists(path) and not fileio.glob(path + "*"):
-        raise ExportError(
-            f"--init_checkpoint {path} does not exist; pass a checkpoint directory or file prefix"
-        )
-    if fileio.isdir(path) and not fileio.exists(path + ".index") and not fileio.listdir(path):
-        raise ExportError(
-            f"--init_checkpoint {path} is an empty directory; it must hold a checkpoint "
-            "(bert_model.ckpt.*, model.safetensors, or a bert_tf model directory)"
-        )
-
-
-def load_pretrained(init_checkpoint: str, heads: str):
-    """from_pretrained with the export's error checks: returns (model, config, tokenizer settings)."""
-    from bert_tf.models import from_pretrained
-
-    check_init_checkpoint(init_checkpoint)
-    model, settings = from_pretrained(init_checkpoint, heads=heads)
-    encoder = getattr(model, "encoder", model)
-    return model, encoder.config, settings
 
 
 def export_saved_model(
@@ -86,8 +53,6 @@ def export_saved_model(
     )  # fail before loading a big model
     check_init_checkpoint(init_checkpoint)
     if kind == "task":
-        from bert_tf.serving import task
-
         return task.export_task(init_checkpoint, export_dir, seq_length=seq_length, overwrite=overwrite)
     seq_length = DEFAULT_SEQ_LENGTH if seq_length is None else seq_length
     model, config, settings = load_pretrained(init_checkpoint, "pretraining" if kind == "mlm" else "encoder")
@@ -133,53 +98,15 @@ def export_from_model(
     return export_module(build, kind, config, vocab_file, lower_case, export_dir, seq_length, overwrite, info)
 
 
-def export_module(
-    build: Callable[[str], tf.Module],
-    kind: str,
-    config: BertConfig,
-    vocab_file: str,
-    lower_case: bool,
-    export_dir: str,
-    seq_length: int,
-    overwrite: bool = False,
-    info: dict | None = None,
-) -> str:
-    """Writes `build(vocab_copy)` as a SavedModel plus assets.extra/, atomically.
-
-    `build` gets the path of the vocab copied into the export, so the SavedModel's vocab
-    asset is always named vocab.txt whatever the source file was called.
-    """
-    info = {"kind": kind, "seq_length": seq_length, "lower_case": bool(lower_case), **(info or {})}
-    with atomic_export_dir(export_dir, overwrite) as staging:
-        write_extras(staging, config, vocab_file, info)
-        save(build(fileio.join(staging, EXTRA_DIR, VOCAB_NAME)), staging)
-    return fileio.abspath(export_dir)
-
-
 def build_module(
     kind: str, model, config: BertConfig, vocab_file: str, lower_case: bool, seq_length: int, top_k: int = 5
 ) -> tf.Module:
     """The tf.Module of `kind` around an in-memory model (no files written)."""
-    from bert_tf.tokenization import BertTokenizer
-
     if kind == "encoder":
-        from bert_tf.serving.encoder import EncoderServing
-
         return EncoderServing(getattr(model, "encoder", model), vocab_file=vocab_file, lower_case=lower_case)
     tokenizer = BertTokenizer(vocab_file, lower_case=lower_case)
     if kind == "preprocessor":
-        from bert_tf.serving.preprocessor import BertPreprocessor
-
         return BertPreprocessor(tokenizer, seq_length, config.max_position_embeddings)
     if kind == "mlm":
-        from bert_tf.serving.mlm import FillMask
-
         return FillMask(model, tokenizer, seq_length=seq_length, top_k=top_k)
     raise ExportError(f"unknown kind {kind!r}; use one of {', '.join(KINDS)}")
-
-
-def save(module: tf.Module, directory: str) -> None:
-    """tf.saved_model.save with the module's traced signatures."""
-    signatures = module.trace()
-    with tensorflow_info_hidden():  # "INFO:tensorflow:Assets written to: STAGING/assets"
-        tf.saved_model.save(module, directory, signatures=signatures)

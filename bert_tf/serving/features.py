@@ -27,13 +27,20 @@ Example:
 
 from __future__ import annotations
 
+import io
+import json
 from collections.abc import Iterable, Iterator, Sequence
 
+import keras
 import numpy as np
 import tensorflow as tf
 
+from bert_tf import fileio
 from bert_tf.errors import BertTfError, UsageError
+from bert_tf.outputs import check_output, partial_file
 from bert_tf.preprocessing.packing import pack_segments
+from bert_tf.serving.loading import load_pretrained
+from bert_tf.tokenization import BertTokenizer
 
 PAIR_SEPARATOR = " ||| "
 POOLINGS = ("cls", "mean")
@@ -157,10 +164,6 @@ class FeatureExtractor:
 
 def read_lines(path: str) -> list[str]:
     """The lines of a UTF-8 text file, with errors that name the file."""
-    import io
-
-    from bert_tf import fileio
-
     if fileio.isdir(path):
         raise BertTfError(f"--input_file {path} is a directory; pass a text file, one text per line")
     if not fileio.exists(path):
@@ -185,14 +188,6 @@ def extract_features_to_file(settings) -> int:
     output is written; it is written under a temporary name and renamed when complete, so
     a failed run leaves no partial file. Returns the number of records written.
     """
-    import json
-
-    import keras
-
-    from bert_tf.outputs import check_output, partial_file
-    from bert_tf.serving.exporter import load_pretrained
-    from bert_tf.tokenization import BertTokenizer
-
     lines = read_lines(settings.input_file)
     check_output(settings.output_file, "--output_file", overwrite=settings.overwrite, is_file=True)
     encoder, _, tokenizer_settings = load_pretrained(settings.init_checkpoint, "encoder")

@@ -31,6 +31,9 @@ from __future__ import annotations
 import tensorflow as tf
 
 from bert_tf.preprocessing.packing import pack_segments, tokenize_with_mask_markers
+from bert_tf.serving.loading import load_pretrained
+from bert_tf.serving.saving import check_seq_length
+from bert_tf.tokenization import BertTokenizer
 
 
 class FillMask(tf.Module):
@@ -98,10 +101,6 @@ def fill_mask_texts(settings, texts: list[str]) -> list[list[list[tuple[str, flo
     Returns, for each text, for each [MASK] in it (within max_seq_length), the top_k
     (word piece, probability) pairs, best first.
     """
-    from bert_tf.serving.exporter import load_pretrained
-    from bert_tf.serving.saving import check_seq_length
-    from bert_tf.tokenization import BertTokenizer
-
     pretrainer, config, tokenizer_settings = load_pretrained(settings.init_checkpoint, "pretraining")
     check_seq_length(settings.max_seq_length, config, "--max_seq_length")
     tokenizer = BertTokenizer(tokenizer_settings.vocab_file, lower_case=tokenizer_settings.lower_case)
@@ -111,7 +110,9 @@ def fill_mask_texts(settings, texts: list[str]) -> list[list[list[tuple[str, flo
         [
             [
                 (token.decode("utf-8"), float(score))
-                for token, score in zip(outputs["top_k_tokens"][row, mask], outputs["top_k_scores"][row, mask], strict=True)
+                for token, score in zip(
+                    outputs["top_k_tokens"][row, mask], outputs["top_k_scores"][row, mask], strict=True
+                )
             ]
             for mask in range(outputs["num_masks"][row])
         ]

@@ -30,12 +30,16 @@ from __future__ import annotations
 import contextlib
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
+import tensorflow as tf
+
 from bert_tf import fileio
+from bert_tf.cli import tensorflow_info_hidden
 from bert_tf.config import BertConfig
 from bert_tf.errors import BertTfError
+from bert_tf.outputs import check_output
 
 EXTRA_DIR = "assets.extra"
 CONFIG_NAME = "bert_config.json"
@@ -51,8 +55,6 @@ class ExportError(BertTfError, ValueError):
 
 def check_export_dir(export_dir: str, overwrite: bool) -> None:
     """Raises ExportError if `export_dir` holds files and `overwrite` is False."""
-    from bert_tf.outputs import check_output
-
     if fileio.isfile(export_dir):
         raise ExportError(f"--export_dir {export_dir} is a file; pass a directory path")
     check_output(export_dir, "--export_dir", overwrite=True)  # a file above it
@@ -148,3 +150,33 @@ def check_seq_length(seq_length: int, config: BertConfig, flag: str = "--seq_len
             f"{config.max_position_embeddings}; the model has no position embedding beyond that. "
             f"Pass {flag}={config.max_position_embeddings} or less"
         )
+
+
+def export_module(
+    build: Callable[[str], tf.Module],
+    kind: str,
+    config: BertConfig,
+    vocab_file: str,
+    lower_case: bool,
+    export_dir: str,
+    seq_length: int,
+    overwrite: bool = False,
+    info: dict | None = None,
+) -> str:
+    """Writes `build(vocab_copy)` as a SavedModel plus assets.extra/, atomically.
+
+    `build` gets the path of the vocab copied into the export, so the SavedModel's vocab
+    asset is always named vocab.txt whatever the source file was called.
+    """
+    info = {"kind": kind, "seq_length": seq_length, "lower_case": bool(lower_case), **(info or {})}
+    with atomic_export_dir(export_dir, overwrite) as staging:
+        write_extras(staging, config, vocab_file, info)
+        save(build(fileio.join(staging, EXTRA_DIR, VOCAB_NAME)), staging)
+    return fileio.abspath(export_dir)
+
+
+def save(module: tf.Module, directory: str) -> None:
+    """tf.saved_model.save with the module's traced signatures."""
+    signatures = module.trace()
+    with tensorflow_info_hidden():  # "INFO:tensorflow:Assets written to: STAGING/assets"
+        tf.saved_model.save(module, directory, signatures=signatures)

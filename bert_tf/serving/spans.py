@@ -25,32 +25,23 @@ import tensorflow as tf
 
 from bert_tf.preprocessing.spans import Windows, is_max_context
 from bert_tf.serving.saving import ExportError
+from bert_tf.tasks.finetuned import FinetunedModelInfo
 
 
 @dataclasses.dataclass(frozen=True)
 class SpanSettings:
-    """The SQuAD settings of a span export, read from the fine-tuned model's task.json.
+    """The SQuAD settings of a span export, from the fine-tuned model's `FinetunedModelInfo`
+    (which holds the defaults for a task.json written before they were saved)."""
 
-    The defaults are fine-tuning's (`FinetuneSettings`) and the original run_squad's; they
-    apply to a task.json written before doc_stride and max_answer_length were saved.
-    """
-
-    max_query_length: int = 64
-    doc_stride: int = 128
-    max_answer_length: int = 30
-    version_2_with_negative: bool = False
-    null_score_diff_threshold: float = 0.0
+    max_query_length: int
+    doc_stride: int
+    max_answer_length: int
+    version_2_with_negative: bool
+    null_score_diff_threshold: float
 
     @classmethod
-    def from_task_info(cls, info: dict) -> SpanSettings:
-        defaults = cls()
-        return cls(
-            max_query_length=int(info.get("max_query_length", defaults.max_query_length)),
-            doc_stride=int(info.get("doc_stride", defaults.doc_stride)),
-            max_answer_length=int(info.get("max_answer_length", defaults.max_answer_length)),
-            version_2_with_negative=bool(info.get("version_2_with_negative", False)),
-            null_score_diff_threshold=float(info.get("null_score_diff_threshold", 0.0)),
-        )
+    def from_task_info(cls, info: FinetunedModelInfo) -> SpanSettings:
+        return cls(**{field.name: getattr(info, field.name) for field in dataclasses.fields(cls)})
 
     def check(self, seq_length: int) -> None:
         """Raises ExportError for settings that leave no window or span."""

@@ -50,25 +50,27 @@ import tensorflow as tf
 from bert_tf import fileio, preprocessing
 from bert_tf.preprocessing.spans import word_index_of_pieces
 from bert_tf.serving import spans
-from bert_tf.serving.saving import ExportError, check_seq_length
+from bert_tf.serving.saving import ExportError, check_seq_length, export_module
 from bert_tf.serving.spans import SpanSettings
+from bert_tf.tasks import glue
+from bert_tf.tasks.features import TaskDataError
+from bert_tf.tasks.finetuned import MODEL_FILE, TASK_FILE, FinetunedModelInfo, load_finetuned
+from bert_tf.tasks.kinds import TaskKind
+from bert_tf.tokenization import BertTokenizer
 
-SUPPORTED_KINDS = ("classification", "regression", "span", "token", "multiple_choice")
+_TEXT_KINDS = (TaskKind.CLASSIFICATION, TaskKind.REGRESSION)
 
 
 def _spec(name: str) -> tf.TensorSpec:
     return tf.TensorSpec([None], tf.string, name=name)
 
 
-def is_pair_task(info: dict) -> bool:
+def is_pair_task(info: FinetunedModelInfo) -> bool:
     """Whether a classification/regression task reads two texts (GLUE definition, or text_b_column)."""
-    if info.get("text_b_column"):
+    if info.text_b_column:
         return True
-    from bert_tf.tasks import glue
-    from bert_tf.tasks.features import TaskDataError
-
     try:
-        return glue.get_task(info["task"].lower()).text_b is not None
+        return glue.get_task(info.task.lower()).text_b is not None
     except TaskDataError:  # not a GLUE task: own data, single text unless task.json says otherwise
         return False
 
@@ -86,38 +88,33 @@ class TaskServing(tf.Module):
       model: the Keras task model (BertClassifier, BertSpanLabeler, BertTokenClassifier,
         BertMultipleChoice).
       tokenizer: its `BertTokenizer`.
-      info: the fine-tuned directory's task.json (task, kind, label_list, ...).
+      info: the fine-tuned folder's task.json (`FinetunedModelInfo`).
       seq_length: packed length.
     """
 
-    def __init__(self, model, tokenizer, info: dict, seq_length: int) -> None:
+    def __init__(self, model, tokenizer, info: FinetunedModelInfo, seq_length: int) -> None:
         super().__init__(name="bert_task")
-        kind = info["kind"]
-        if kind not in SUPPORTED_KINDS:
-            raise ExportError(
-                f"task kind {kind!r} ({info.get('task')}) has no raw-text export; "
-                f"supported: {', '.join(SUPPORTED_KINDS)}"
-            )
+        kind = info.kind
         self.model = model
         self.tokenizer = tokenizer
         self.vocab_file = tf.saved_model.Asset(tokenizer.vocab_file)
         self._kind = kind
         self._info = info
         self._seq_length = seq_length
-        labels = info.get("label_list") or []
+        labels = info.label_list or []
         self._labels = tf.constant(labels if labels else [""], tf.string)
         self._num_labels = len(labels)
-        if kind == "span":
+        if kind == TaskKind.SPAN:
             self._span = SpanSettings.from_task_info(info)
             self._span.check(seq_length)
         # The fine-tuning preprocessor of the task family: the same rules, traced here.
-        if kind in ("classification", "regression"):
+        if kind in _TEXT_KINDS:
             self.preprocessor = preprocessing.TextClassifierPreprocessor(tokenizer, seq_length)
-        elif kind == "span":
+        elif kind == TaskKind.SPAN:
             self.preprocessor = preprocessing.SpanPreprocessor(
                 tokenizer, seq_length, self._span.doc_stride, self._span.max_query_length
             )
-        elif kind == "token":
+        elif kind == TaskKind.TOKEN:
             self.preprocessor = preprocessing.TokenTaggerPreprocessor(tokenizer, seq_length)
         else:
             self.preprocessor = preprocessing.MultipleChoicePreprocessor(tokenizer, seq_length)
@@ -127,7 +124,7 @@ class TaskServing(tf.Module):
     def _classify(self, texts: list[tf.Tensor]) -> dict[str, tf.Tensor]:
         inputs = self.preprocessor(texts[0] if len(texts) == 1 else tuple(texts))
         outputs = tf.cast(self.model(inputs, training=False), tf.float32)
-        if self._kind == "regression":
+        if self._kind == TaskKind.REGRESSION:
             return {"score": outputs[:, 0]}
         probabilities = tf.nn.softmax(outputs, axis=-1)
         label_id = tf.argmax(probabilities, axis=-1, output_type=tf.int32)
@@ -165,7 +162,7 @@ class TaskServing(tf.Module):
         word_probs = tf.gather(probabilities, tf.maximum(first, 0), batch_dims=1)  # [b, W, labels]
         tag = tf.argmax(word_probs, axis=-1, output_type=tf.int32)  # [b, W]
         tag_prob = tf.reduce_max(word_probs, axis=-1)
-        types, begins_entity = _tag_tables(self._info["label_list"])
+        types, begins_entity = _tag_tables(self._info.label_list)
         entity_type = tf.where(kept, tf.gather(types["ids"], tag), -1)  # -1: outside an entity
         is_b = tf.gather(begins_entity, tag)
         previous = tf.pad(entity_type[:, :-1], [[0, 0], [1, 0]], constant_values=-1)
@@ -253,17 +250,17 @@ class TaskServing(tf.Module):
 
     def trace(self) -> dict[str, tf.types.experimental.ConcreteFunction]:
         """Returns the signatures dict for tf.saved_model.save."""
-        if self._kind in ("classification", "regression"):
+        if self._kind in _TEXT_KINDS:
             single = tf.function(lambda text: self._classify([text])).get_concrete_function(_spec("text"))
             pair = tf.function(lambda text_a, text_b: self._classify([text_a, text_b])).get_concrete_function(
                 _spec("text_a"), _spec("text_b")
             )
             default = pair if is_pair_task(self._info) else single
             return {"serving_default": default, "serving_single": single, "serving_pair": pair}
-        if self._kind == "span":
+        if self._kind == TaskKind.SPAN:
             answer = tf.function(self._answer).get_concrete_function(_spec("question"), _spec("context"))
             return {"serving_default": answer}
-        if self._kind == "multiple_choice":
+        if self._kind == TaskKind.MULTIPLE_CHOICE:
             endings = tf.TensorSpec([None, None], tf.string, name="endings")
             choose = tf.function(self._choose).get_concrete_function(_spec("context"), endings)
             return {"serving_default": choose}
@@ -303,9 +300,6 @@ def export_task(
     init_checkpoint: str, export_dir: str, seq_length: int | None = None, overwrite: bool = False
 ) -> str:
     """Exports the fine-tuned model directory `init_checkpoint` (see module docstring)."""
-    from bert_tf.serving.exporter import export_module
-    from bert_tf.tasks.runner import MODEL_FILE, TASK_FILE, load_finetuned
-
     for name in (MODEL_FILE, TASK_FILE):
         if not fileio.isfile(fileio.join(init_checkpoint, name)):
             raise ExportError(
@@ -313,28 +307,21 @@ def export_task(
                 f"bert_tf.finetune writes); {init_checkpoint} has no {name}"
             )
     model, tokenizer, info = load_finetuned(init_checkpoint, compile=False)
-    seq_length = seq_length or int(info["max_seq_length"])
+    seq_length = seq_length or info.max_seq_length
     config = model.encoder.config
     check_seq_length(seq_length, config)
-    if info["kind"] not in SUPPORTED_KINDS:
-        raise ExportError(
-            f"task {info['task']!r} (kind {info['kind']!r}) has no raw-text export; "
-            f"supported kinds: {', '.join(SUPPORTED_KINDS)}"
-        )
 
     def build(vocab_file: str) -> TaskServing:
-        from bert_tf.tokenization import BertTokenizer
-
         return TaskServing(
             model, BertTokenizer(vocab_file, lower_case=tokenizer.lower_case), info, seq_length
         )
 
     extra = {
-        "task": info["task"],
-        "task_kind": info["kind"],
-        "label_list": info.get("label_list"),
-        "pair_input": is_pair_task(info) if info["kind"] in ("classification", "regression") else None,
-        **(dataclasses.asdict(SpanSettings.from_task_info(info)) if info["kind"] == "span" else {}),
+        "task": info.task,
+        "task_kind": info.kind.value,
+        "label_list": info.label_list,
+        "pair_input": is_pair_task(info) if info.kind in _TEXT_KINDS else None,
+        **(dataclasses.asdict(SpanSettings.from_task_info(info)) if info.kind == TaskKind.SPAN else {}),
         "init_checkpoint": fileio.abspath(init_checkpoint),
     }
     return export_module(

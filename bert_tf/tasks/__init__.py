@@ -22,6 +22,7 @@ _MODEL_API = (
 
 def __getattr__(name):
     if name in _MODEL_API:
+        # lazy: `from bert_tf.tasks import metrics` loads no Keras
         from bert_tf.tasks import models
 
         return getattr(models, name)

@@ -25,8 +25,10 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import fileio, preprocessing
-from bert_tf.tasks import classification, glue, metrics, ner, squad, streams, swag, tfds_sources
+from bert_tf.models import BertClassifier, BertMultipleChoice, BertSpanLabeler, BertTokenClassifier
+from bert_tf.tasks import classification, glue, metrics, models, ner, squad, streams, swag, tfds_sources
 from bert_tf.tasks.features import ConversionStats, TaskDataError
+from bert_tf.tasks.kinds import TaskKind
 from bert_tf.tasks.squad_postprocess import postprocess, write_predictions
 
 logger = logging.getLogger(__name__)
@@ -97,7 +99,7 @@ class Adapter:
     records), `record` (example -> raw record) and how outputs are gathered and scored.
     """
 
-    kind = ""
+    kind: TaskKind
     label_list: list[str] | None = None
     keep: tuple[str, ...] = ()  # preprocessor features that prediction needs
     ignore_label: int | None = None
@@ -198,7 +200,7 @@ class Adapter:
             outputs = model.predict_on_batch(inputs)
             real = element["weight"].numpy() > 0
             labels = element.get("labels")
-            if labels is not None and self.kind != "span":
+            if labels is not None and self.kind != TaskKind.SPAN:
                 loss, count = self._batch_loss(labels, outputs, real)
                 loss_sum, loss_count = loss_sum + loss * count, loss_count + count
             parts.append((outputs, labels, element["meta"], real))
@@ -208,13 +210,13 @@ class Adapter:
         return predictions
 
     def _batch_loss(self, labels, outputs, real) -> tuple[float, float]:
-        from bert_tf.tasks import models
-
         labels = tf.nest.map_structure(lambda t: np.asarray(t)[real], labels)
         outputs = tf.nest.map_structure(lambda t: np.asarray(t)[real], outputs)
         if not real.any():
             return 0.0, 0.0
-        count = float((labels != self.ignore_label).sum()) if self.kind == "token" else float(real.sum())
+        count = (
+            float((labels != self.ignore_label).sum()) if self.kind == TaskKind.TOKEN else float(real.sum())
+        )
         return models.task_loss(self.kind, labels, outputs), count
 
     def gather(self, parts) -> Predictions:
@@ -249,7 +251,7 @@ class ClassificationAdapter(Adapter):
                 "conll2003 (ner)"
             )
         regression = task == "regression" or (self.glue is not None and self.glue.is_regression)
-        self.kind = "regression" if regression else "classification"
+        self.kind = TaskKind.REGRESSION if regression else TaskKind.CLASSIFICATION
         self.metric_names = self.glue.metrics if self.glue else ("accuracy",)
         self.label_list = list(self.glue.label_list) if self.glue and self.glue.label_list else None
         self.pair = None  # whether examples have a second text: known from the first example
@@ -308,13 +310,13 @@ class ClassificationAdapter(Adapter):
         result = []
         labelled = split != "predict"
         for name, reader in self._readers(split).items():
-            collect = split == "train" and self.label_list is None and self.kind == "classification"
+            collect = split == "train" and self.label_list is None and self.kind == TaskKind.CLASSIFICATION
             known = None if collect else self.label_list
             labels: set[str] = set()
             first = None
             skipped: list[int] = []
             for example in classification.validate(
-                reader(skipped), known if labelled else None, self.kind == "regression" and labelled
+                reader(skipped), known if labelled else None, self.kind == TaskKind.REGRESSION and labelled
             ):
                 first = first or example
                 if collect and example.label is not None:
@@ -346,7 +348,7 @@ class ClassificationAdapter(Adapter):
         return preprocessing.TextClassifierPreprocessor(
             self.tokenizer,
             self.settings.max_seq_length,
-            self.label_list if self.kind == "classification" else None,
+            self.label_list if self.kind == TaskKind.CLASSIFICATION else None,
             self.pad_to_multiple_of,
         )
 
@@ -354,27 +356,27 @@ class ClassificationAdapter(Adapter):
         x = (_TEXT, _TEXT) if self.pair else _TEXT
         if not labelled:
             return (x,)
-        return (x, _TEXT if self.kind == "classification" else tf.TensorSpec([], tf.float32))
+        return (x, _TEXT if self.kind == TaskKind.CLASSIFICATION else tf.TensorSpec([], tf.float32))
 
     def record(self, example, labelled: bool) -> tuple:
         x = (example.text_a, example.text_b or "") if self.pair else example.text_a
         if not labelled:
             return (x,)
-        return (x, str(example.label) if self.kind == "classification" else float(example.label))
+        return (x, str(example.label) if self.kind == TaskKind.CLASSIFICATION else float(example.label))
 
     # -- model and outputs ---------------------------------------------------------------
     def build_model(self, encoder):
-        from bert_tf.models import BertClassifier
-
-        return BertClassifier(encoder, num_classes=1 if self.kind == "regression" else len(self.label_list))
+        return BertClassifier(
+            encoder, num_classes=1 if self.kind == TaskKind.REGRESSION else len(self.label_list)
+        )
 
     def _values(self, outputs):
         outputs = np.asarray(outputs)
-        return outputs[:, 0] if self.kind == "regression" else outputs.argmax(axis=-1)
+        return outputs[:, 0] if self.kind == TaskKind.REGRESSION else outputs.argmax(axis=-1)
 
     def score(self, data: TaskData, predictions: Predictions) -> dict[str, float]:
         values = self._values(predictions.outputs)
-        if self.kind == "regression":
+        if self.kind == TaskKind.REGRESSION:
             return metrics.regression_metrics(predictions.labels, values)
         return metrics.classification_metrics(predictions.labels, values, self.metric_names)
 
@@ -392,13 +394,15 @@ class ClassificationAdapter(Adapter):
         with fileio.writing(path) as handle:
             handle.write("id\tprediction\n")
             for example, value in zip(data.examples(), values, strict=True):
-                label = f"{float(value):.6g}" if self.kind == "regression" else self.label_list[int(value)]
+                label = (
+                    f"{float(value):.6g}" if self.kind == TaskKind.REGRESSION else self.label_list[int(value)]
+                )
                 handle.write(f"{example.guid}\t{label}\n")
         return [path]
 
 
 class SquadAdapter(Adapter):
-    kind = "span"
+    kind = TaskKind.SPAN
     keep = ("token_to_orig", "token_is_max_context", "input_ids")
 
     def __init__(self, settings, tokenizer):
@@ -457,8 +461,6 @@ class SquadAdapter(Adapter):
         return stats
 
     def build_model(self, encoder):
-        from bert_tf.models import BertSpanLabeler
-
         return BertSpanLabeler(encoder)
 
     def gather(self, parts) -> Predictions:
@@ -524,7 +526,7 @@ class SquadAdapter(Adapter):
 
 
 class NerAdapter(Adapter):
-    kind = "token"
+    kind = TaskKind.TOKEN
     keep = ("word_positions",)
     ignore_label = preprocessing.IGNORE_LABEL
 
@@ -564,8 +566,6 @@ class NerAdapter(Adapter):
         return (sentence.words, sentence.tags) if labelled else (sentence.words,)
 
     def build_model(self, encoder):
-        from bert_tf.models import BertTokenClassifier
-
         return BertTokenClassifier(encoder, num_classes=len(self.label_list))
 
     def gather(self, parts) -> Predictions:
@@ -605,7 +605,7 @@ def _check_tags(sentences: Iterable[ner.Sentence], label_list, source) -> None:
 
 
 class ChoiceAdapter(Adapter):
-    kind = "multiple_choice"
+    kind = TaskKind.MULTIPLE_CHOICE
 
     def load(self, split: str) -> list[TaskData]:
         file = _file(self.settings, split)
@@ -634,8 +634,6 @@ class ChoiceAdapter(Adapter):
         return (x, example.label) if labelled else (x,)
 
     def build_model(self, encoder):
-        from bert_tf.models import BertMultipleChoice
-
         return BertMultipleChoice(encoder)
 
     def score(self, data: TaskData, predictions: Predictions) -> dict[str, float]:

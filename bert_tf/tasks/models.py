@@ -4,7 +4,7 @@ Each factory returns a plain `keras.Model` taking the feature dict `{input_ids,
 input_mask, segment_ids}`; compile it with `compile_args(kind)` (or your own loss) and
 train it with `model.fit`. The encoder comes from `init_checkpoint` (a Google checkpoint
 directory, a Hugging Face BERT directory or one of ours; see
-`bert_tf.models.from_pretrained`) or, without one, is randomly initialised from `config`.
+`bert_tf.checkpoints.from_pretrained`) or, without one, is randomly initialised from `config`.
 
 Example:
 
@@ -26,9 +26,18 @@ import os
 import keras
 from keras import ops
 
+from bert_tf.checkpoints import from_pretrained
 from bert_tf.config import BertConfig, load_config
+from bert_tf.models import (
+    BertClassifier,
+    BertEncoder,
+    BertMultipleChoice,
+    BertSpanLabeler,
+    BertTokenClassifier,
+)
+from bert_tf.tasks.kinds import TaskKind
+from bert_tf.training import optimization
 
-KINDS = ("classification", "regression", "span", "token", "multiple_choice")
 IGNORE_LABEL = -1  # token labels of word-piece continuations, [CLS], [SEP] and padding
 
 
@@ -48,8 +57,6 @@ def tiny_config(vocab_size: int, **changes) -> BertConfig:
 
 def load_encoder(init_checkpoint: str | os.PathLike | None = None, config: BertConfig | str | None = None):
     """(encoder, tokenizer settings or None): pretrained when `init_checkpoint` is given."""
-    from bert_tf.models import BertEncoder, from_pretrained
-
     if init_checkpoint:
         encoder, settings = from_pretrained(init_checkpoint, heads="encoder")
         return encoder, settings
@@ -69,8 +76,6 @@ def classifier(
 ) -> keras.Model:
     """Classification on the pooled `[CLS]` output: logits [batch, num_classes];
     `num_classes=1` is regression (one score)."""
-    from bert_tf.models import BertClassifier
-
     encoder, _ = load_encoder(init_checkpoint, config)
     return BertClassifier(encoder, num_classes=num_classes, dropout_rate=dropout_rate)
 
@@ -83,8 +88,6 @@ def token_classifier(
     dropout_rate: float = 0.1,
 ) -> keras.Model:
     """Per-piece tagging (NER): logits [batch, seq, num_classes]."""
-    from bert_tf.models import BertTokenClassifier
-
     encoder, _ = load_encoder(init_checkpoint, config)
     return BertTokenClassifier(encoder, num_classes=num_classes, dropout_rate=dropout_rate)
 
@@ -93,8 +96,6 @@ def span_labeler(
     init_checkpoint: str | os.PathLike | None = None, *, config: BertConfig | str | None = None
 ) -> keras.Model:
     """Answer spans (SQuAD): {start_logits, end_logits}, each [batch, seq]."""
-    from bert_tf.models import BertSpanLabeler
-
     encoder, _ = load_encoder(init_checkpoint, config)
     return BertSpanLabeler(encoder)
 
@@ -106,8 +107,6 @@ def multiple_choice(
     dropout_rate: float = 0.1,
 ) -> keras.Model:
     """Multiple choice (SWAG): inputs [batch, choices, seq], logits [batch, choices]."""
-    from bert_tf.models import BertMultipleChoice
-
     encoder, _ = load_encoder(init_checkpoint, config)
     return BertMultipleChoice(encoder, dropout_rate=dropout_rate)
 
@@ -141,7 +140,7 @@ class MaskedAccuracy(keras.metrics.Mean):
         return {**super().get_config(), "ignore_label": self.ignore_label}
 
 
-def compile_args(kind: str) -> dict:
+def compile_args(kind: TaskKind | str) -> dict:
     """`loss`, `metrics` (and `loss_weights`) for `model.compile` of a task model.
 
     classification and multiple_choice: softmax cross-entropy on integer labels;
@@ -149,24 +148,24 @@ def compile_args(kind: str) -> dict:
     pieces only (label -1 is ignored); span: the mean of the start and end position
     cross-entropies, as the original run_squad.py.
     """
-    if kind in ("classification", "multiple_choice"):
+    if kind in (TaskKind.CLASSIFICATION, TaskKind.MULTIPLE_CHOICE):
         return {
             "loss": keras.losses.SparseCategoricalCrossentropy(from_logits=True),
             "metrics": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
         }
-    if kind == "regression":
+    if kind == TaskKind.REGRESSION:
         return {
             "loss": keras.losses.MeanSquaredError(),
             "metrics": [keras.metrics.MeanAbsoluteError(name="mae")],
         }
-    if kind == "token":
+    if kind == TaskKind.TOKEN:
         return {
             "loss": keras.losses.SparseCategoricalCrossentropy(
                 from_logits=True, ignore_class=IGNORE_LABEL, reduction="mean_with_sample_weight"
             ),
             "metrics": [MaskedAccuracy()],
         }
-    if kind == "span":
+    if kind == TaskKind.SPAN:
         return {
             "loss": {
                 "start_logits": keras.losses.SparseCategoricalCrossentropy(from_logits=True),
@@ -178,10 +177,10 @@ def compile_args(kind: str) -> dict:
                 "end_logits": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
             },
         }
-    raise ValueError(f"unknown task kind {kind!r}; use one of {KINDS}")
+    raise ValueError(f"unknown task kind {kind!r}; use one of {', '.join(TaskKind)}")
 
 
-def task_loss(kind: str, labels, outputs) -> float:
+def task_loss(kind: TaskKind | str, labels, outputs) -> float:
     """The training loss of `compile_args(kind)` on whole arrays (e.g. eval_loss)."""
     args = compile_args(kind)
     loss = args["loss"]
@@ -212,8 +211,6 @@ def create_optimizer(
     Built by `bert_tf.training.optimization.create_optimizer` with its default
     `presummed_gradients=False`: under `model.fit` Keras sums each replica's gradients.
     """
-    from bert_tf.training import optimization
-
     if not 0.0 <= warmup_proportion < 1.0:
         raise ValueError(f"warmup_proportion must be in [0, 1), got {warmup_proportion}")
     if gradient_accumulation_steps < 1:

@@ -4,7 +4,7 @@
 (or randomly initialised) encoder, trains it with `model.fit` under the requested
 `tf.distribute` strategy, scores the eval data with the task's official metrics into
 `OUTPUT_DIR/eval_results.json`, writes predictions in the official formats, and saves
-the fine-tuned model to `OUTPUT_DIR/model/` (see `save_finetuned`).
+the fine-tuned model to `OUTPUT_DIR/model/` (see `bert_tf.tasks.finetuned`).
 
 While it trains (see `bert_tf.tasks.callbacks`) it scores the eval data every epoch or
 every `eval_every_steps` updates into `OUTPUT_DIR/eval_history.jsonl`, writes TensorBoard
@@ -32,27 +32,39 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import logging
 import math
-import os
-import tempfile
 
 import keras
+import tensorflow as tf
 
 from bert_tf import fileio
+from bert_tf.checkpoints import from_pretrained
+from bert_tf.config import load_config
 from bert_tf.errors import UsageError
+from bert_tf.models import BertEncoder
+from bert_tf.outputs import check_output
+from bert_tf.tasks import callbacks, models
 from bert_tf.tasks.adapters import TaskData, make_adapter
+from bert_tf.tasks.callbacks import TrainingBackup
 from bert_tf.tasks.features import TaskDataError
+from bert_tf.tasks.finetuned import (
+    FinetunedModelInfo,
+    is_finetuned_dir,
+    load_finetuned,
+    read_info,
+    save_finetuned,
+)
+from bert_tf.tasks.kinds import TaskKind
 from bert_tf.tasks.settings import FinetuneSettings
+from bert_tf.tokenization import BertTokenizer, load_vocab
 from bert_tf.training import precision
+from bert_tf.training.distribute import get_strategy
 from bert_tf.training.preemption import Preempted, StopSignals
 
 logger = logging.getLogger(__name__)
 
 MODEL_DIR = "model"
-MODEL_FILE = "model.keras"
-TASK_FILE = "task.json"
 # What a finished run leaves in its output folder (not overwritten without --overwrite).
 FINISHED = ("eval_results.json", "data_stats.json", MODEL_DIR)
 BACKUP_DIR = "backup"  # the training state while a run is unfinished
@@ -99,9 +111,14 @@ def is_finished(output_dir: str) -> bool:
 
 def main_metric(adapter) -> str:
     """The metric that picks the best model and stops training early: the task's first."""
-    if adapter.kind == "classification":
+    if adapter.kind == TaskKind.CLASSIFICATION:
         return adapter.metric_names[0]  # accuracy; Matthews correlation for CoLA
-    return {"regression": "pearson", "span": "f1", "token": "f1", "multiple_choice": "accuracy"}[adapter.kind]
+    return {
+        TaskKind.REGRESSION: "pearson",
+        TaskKind.SPAN: "f1",
+        TaskKind.TOKEN: "f1",
+        TaskKind.MULTIPLE_CHOICE: "accuracy",
+    }[adapter.kind]
 
 
 @dataclasses.dataclass
@@ -158,8 +175,6 @@ def check_sequence_lengths(settings: FinetuneSettings, config) -> None:
 
 
 def load_tokenizer(settings: FinetuneSettings, checkpoint_settings=None):
-    from bert_tf.tokenization import BertTokenizer
-
     vocab_file = settings.vocab_file or (checkpoint_settings.vocab_file if checkpoint_settings else None)
     if not vocab_file:
         raise UsageError("no vocab file: pass --vocab_file, or an --init_checkpoint that has a vocab.txt")
@@ -170,9 +185,6 @@ def load_tokenizer(settings: FinetuneSettings, checkpoint_settings=None):
 
 
 def _encoder(settings: FinetuneSettings):
-    from bert_tf.config import load_config
-    from bert_tf.models import BertEncoder, from_pretrained
-
     if settings.init_checkpoint:
         encoder, checkpoint_settings = from_pretrained(settings.init_checkpoint, heads="encoder")
         return encoder, checkpoint_settings
@@ -182,8 +194,6 @@ def _encoder(settings: FinetuneSettings):
         )
     config = load_config(settings.bert_config)
     if settings.vocab_file:  # from scratch: the vocab decides the embedding size
-        from bert_tf.tokenization import load_vocab
-
         vocab_size = len(load_vocab(settings.vocab_file))
         if vocab_size != config.vocab_size:
             logger.info(
@@ -197,22 +207,20 @@ def _encoder(settings: FinetuneSettings):
     return BertEncoder(config), None
 
 
-def _finetuned_info(settings: FinetuneSettings) -> dict | None:
-    """task.json when init_checkpoint is the model/ folder of a fine-tuning run, else None.
+def _finetuned_info(settings: FinetuneSettings) -> FinetunedModelInfo | None:
+    """The task.json when init_checkpoint is the model/ folder of a fine-tuning run, else None.
 
     Such a run starts from the whole fine-tuned model (to predict, evaluate or train on),
     with its own vocab, casing and labels; it must be for the same task.
     """
     directory = settings.init_checkpoint
-    if not directory or not all(
-        fileio.isfile(fileio.join(directory, name)) for name in (MODEL_FILE, TASK_FILE)
-    ):
+    if not is_finetuned_dir(directory):
         return None  # a pretrained checkpoint (or nothing from_pretrained can read: it says so)
-    info = _read_task_info(directory)
-    if info["task"].lower() != settings.task.lower():
+    info = read_info(directory)
+    if info.task.lower() != settings.task.lower():
         raise TaskDataError(
-            f"{directory} holds a model fine-tuned for task {info['task']!r}, not {settings.task!r}; "
-            f"pass --task={info['task']} or a pretrained checkpoint"
+            f"{directory} holds a model fine-tuned for task {info.task!r}, not {settings.task!r}; "
+            f"pass --task={info.task} or a pretrained checkpoint"
         )
     if settings.vocab_file or settings.bert_config or settings.lower_case is not None:
         logger.warning(
@@ -220,25 +228,6 @@ def _finetuned_info(settings: FinetuneSettings) -> dict | None:
             "--vocab_file, --bert_config and --do_lower_case are ignored",
             directory,
         )
-    return info
-
-
-def _read_task_info(directory: str) -> dict:
-    from bert_tf.errors import damaged
-
-    path = fileio.join(directory, TASK_FILE)
-    try:
-        if not fileio.exists(path):
-            raise FileNotFoundError(path)
-        info = json.loads(fileio.read_text(path))
-    except FileNotFoundError:
-        raise TaskDataError(
-            f"no {TASK_FILE} in {directory}; is it the model/ folder of a fine-tuning run?"
-        ) from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise damaged(path, f"not valid JSON: {error}", "save the model again") from None
-    if not isinstance(info, dict) or "task" not in info or "lower_case" not in info:
-        raise damaged(path, "not a task description", "save the model again")
     return info
 
 
@@ -257,9 +246,6 @@ def _log_stats(data: TaskData) -> dict:
 def run(settings: FinetuneSettings) -> dict[str, float]:
     """Trains (when there is training data), evaluates, predicts and saves; returns the
     eval metrics (also written to OUTPUT_DIR/eval_results.json)."""
-    from bert_tf.outputs import check_output
-    from bert_tf.training.distribute import get_strategy
-
     keras.utils.set_random_seed(settings.seed)
     # Every check before anything is written: the output folder, the model, the vocab, the
     # lengths and the data. Only then is the output folder created.
@@ -279,8 +265,6 @@ def run(settings: FinetuneSettings) -> dict[str, float]:
 
 
 def _run(settings: FinetuneSettings, strategy, policy: str, fresh: bool) -> dict[str, float]:
-    from bert_tf.tasks import models
-
     finetuned = _finetuned_info(settings)
     with strategy.scope():
         if finetuned:  # a model/ folder of an earlier run: its head, labels and tokenizer
@@ -291,13 +275,12 @@ def _run(settings: FinetuneSettings, strategy, policy: str, fresh: bool) -> dict
             tokenizer = load_tokenizer(settings, checkpoint_settings)
             config = encoder.config
     check_sequence_lengths(settings, config)
-    import tensorflow as tf
 
     adapter = make_adapter(settings, tokenizer)
     # TPUs compile one program per shape: pad to max_seq_length, fixed-size batches.
     adapter.static = adapter.static or isinstance(strategy, tf.distribute.TPUStrategy)
-    if finetuned and finetuned.get("label_list") is not None:
-        adapter.label_list = list(finetuned["label_list"])
+    if finetuned and finetuned.label_list is not None:
+        adapter.label_list = list(finetuned.label_list)
 
     train = adapter.load("train")
     evals = adapter.load("eval")
@@ -307,7 +290,7 @@ def _run(settings: FinetuneSettings, strategy, policy: str, fresh: bool) -> dict
             f"no data for task {settings.task!r}: pass --train_file/--eval_file/--predict_file, "
             "--data_dir (GLUE) or --tfds_name"
         )
-    if adapter.label_list is None and adapter.kind in ("classification", "token"):
+    if adapter.label_list is None and adapter.kind in (TaskKind.CLASSIFICATION, TaskKind.TOKEN):
         raise TaskDataError(
             f"task {settings.task!r} takes its labels from the training data; pass --train_file"
         )
@@ -350,13 +333,13 @@ def _run(settings: FinetuneSettings, strategy, policy: str, fresh: bool) -> dict
         if data.name != "train":
             adapter.write(data, outputs, settings.output_dir)
     if scored:
-        _write_json(fileio.join(settings.output_dir, "eval_results.json"), results)
+        fileio.write_json(fileio.join(settings.output_dir, "eval_results.json"), results)
         logger.info("eval results: %s", results)
     for data in predicts:
         outputs = _predict(adapter, model, data, settings)
         for path in adapter.write(data, outputs, settings.output_dir):
             logger.info("wrote %s", path)
-    _write_json(fileio.join(settings.output_dir, "data_stats.json"), data_stats)
+    fileio.write_json(fileio.join(settings.output_dir, "data_stats.json"), data_stats)
     if settings.save_model and train:
         save_finetuned(fileio.join(settings.output_dir, MODEL_DIR), model, tokenizer, settings, adapter)
     # Last: without the backup the folder reads as a finished run.
@@ -383,8 +366,6 @@ def _evaluate(adapter, model, data: TaskData, settings: FinetuneSettings) -> tup
 
 def _train(settings: FinetuneSettings, strategy, model, adapter, train: TaskData, evals, plan: TrainingPlan):
     """model.fit with the run's callbacks, from the last backup if there is one."""
-    from bert_tf.tasks import callbacks
-
     output_dir = settings.output_dir
     backup_dir = fileio.join(output_dir, BACKUP_DIR)
     log_dir = fileio.join(output_dir, LOG_DIR)
@@ -481,8 +462,6 @@ def _resume_settings(settings: FinetuneSettings) -> dict:
 
 def _check_resumable(settings: FinetuneSettings) -> None:
     """An unfinished run in output_dir continues only under the same training settings."""
-    from bert_tf.tasks.callbacks import TrainingBackup
-
     state = TrainingBackup(fileio.join(settings.output_dir, BACKUP_DIR)).read_state() or {}
     saved = state.get("settings", {})
     changed = [
@@ -507,71 +486,3 @@ def _dtype_policy(name: str):
         yield
     finally:
         keras.config.set_dtype_policy(previous)
-
-
-def _write_json(path: str, content) -> None:
-    fileio.write_json(path, content)
-
-
-def save_finetuned(directory: str, model, tokenizer, settings: FinetuneSettings, adapter) -> str:
-    """Saves a fine-tuned model so that it can be rebuilt without this run's flags.
-
-    The directory holds `model.keras` (the whole Keras task model: architecture and
-    weights), `bert_config.json` (the encoder's config), `vocab.txt` and `task.json`
-    (task name, kind, label list, lower_case, max_seq_length, the second text's column for
-    own-data pair tasks, and for SQuAD doc_stride, max_query_length, max_answer_length and
-    the null-answer threshold), everything the raw-text export (`bert_tf.serving.task`)
-    needs. `load_finetuned(directory)` reads it back.
-    """
-    fileio.makedirs(directory)
-    # Keras writes model.keras as a zip through a local file; copied whole to any filesystem.
-    with tempfile.TemporaryDirectory() as local:
-        model.save(os.path.join(local, MODEL_FILE))
-        fileio.copy(os.path.join(local, MODEL_FILE), fileio.join(directory, MODEL_FILE))
-    model.encoder.config.to_json_file(fileio.join(directory, "bert_config.json"))
-    fileio.copy(tokenizer.vocab_file, fileio.join(directory, "vocab.txt"))
-    info = {
-        "task": settings.task,
-        "kind": adapter.kind,
-        "label_list": list(adapter.label_list) if adapter.label_list is not None else None,
-        "lower_case": bool(tokenizer.lower_case),
-        "max_seq_length": settings.max_seq_length,
-    }
-    if adapter.kind in ("classification", "regression") and settings.text_b_column:
-        info["text_b_column"] = settings.text_b_column
-    if adapter.kind == "span":
-        info.update(
-            doc_stride=settings.doc_stride,
-            max_query_length=settings.max_query_length,
-            max_answer_length=settings.max_answer_length,
-            version_2_with_negative=bool(getattr(adapter, "version_2", False)),
-            null_score_diff_threshold=settings.null_score_diff_threshold,
-        )
-    _write_json(fileio.join(directory, TASK_FILE), info)
-    return directory
-
-
-def load_finetuned(directory: str, compile: bool = True):
-    """(Keras model, BertTokenizer, task info dict) from a `save_finetuned` directory.
-
-    `compile=False` skips the saved optimizer, loss and metrics (serving needs none).
-    """
-    # Imported for their side effect: they register the serializable model, optimizer,
-    # schedule and metric classes that model.keras names.
-    import bert_tf.models  # noqa: F401
-    import bert_tf.tasks.models  # noqa: F401
-    import bert_tf.training.optimization  # noqa: F401
-    from bert_tf.checkpoints.integrity import check_keras_archive
-    from bert_tf.tokenization import BertTokenizer
-
-    path = fileio.join(directory, MODEL_FILE)
-    if not fileio.isfile(path):
-        raise TaskDataError(f"no {MODEL_FILE} in {directory}; is it the model/ folder of a fine-tuning run?")
-    info = _read_task_info(directory)
-    with tempfile.TemporaryDirectory() as local:
-        # Keras reads model.keras as a local zip; copied whole from any filesystem.
-        fileio.copy(path, os.path.join(local, MODEL_FILE))
-        check_keras_archive(os.path.join(local, MODEL_FILE), display_path=path)
-        model = keras.saving.load_model(os.path.join(local, MODEL_FILE), compile=compile)
-    tokenizer = BertTokenizer(fileio.join(directory, "vocab.txt"), lower_case=info["lower_case"])
-    return model, tokenizer, info

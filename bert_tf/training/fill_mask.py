@@ -5,13 +5,12 @@ from __future__ import annotations
 import keras
 import numpy as np
 
+from bert_tf.tokenization import BertTokenizer
 from bert_tf.training.inputs import InputError
 
 
 def fill_mask_demo(model, vocab_file: str, lower_case: bool, corpus_file: str, top_k: int = 5):
     """Masks a word of a corpus sentence and prints the model's top guesses for it."""
-    from bert_tf.tokenization import BertTokenizer
-
     tokenizer = BertTokenizer(vocab_file, lower_case=lower_case)
     sentence, tokens, position = _pick_sentence(tokenizer, corpus_file)
     ids = [tokenizer.cls_id, *tokens, tokenizer.sep_id]

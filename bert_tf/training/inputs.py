@@ -11,7 +11,8 @@ from bert_tf import fileio
 from bert_tf.checkpoints import integrity
 from bert_tf.config import BertConfig
 from bert_tf.errors import BertTfError
-from pipelines import records
+from pipelines import records, text_dataset, text_input
+from pipelines.dataset import fixed_evaluation_batches, pretraining_dataset
 
 
 class InputError(BertTfError, ValueError):
@@ -142,8 +143,6 @@ def check_model_dir(model_dir: str, config: BertConfig, vocab_file: str | None) 
 
 def check_holdout(files: list[str], flag: str) -> None:
     """--eval_every_steps without --eval_files holds out a slice of the training data: there must be one."""
-    from pipelines import text_dataset, text_input
-
     every = text_dataset.HELD_OUT_EVERY
     if is_tfrecord(files[0]):
         counts = []
@@ -167,3 +166,52 @@ def check_holdout(files: list[str], flag: str) -> None:
         f"corpus is too small to hold some out: {found}, and it needs {needed}; pass --eval_files, "
         f"or a larger --{flag}"
     )
+
+
+def pretraining_dataset_fn(
+    settings,
+    files: list[str],
+    vocab_file: str | None,
+    seq_length: int,
+    predictions: int,
+    seed: int | None,
+    training: bool = True,
+    row_predictions: int | None = None,
+    held_out: str | None = None,
+):
+    """The `dataset_fn(input_context)` of the pretraining batches of `files` (`settings`: a
+    `PretrainingConfig`): shuffled and repeated for training, else one pass in fixed-size
+    batches padded with weight 0."""
+
+    def dataset_fn(input_context: tf.distribute.InputContext) -> tf.data.Dataset:
+        # The global batch size: with input_context, pretraining_dataset yields per-replica batches.
+        dataset = pretraining_dataset(
+            files,
+            vocab_file=vocab_file,
+            lower_case=settings.do_lower_case,
+            batch_size=settings.train_batch_size,
+            max_seq_length=seq_length,
+            max_predictions_per_seq=predictions,
+            masked_lm_prob=settings.masked_lm_prob,
+            whole_word_mask=settings.whole_word_mask,
+            # Raw text only: records (eval files may be some) keep no word boundaries.
+            word_segmenter=None if is_tfrecord(files[0]) else settings.word_segmenter,
+            dupe_factor=settings.dupe_factor,
+            shuffle=training,
+            seed=seed,
+            # Evaluation: one pass, in fixed-size batches padded with weight 0 (exact, static).
+            repeat=training,
+            drop_remainder=training,
+            input_context=input_context,
+            packing=settings.packing,
+            max_predictions_per_row=row_predictions,
+            max_instances_per_row=settings.max_instances_per_row,
+            held_out=held_out,
+        )
+        if training:
+            return dataset
+        return fixed_evaluation_batches(
+            dataset, input_context.get_per_replica_batch_size(settings.train_batch_size)
+        )
+
+    return dataset_fn

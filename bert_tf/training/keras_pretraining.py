@@ -113,6 +113,7 @@ def example_batch(batch_size: int, seq_length: int, predictions: int) -> dict:
 
 def latest_checkpoint(model_dir: str) -> tuple[str, int] | None:
     """(weights file, step) of the last complete checkpoint in model_dir, or None."""
+    # lazy: no TensorFlow at import (bench/gpu/pretrain_jax.py runs where it is absent)
     from bert_tf import fileio
 
     state = fileio.join(model_dir, CHECKPOINT_STATE)
@@ -129,6 +130,7 @@ def save_checkpoint(model: keras.Model, model_dir: str, step: int) -> str:
     the previous checkpoint in force, never a half-written one. model_dir may be any
     filesystem TensorFlow reads (gs://...): the weights are written locally first.
     """
+    # lazy: no TensorFlow at import (bench/gpu/pretrain_jax.py runs where it is absent)
     from bert_tf import fileio
 
     name = f"ckpt-{step}.weights.h5"
@@ -152,6 +154,7 @@ def save_checkpoint(model: keras.Model, model_dir: str, step: int) -> str:
 
 def restore_checkpoint(model: keras.Model, model_dir: str) -> int:
     """Restores the latest checkpoint of model_dir into the built and compiled model; returns its step."""
+    # lazy: no TensorFlow at import (bench/gpu/pretrain_jax.py runs where it is absent)
     from bert_tf import fileio
 
     found = latest_checkpoint(model_dir)
@@ -202,6 +205,7 @@ def data_parallel() -> keras.distribution.Distribution:
 
 def check_settings(settings, model_dir: str) -> None:
     """The TensorFlow loop's settings that have no meaning under `model.fit`, refused clearly."""
+    # lazy: no TensorFlow at import (bench/gpu/pretrain_jax.py runs where it is absent)
     import tensorflow as tf
 
     from bert_tf import fileio
@@ -235,9 +239,11 @@ def check_settings(settings, model_dir: str) -> None:
 
 def train(settings, config, model_dir, vocab_file, train_files, phase2_files, eval_files):
     """The `model.fit` half of `run_pretraining` (everything is checked before it is called)."""
+    # lazy: no TensorFlow at import (bench/gpu/pretrain_jax.py runs where it is absent)
     from bert_tf import fileio
-    from bert_tf.training import inputs, pretraining
-    from bert_tf.training.loop import NonFiniteLossError, TrainResult
+    from bert_tf.checkpoints import export_pretrained
+    from bert_tf.training import inputs
+    from bert_tf.training.loop import NonFiniteLossError, PretrainingResult, TrainResult
 
     check_settings(settings, model_dir)
     if keras.backend.backend() == "jax" and os.environ.get("KERAS_DISTRIBUTION_JOB_ADDRESSES"):
@@ -349,23 +355,28 @@ def train(settings, config, model_dir, vocab_file, train_files, phase2_files, ev
         export_dir = None
         fill_mask = None
         if chief:
-            export_dir = pretraining.export_encoder(
-                model.pretrainer, vocab_file, settings.do_lower_case, fileio.join(model_dir, "export")
+            export_dir = export_pretrained(
+                model.pretrainer,
+                fileio.join(model_dir, "export"),
+                vocab_file=vocab_file,
+                lower_case=settings.do_lower_case,
             )
             print(f"saved the pretrained model for from_pretrained: {export_dir}", flush=True)
             if settings.fill_mask_demo and vocab_file and not (settings.train_files or settings.corpus):
+                # lazy: no TensorFlow at import (bench/gpu/pretrain_jax.py runs where it is absent)
                 from bert_tf.training.fill_mask import fill_mask_demo
 
                 fill_mask = fill_mask_demo(
                     model.pretrainer, vocab_file, settings.do_lower_case, train_files[0]
                 )
-        return pretraining.PretrainingResult(model_dir, export_dir, result, eval_metrics, fill_mask)
+        return PretrainingResult(model_dir, export_dir, result, eval_metrics, fill_mask)
     finally:
         keras.mixed_precision.set_global_policy(previous_policy)
 
 
 def load_init_checkpoint(pretrainer: BertPretrainer, path: str) -> None:
     """Starts from a Google or Hugging Face checkpoint or an export (not a run's model_dir)."""
+    # lazy: no TensorFlow at import (bench/gpu/pretrain_jax.py runs where it is absent)
     import tensorflow as tf
 
     from bert_tf import fileio
@@ -387,11 +398,14 @@ def load_init_checkpoint(pretrainer: BertPretrainer, path: str) -> None:
 def _global_dataset(settings, files, vocab_file, seq_length, predictions, seed, training=True):
     """The TensorFlow path's pipeline, batched to the global batch: Keras splits it over devices
     (and, with several processes, gives each its share)."""
+    # lazy: no TensorFlow at import (bench/gpu/pretrain_jax.py runs where it is absent)
     import tensorflow as tf
 
-    from bert_tf.training.pretraining import _dataset_fn
+    from bert_tf.training.inputs import pretraining_dataset_fn
 
-    dataset_fn = _dataset_fn(settings, files, vocab_file, seq_length, predictions, seed, training=training)
+    dataset_fn = pretraining_dataset_fn(
+        settings, files, vocab_file, seq_length, predictions, seed, training=training
+    )
     return dataset_fn(tf.distribute.InputContext())
 
 
@@ -401,6 +415,7 @@ class _LoopCallback(keras.callbacks.Callback):
 
     def __init__(self, settings, model_dir, chief, history):
         super().__init__()
+        # lazy: no TensorFlow at import (bench/gpu/pretrain_jax.py runs where it is absent)
         from bert_tf.training.progress import ProgressReporter, log_dir
 
         self.save_steps = settings.save_checkpoints_steps

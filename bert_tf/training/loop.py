@@ -80,6 +80,18 @@ def example_count(features: Mapping[str, tf.Tensor]) -> dict:
     return {"examples": tf.cast(tf.shape(first)[0], tf.float32)}
 
 
+@dataclasses.dataclass
+class PretrainingResult:
+    """What `run_pretraining` returns, on either backend."""
+
+    model_dir: str
+    export_dir: str | None
+    train: TrainResult
+    eval_metrics: dict | None
+    fill_mask: list[tuple[str, float]] | None
+    eval_history: list[dict] = dataclasses.field(default_factory=list)  # one dict per periodic eval
+
+
 class Trainer:
     """Runs `model` on `phases` of data under `strategy`, checkpointing to `model_dir`.
 

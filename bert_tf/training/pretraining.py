@@ -25,12 +25,24 @@ import tensorflow as tf
 from bert_tf import fileio
 from bert_tf.backend import BACKENDS
 from bert_tf.cache import cache_dir as default_cache_dir
+from bert_tf.checkpoints import export_pretrained, inspect_checkpoint, load_weights
+from bert_tf.checkpoints.google import is_object_based
 from bert_tf.cli import setting
 from bert_tf.config import BertConfig, load_config
 from bert_tf.errors import UsageError
+from bert_tf.models import BertPretrainer
+from bert_tf.models.losses import next_sentence_weights, pretraining_losses
 from bert_tf.outputs import check_output, umask_permissions
-from bert_tf.training import distribute, inputs, optimization
-from bert_tf.training.loop import Phase, Trainer, TrainResult
+from bert_tf.tokenization import BertTokenizer, load_vocab
+from bert_tf.training import distribute, inputs, keras_pretraining, optimization
+from bert_tf.training.evaluation import PeriodicEvaluator
+from bert_tf.training.fill_mask import fill_mask_demo
+from bert_tf.training.loop import Phase, PretrainingResult, Trainer
+from pipelines import corpus, segmenters
+from pipelines.build_vocab import build_vocab
+from pipelines.dataset import check_packing_budget
+from pipelines.packing import default_max_predictions_per_row
+from pipelines.text_input import check_mostly_text
 
 DEFAULT_CONFIG = "demo"
 MIXED_PRECISION_POLICIES = ("float32", "mixed_float16", "mixed_bfloat16")
@@ -148,8 +160,6 @@ class PretrainingConfig:
         if self.train_files and self.corpus:
             raise UsageError("pass --train_files (TFRecords) or --corpus (raw text), not both")
         if self.word_segmenter is not None:
-            from pipelines import segmenters
-
             problems = segmenters.setting_problems(
                 self.word_segmenter,
                 whole_word_mask=self.whole_word_mask,
@@ -178,8 +188,6 @@ class PretrainingConfig:
             if getattr(self, name) < 1:
                 raise UsageError(f"--{name} must be >= 1, got {getattr(self, name)}")
         if self.packing:
-            from pipelines.dataset import check_packing_budget
-
             try:
                 check_packing_budget(
                     self.max_predictions_per_seq, self.row_predictions(1), self.max_instances_per_row
@@ -222,23 +230,11 @@ class PretrainingConfig:
         if not self.packing:
             return None
         if self.max_predictions_per_row is None:
-            from pipelines.packing import default_max_predictions_per_row
-
             per_sequence = self.max_predictions_per_seq if phase == 1 else self.phase2_predictions
             return default_max_predictions_per_row(per_sequence, self.max_instances_per_row)
         if phase == 1:
             return self.max_predictions_per_row
         return max(1, round(self.max_predictions_per_row * self.phase2_seq_length / self.max_seq_length))
-
-
-@dataclasses.dataclass
-class PretrainingResult:
-    model_dir: str
-    export_dir: str | None
-    train: TrainResult
-    eval_metrics: dict | None
-    fill_mask: list[tuple[str, float]] | None
-    eval_history: list[dict] = dataclasses.field(default_factory=list)  # one dict per periodic eval
 
 
 def cache_dir(settings: PretrainingConfig) -> Path:
@@ -252,9 +248,6 @@ def embedded_corpus_and_vocab(
     settings: PretrainingConfig, vocab_size: int, vocab_file: str | None = None
 ) -> tuple[str, str]:
     """The embedded corpus as a file, and `vocab_file` or else a vocab learnt from it (both cached)."""
-    from pipelines import corpus
-    from pipelines.build_vocab import build_vocab
-
     directory = cache_dir(settings)
     corpus_file = directory / "pydoc_corpus.txt"
     if not corpus_file.exists():
@@ -279,8 +272,6 @@ def masked_lm_totals(features) -> dict:
     `examples` counts NSP instances (several per row when packed); `positions` the row
     positions, for the fill rate.
     """
-    from bert_tf.models.losses import next_sentence_weights
-
     return {
         "masked_lm_weight": tf.reduce_sum(tf.cast(features["masked_lm_weights"], tf.float32)),
         "examples": tf.reduce_sum(next_sentence_weights(features)),
@@ -298,8 +289,6 @@ def pretraining_loss_share(features, outputs, totals) -> dict:
     tokens of the global batch) and `fill_rate` (their fraction of its positions) are
     shares in the same way.
     """
-    from bert_tf.models.losses import next_sentence_weights, pretraining_losses
-
     local = pretraining_losses(features, outputs)
     local_weight = tf.reduce_sum(tf.cast(features["masked_lm_weights"], tf.float32))
     masked_lm_share = (local_weight + 1e-5) / (totals["masked_lm_weight"] + 1e-5)
@@ -347,54 +336,6 @@ def dummy_features(batch_size: int, seq_length: int, predictions: int, instances
     return features
 
 
-def _dataset_fn(
-    settings: PretrainingConfig,
-    files: list[str],
-    vocab_file: str | None,
-    seq_length: int,
-    predictions: int,
-    seed: int | None,
-    training: bool = True,
-    row_predictions: int | None = None,
-    held_out: str | None = None,
-):
-    from pipelines import pretraining_dataset
-    from pipelines.dataset import fixed_evaluation_batches
-
-    def dataset_fn(input_context: tf.distribute.InputContext) -> tf.data.Dataset:
-        # The global batch size: with input_context, pretraining_dataset yields per-replica batches.
-        dataset = pretraining_dataset(
-            files,
-            vocab_file=vocab_file,
-            lower_case=settings.do_lower_case,
-            batch_size=settings.train_batch_size,
-            max_seq_length=seq_length,
-            max_predictions_per_seq=predictions,
-            masked_lm_prob=settings.masked_lm_prob,
-            whole_word_mask=settings.whole_word_mask,
-            # Raw text only: records (eval files may be some) keep no word boundaries.
-            word_segmenter=None if inputs.is_tfrecord(files[0]) else settings.word_segmenter,
-            dupe_factor=settings.dupe_factor,
-            shuffle=training,
-            seed=seed,
-            # Evaluation: one pass, in fixed-size batches padded with weight 0 (exact, static).
-            repeat=training,
-            drop_remainder=training,
-            input_context=input_context,
-            packing=settings.packing,
-            max_predictions_per_row=row_predictions,
-            max_instances_per_row=settings.max_instances_per_row,
-            held_out=held_out,
-        )
-        if training:
-            return dataset
-        return fixed_evaluation_batches(
-            dataset, input_context.get_per_replica_batch_size(settings.train_batch_size)
-        )
-
-    return dataset_fn
-
-
 # --- the run ---------------------------------------------------------------------
 
 
@@ -416,8 +357,6 @@ def run_pretraining(settings: PretrainingConfig) -> PretrainingResult:
         corpus_file, vocab_file = embedded_corpus_and_vocab(settings, config.vocab_size, vocab_file)
         train_files = [corpus_file]
     if vocab_file:
-        from bert_tf.tokenization import load_vocab
-
         vocab = load_vocab(vocab_file)
         if len(vocab) != config.vocab_size and not settings.init_checkpoint:
             # From scratch the vocab decides the embedding size (the demo's vocab is learnt to
@@ -432,9 +371,6 @@ def run_pretraining(settings: PretrainingConfig) -> PretrainingResult:
             config = config.replace(vocab_size=len(vocab))
         inputs.check_vocab(vocab, vocab_file, config)
         if settings.corpus:
-            from bert_tf.tokenization import BertTokenizer
-            from pipelines.text_input import check_mostly_text
-
             tokenizer = BertTokenizer(vocab_file, lower_case=settings.do_lower_case)
             check_mostly_text(train_files, tokenizer, "--corpus", accept=settings.accept_non_text)
     if settings.init_checkpoint:
@@ -497,8 +433,6 @@ def run_pretraining(settings: PretrainingConfig) -> PretrainingResult:
             f"when Keras is first imported; start Python with KERAS_BACKEND={settings.backend}"
         )
     if keras.backend.backend() != "tensorflow":  # model.fit under keras.distribution
-        from bert_tf.training import keras_pretraining
-
         return keras_pretraining.train(
             settings, config, model_dir, vocab_file, train_files, phase2_files, eval_files
         )
@@ -513,8 +447,6 @@ def run_pretraining(settings: PretrainingConfig) -> PretrainingResult:
 
 
 def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase2_files, eval_files):
-    from bert_tf.models import BertPretrainer
-
     previous_policy = keras.mixed_precision.global_policy()
     keras.mixed_precision.set_global_policy(settings.mixed_precision)
     try:
@@ -572,7 +504,7 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
                 f"1 (seq {settings.max_seq_length})",
                 0,
                 settings.phase1_steps,
-                _dataset_fn(
+                inputs.pretraining_dataset_fn(
                     settings,
                     train_files,
                     vocab_file,
@@ -590,7 +522,7 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
                     f"2 (seq {settings.phase2_seq_length})",
                     settings.phase1_steps,
                     settings.num_train_steps,
-                    _dataset_fn(
+                    inputs.pretraining_dataset_fn(
                         settings,
                         phase2_files,
                         vocab_file,
@@ -607,7 +539,7 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
             phases = phases[1:]
         eval_fn = None
         if eval_files or holdout:
-            eval_fn = _dataset_fn(
+            eval_fn = inputs.pretraining_dataset_fn(
                 settings,
                 eval_files or train_files,
                 vocab_file,
@@ -620,8 +552,6 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
             )
         evaluator = None
         if settings.eval_every_steps:
-            from bert_tf.training.evaluation import PeriodicEvaluator
-
             evaluator = PeriodicEvaluator(
                 trainer, eval_fn, settings.eval_steps, settings.eval_every_steps, evaluate=evaluate
             )
@@ -641,8 +571,11 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
 
         export_dir = None
         if is_chief:
-            export_dir = export_encoder(
-                model, vocab_file, settings.do_lower_case, fileio.join(model_dir, "export")
+            export_dir = export_pretrained(
+                model,
+                fileio.join(model_dir, "export"),
+                vocab_file=vocab_file,
+                lower_case=settings.do_lower_case,
             )
             print(f"saved the pretrained model for from_pretrained: {export_dir}", flush=True)
         fill_mask = None
@@ -652,8 +585,6 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
             and vocab_file
             and not (settings.train_files or settings.corpus)
         ):
-            from bert_tf.training.fill_mask import fill_mask_demo
-
             fill_mask = fill_mask_demo(model, vocab_file, settings.do_lower_case, train_files[0])
         return PretrainingResult(
             model_dir, export_dir, result, eval_metrics, fill_mask, evaluator.history if evaluator else []
@@ -667,8 +598,6 @@ def model_config_and_vocab(settings: PretrainingConfig) -> tuple[BertConfig, str
     the --init_checkpoint's own (said in one line), else the demo config."""
     if settings.config or not settings.init_checkpoint:
         return load_config(settings.config or DEFAULT_CONFIG), settings.vocab_file
-    from bert_tf.checkpoints import inspect_checkpoint
-    from bert_tf.checkpoints.google import is_object_based
 
     path = settings.init_checkpoint
     ours = tf.train.latest_checkpoint(path) if fileio.isdir(path) else None
@@ -687,9 +616,6 @@ def model_config_and_vocab(settings: PretrainingConfig) -> tuple[BertConfig, str
 
 def check_init_checkpoint(path: str, config) -> None:
     """--init_checkpoint must be a checkpoint of this config's shapes (checked before writing)."""
-    from bert_tf.checkpoints import inspect_checkpoint
-    from bert_tf.checkpoints.google import is_object_based
-
     ours = tf.train.latest_checkpoint(path) if fileio.isdir(path) else None
     if ours and is_object_based(ours):
         return  # another run's model_dir: restored object by object, checked by the restore
@@ -721,9 +647,6 @@ def check_init_checkpoint(path: str, config) -> None:
 
 def _load_init_checkpoint(model, path: str) -> None:
     """Starts from a Google or Hugging Face checkpoint, an export, or another run's model_dir."""
-    from bert_tf.checkpoints import load_weights
-    from bert_tf.checkpoints.google import is_object_based
-
     # A run's model_dir holds object-based checkpoints; a Google directory a name-based one.
     ours = tf.train.latest_checkpoint(path) if fileio.isdir(path) else None
     if ours and not is_object_based(ours):
@@ -733,10 +656,3 @@ def _load_init_checkpoint(model, path: str) -> None:
     else:
         load_weights(model, path)
     print(f"initialized from {ours or path}", flush=True)
-
-
-def export_encoder(model, vocab_file: str | None, lower_case: bool, export_dir: str) -> str:
-    """Writes the model as a Google checkpoint directory (+ safetensors) for `from_pretrained`."""
-    from bert_tf.checkpoints import export_pretrained
-
-    return export_pretrained(model, export_dir, vocab_file=vocab_file, lower_case=lower_case)

@@ -17,8 +17,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.checkpoints import export_pretrained
-from bert_tf.models import from_pretrained
+from bert_tf.checkpoints import export_pretrained, from_pretrained
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "hf_tiny")
 # The same model with transformers' erf GELU ("gelu"), as released HF BERT configs say.
@@ -91,7 +90,7 @@ import json, os, sys
 import numpy as np, keras, jax
 assert keras.backend.backend() == "jax"
 from bert_tf.checkpoints import export_pretrained
-from bert_tf.models import from_pretrained
+from bert_tf.checkpoints import from_pretrained
 from bert_tf.models.losses import pretraining_losses
 fixture = sys.argv[1]
 model, _ = from_pretrained(fixture)

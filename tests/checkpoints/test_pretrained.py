@@ -9,9 +9,15 @@ import numpy as np
 import tensorflow as tf
 from safetensors.numpy import load_file, save_file
 
-from bert_tf.checkpoints import CheckpointError, detect_lower_case, export_pretrained, load_weights
+from bert_tf.checkpoints import (
+    CheckpointError,
+    detect_lower_case,
+    export_pretrained,
+    from_pretrained,
+    load_weights,
+)
 from bert_tf.config import BertConfig
-from bert_tf.models import BertClassifier, BertEncoder, BertPretrainer, from_pretrained
+from bert_tf.models import BertClassifier, BertEncoder, BertPretrainer
 
 CONFIG = BertConfig(
     vocab_size=30,

@@ -5,6 +5,7 @@ References are the fine-tuning code's own feature conversion and post-processing
 and entity grouping are checked against an independent implementation.
 """
 
+import dataclasses
 import os
 import random
 import re
@@ -31,7 +32,9 @@ from bert_tf.serving.saving import ExportError
 from bert_tf.serving.task import TaskServing
 from bert_tf.tasks import squad
 from bert_tf.tasks.adapters import make_adapter
-from bert_tf.tasks.runner import FinetuneSettings, run, save_finetuned
+from bert_tf.tasks.finetuned import FinetunedModelInfo, save_finetuned
+from bert_tf.tasks.kinds import TaskKind
+from bert_tf.tasks.runner import FinetuneSettings, run
 from bert_tf.tasks.squad_postprocess import postprocess
 from bert_tf.tokenization import BertTokenizer
 
@@ -426,7 +429,9 @@ class TaskExportTest(tf.test.TestCase):
         # the fine-tuning tokenizer's.
         texts = ["a\u200bb c", "x\x1by", "soft\u00adhyphen", "nul\x00l", "rep\ufffdlace", "v\x0bt",
                  "n\x85l", "x\u2028y", "a\u3000b", "\u00a0Zoë", "東京タワー!", "", "Naïve, CAFÉ\t(1895)"]  # fmt: skip
-        info = {"task": "ner", "kind": "token", "label_list": NER_LABELS}
+        info = FinetunedModelInfo(
+            "ner", TaskKind.TOKEN, NER_LABELS, lower_case=True, max_seq_length=SEQ_LENGTH
+        )
         serving = TaskServing(self.models["ner"], self.tokenizer, info, SEQ_LENGTH)
         pieces, begin, end = serving._word_pieces(tf.constant(texts))
         self.assertEqual(pieces.merge_dims(1, 2).to_list(), self.tokenizer.tokenize(texts).to_list())
@@ -475,17 +480,22 @@ class TaskExportTest(tf.test.TestCase):
 
     def test_squad_v2_answers_empty_when_the_null_score_wins(self):
         # task.json written before doc_stride and max_answer_length were saved: 128 and 30.
-        info = {
-            "task": "squad_v2",
-            "kind": "span",
-            "max_query_length": MAX_QUERY_LENGTH,
-            "version_2_with_negative": True,
-        }
+        info = FinetunedModelInfo.from_json(
+            {
+                "task": "squad_v2",
+                "kind": "span",
+                "label_list": None,
+                "lower_case": True,
+                "max_seq_length": SEQ_LENGTH,
+                "max_query_length": MAX_QUERY_LENGTH,
+                "version_2_with_negative": True,
+            }
+        )
         for threshold in (-1e6, 1e6):  # the null answer always / never wins
             serving = TaskServing(
                 self.models["squad"],
                 self.tokenizer,
-                {**info, "null_score_diff_threshold": threshold},
+                dataclasses.replace(info, null_score_diff_threshold=threshold),
                 SEQ_LENGTH,
             )
             got = serving._answer(tf.constant(QUESTIONS), tf.constant(CONTEXTS))
@@ -503,7 +513,9 @@ class TaskExportTest(tf.test.TestCase):
                 self.assertEqual(got["answer_start"].numpy().tolist(), [-1] * len(QUESTIONS))
 
     def test_squad_empty_context_has_no_answer(self):
-        info = {"task": "squad", "kind": "span", "max_query_length": MAX_QUERY_LENGTH}
+        info = FinetunedModelInfo(
+            "squad", TaskKind.SPAN, None, True, SEQ_LENGTH, max_query_length=MAX_QUERY_LENGTH
+        )
         serving = TaskServing(self.models["squad"], self.tokenizer, info, SEQ_LENGTH)
         got = serving._answer(tf.constant(["who", "who"]), tf.constant(["", CONTEXTS[0]]))
         self.assertEqual(got["answer"].numpy()[0], b"")
@@ -564,7 +576,10 @@ class TaskExportTest(tf.test.TestCase):
             described(signature.outputs), {"probabilities": ("float32", [-1, -1]), "choice": ("int32", [-1])}
         )
         serving = TaskServing(
-            self.models["swag"], self.tokenizer, {"task": "swag", "kind": "multiple_choice"}, 8
+            self.models["swag"],
+            self.tokenizer,
+            FinetunedModelInfo("swag", TaskKind.MULTIPLE_CHOICE, None, True, 8),
+            8,
         )
         with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "need the same batch"):
             serving._choose(tf.constant(["a", "b"]), tf.constant([["x", "y"]]))

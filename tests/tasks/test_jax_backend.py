@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.config import BertConfig
-from bert_tf.tasks.runner import load_finetuned
+from bert_tf.tasks.finetuned import load_finetuned
 
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "training"))
@@ -32,7 +32,8 @@ from test_learning import (  # noqa: E402
 FINETUNE_SCRIPT = """
 import json, sys
 import numpy as np, keras
-from bert_tf.tasks.runner import FinetuneSettings, load_finetuned, run
+from bert_tf.tasks.finetuned import load_finetuned
+from bert_tf.tasks.runner import FinetuneSettings, run
 from bert_tf.training.distribute import StrategyError, get_strategy
 work, config, inputs_file = sys.argv[1:]
 try:
@@ -85,7 +86,7 @@ class JaxFinetuningTest(tf.test.TestCase):
         )
 
         model, _, info = load_finetuned(os.path.join(work, "out", "model"))
-        self.assertEqual(info["kind"], "classification")
+        self.assertEqual(info.kind, "classification")
         self.assertAllClose(
             model.predict(inputs, verbose=0), np.load(os.path.join(work, "jax_logits.npy")), atol=1e-5, rtol=0
         )
@@ -146,7 +147,7 @@ class JaxTaskFamiliesTest(tf.test.TestCase):
             with open(os.path.join(work, task, "eval_results.json")) as handle:
                 self.assertEqual(set(json.load(handle)), names, task)
             model, _, info = load_finetuned(os.path.join(work, task, "model"))  # here: TensorFlow
-            self.assertEqual(info["task"], task)
+            self.assertEqual(info.task, task)
             self.assertNotEmpty(model.weights)
 
 

@@ -17,7 +17,8 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.tasks.adapters import make_adapter
-from bert_tf.tasks.runner import FinetuneSettings, load_finetuned, run
+from bert_tf.tasks.finetuned import load_finetuned
+from bert_tf.tasks.runner import FinetuneSettings, run
 from bert_tf.tasks.squad_postprocess import postprocess
 
 POSITIVE = ["good", "great", "superb", "lovely", "fine", "nice", "brilliant", "charming"]
@@ -314,10 +315,10 @@ class LearningTest(tf.test.TestCase):
         self.assertEqual(sorted(predictions), sorted(f"e{i}" for i in range(100)))
         # The saved model rebuilds from its directory alone and gives the same answers.
         model, tokenizer, info = load_finetuned(os.path.join(self.dir, "squad", "model"))
-        self.assertEqual((info["task"], info["kind"], info["max_seq_length"]), ("squad", "span", 48))
+        self.assertEqual((info.task, info.kind, info.max_seq_length), ("squad", "span", 48))
         # The export reads the null-answer threshold from here (SQuAD 2.0 serving).
         self.assertEqual(
-            info["null_score_diff_threshold"],
+            info.null_score_diff_threshold,
             FinetuneSettings(task="squad", output_dir=self.dir).null_score_diff_threshold,
         )
         settings = FinetuneSettings(
@@ -325,7 +326,7 @@ class LearningTest(tf.test.TestCase):
             output_dir=self.dir,
             eval_file=test,
             max_seq_length=48,
-            doc_stride=info["doc_stride"],
+            doc_stride=info.doc_stride,
         )
         adapter = make_adapter(settings, tokenizer)
         [data] = adapter.load("eval")

@@ -12,7 +12,8 @@ import tensorflow_datasets as tfds
 from bert_tf.errors import UsageError
 from bert_tf.tasks import adapters, glue, squad, tfds_sources
 from bert_tf.tasks.features import TaskDataError
-from bert_tf.tasks.runner import load_finetuned, run
+from bert_tf.tasks.finetuned import load_finetuned
+from bert_tf.tasks.runner import run
 from bert_tf.tasks.settings import FinetuneSettings
 
 WORDS = ["the", "cat", "sat", "dog", "ran", "a", "mat", "not", "is", "on", "."]
@@ -121,15 +122,15 @@ class GlueRunTest(tf.test.TestCase):
 
         # The saved model rebuilds without this run's flags and predicts the same labels.
         model, tokenizer, info = load_finetuned(os.path.join(output_dir, "model"))
-        self.assertEqual(info["label_list"], LABELS)
-        self.assertEqual((info["task"], info["kind"], info["max_seq_length"]), ("mnli", "classification", 16))
+        self.assertEqual(info.label_list, LABELS)
+        self.assertEqual((info.task, info.kind, info.max_seq_length), ("mnli", "classification", 16))
         # The optimizer comes back with its decay exclusions and Keras' replica summing.
         optimizer = getattr(model.optimizer, "inner_optimizer", model.optimizer)
         self.assertEqual(type(optimizer).__name__, "AdamW")
         self.assertContainsSubset(["LayerNorm", "bias"], optimizer.weight_decay_exclusions)
         self.assertFalse(optimizer.presummed_gradients)
         adapter = adapters.make_adapter(settings, tokenizer)
-        adapter.label_list = info["label_list"]
+        adapter.label_list = info.label_list
         [test_data, _] = adapter.load("predict")
         logits = adapter.predict(model, test_data, batch_size=3).outputs
         self.assertEqual([LABELS[i] for i in logits.argmax(-1)], submissions["MNLI-m"])

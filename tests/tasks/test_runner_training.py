@@ -15,7 +15,8 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.errors import UsageError
-from bert_tf.tasks.runner import BACKUP_DIR, RESUME_FIELDS, TrainingPlan, is_finished, load_finetuned, run
+from bert_tf.tasks.finetuned import load_finetuned
+from bert_tf.tasks.runner import BACKUP_DIR, RESUME_FIELDS, TrainingPlan, is_finished, run
 from bert_tf.tasks.settings import FinetuneSettings
 from bert_tf.training.progress import read_scalars
 

@@ -17,9 +17,9 @@ import pytest
 import tensorflow as tf
 from safetensors.numpy import load_file
 
-from bert_tf.checkpoints import export_pretrained
+from bert_tf.checkpoints import export_pretrained, from_pretrained
 from bert_tf.config import BertConfig
-from bert_tf.models import BertPretrainer, from_pretrained
+from bert_tf.models import BertPretrainer
 from bert_tf.models.losses import pretraining_losses
 from bert_tf.training import keras_pretraining
 from bert_tf.training.inputs import InputError

@@ -19,7 +19,7 @@ from absl import flags
 
 from bert_tf import pretrain
 from bert_tf.config import load_config
-from bert_tf.training import distribute, pretraining
+from bert_tf.training import distribute, inputs, pretraining
 
 REPO = Path(__file__).resolve().parents[2]
 VOCAB = REPO / "tests" / "fixtures" / "bert_uncased_vocab.txt"
@@ -179,7 +179,7 @@ class PretrainingRunTest(tf.test.TestCase):
         for name in ("bert_config.json", "vocab.txt", "checkpoint", "ckpt-6.index", "ckpt-3.index"):
             self.assertTrue((model_dir / name).exists(), name)
         # The export is what from_pretrained reads, holding the trained weights.
-        from bert_tf.models import from_pretrained
+        from bert_tf.checkpoints import from_pretrained
 
         model, tokenizer_settings = from_pretrained(result.export_dir)
         self.assertTrue(tokenizer_settings.lower_case)
@@ -284,7 +284,9 @@ class ExactEvaluationTest(tf.test.TestCase):
             metric_weights=pretraining.EVALUATION_WEIGHTS,
             verbose=False,
         )
-        eval_fn = pretraining._dataset_fn(settings, [path], None, seq, predictions, seed=1, training=False)
+        eval_fn = inputs.pretraining_dataset_fn(
+            settings, [path], None, seq, predictions, seed=1, training=False
+        )
         # 7 examples in batches of 3: the third is filled with 2 rows of weight 0, and the
         # two steps after it are all padding: they change nothing.
         metrics = trainer.evaluate(eval_fn, steps=5)

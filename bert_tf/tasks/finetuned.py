@@ -1,0 +1,217 @@
+"""The fine-tuned model folder: what `bert_tf.finetune` saves and every later step reads.
+
+A folder (`OUTPUT_DIR/model/`) holds `model.keras` (the whole Keras task model:
+architecture and weights), `bert_config.json` (the encoder's config), `vocab.txt` and
+`task.json`, the `FinetunedModelInfo` below: everything fine-tuning on, predicting and
+the raw-text export (`bert_tf.serving.task`) need besides the weights. This module is
+the only one that reads or writes the folder.
+
+task.json is versioned (`format_version`); a file without one is version 1, the format
+before the field existed, and reads unchanged.
+
+Example:
+
+>>> info = FinetunedModelInfo(task="mrpc", kind=TaskKind.CLASSIFICATION, label_list=["0", "1"],
+...                           lower_case=True, max_seq_length=128)
+>>> FinetunedModelInfo.from_json(info.to_json()) == info
+True
+>>> sorted(info.to_json())
+['format_version', 'kind', 'label_list', 'lower_case', 'max_seq_length', 'task']
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import tempfile
+from typing import Any
+
+import keras
+
+# Imported for their side effect too: they register the serializable model, optimizer,
+# schedule and metric classes that model.keras names.
+import bert_tf.models  # noqa: F401
+import bert_tf.tasks.models  # noqa: F401
+import bert_tf.training.optimization  # noqa: F401
+from bert_tf import fileio
+from bert_tf.checkpoints.integrity import check_keras_archive
+from bert_tf.errors import damaged
+from bert_tf.tasks.features import TaskDataError
+from bert_tf.tasks.kinds import TaskKind
+from bert_tf.tokenization import BertTokenizer
+
+MODEL_FILE = "model.keras"
+TASK_FILE = "task.json"
+FORMAT_VERSION = 1
+_SPAN_FIELDS = (
+    "doc_stride",
+    "max_query_length",
+    "max_answer_length",
+    "version_2_with_negative",
+    "null_score_diff_threshold",
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class FinetunedModelInfo:
+    """task.json: the task a model was fine-tuned for and how its text becomes features.
+
+    The span fields (SQuAD) are saved for `kind="span"` only; their defaults are
+    fine-tuning's and the original run_squad's, which a task.json written before they
+    were saved is read with. `text_b_column` is the second text's column of own-data pair
+    tasks (GLUE tasks know theirs).
+    """
+
+    task: str
+    kind: TaskKind
+    label_list: list[str] | None
+    lower_case: bool
+    max_seq_length: int
+    text_b_column: str | None = None
+    doc_stride: int = 128
+    max_query_length: int = 64
+    max_answer_length: int = 30
+    version_2_with_negative: bool = False
+    null_score_diff_threshold: float = 0.0
+    format_version: int = FORMAT_VERSION
+
+    def to_json(self) -> dict[str, Any]:
+        """The task.json content: the span fields for span models, text_b_column when set."""
+        values = dataclasses.asdict(self)
+        values["kind"] = self.kind.value
+        if self.kind != TaskKind.SPAN:
+            for name in _SPAN_FIELDS:
+                del values[name]
+        if self.text_b_column is None:
+            del values["text_b_column"]
+        return values
+
+    @classmethod
+    def from_json(cls, values: Any, source: str = TASK_FILE) -> FinetunedModelInfo:
+        """Reads task.json content, any version up to FORMAT_VERSION; raises DamagedFileError
+        (naming `source`) for content that is not a task description of a known version."""
+        if not isinstance(values, dict):
+            raise damaged(source, "not a task description", "save the model again")
+        version = values.get("format_version", 1)  # files from before the field are version 1
+        if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= FORMAT_VERSION:
+            raise damaged(
+                source,
+                f"format_version {version!r}; this bert_tf reads versions 1 to {FORMAT_VERSION}",
+                "update bert_tf, or save the model again with this one",
+            )
+        missing = [name for name in ("task", "kind", "lower_case", "max_seq_length") if name not in values]
+        if missing:
+            raise damaged(source, f"not a task description: no {', '.join(missing)}", "save the model again")
+        try:
+            kind = TaskKind(values["kind"])
+        except ValueError:
+            raise damaged(
+                source,
+                f"unknown kind {values['kind']!r}, not one of {', '.join(TaskKind)}",
+                "save the model again",
+            ) from None
+        fields = {field.name for field in dataclasses.fields(cls)}
+        known = {name: value for name, value in values.items() if name in fields}
+        info = cls(**{**known, "kind": kind, "format_version": version})
+        info._check(source)
+        return info
+
+    def _check(self, source: str) -> None:
+        labels = self.label_list
+        wrong = [
+            name
+            for name, ok in (
+                ("task", isinstance(self.task, str) and self.task),
+                ("lower_case", isinstance(self.lower_case, bool)),
+                ("max_seq_length", isinstance(self.max_seq_length, int) and self.max_seq_length > 0),
+                (
+                    "label_list",
+                    labels is None or (isinstance(labels, list) and all(isinstance(x, str) for x in labels)),
+                ),
+            )
+            if not ok
+        ]
+        if wrong:
+            shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in wrong)
+            raise damaged(source, f"not a task description: {shown}", "save the model again")
+
+
+def is_finetuned_dir(directory: str | None) -> bool:
+    """Whether `directory` is a folder `save_finetuned` wrote (it holds model.keras and task.json)."""
+    return bool(directory) and all(
+        fileio.isfile(fileio.join(directory, name)) for name in (MODEL_FILE, TASK_FILE)
+    )
+
+
+def read_info(directory: str) -> FinetunedModelInfo:
+    """The `FinetunedModelInfo` of a fine-tuned model folder (its task.json)."""
+    path = fileio.join(directory, TASK_FILE)
+    try:
+        if not fileio.exists(path):
+            raise FileNotFoundError(path)
+        values = json.loads(fileio.read_text(path))
+    except FileNotFoundError:
+        raise TaskDataError(
+            f"no {TASK_FILE} in {directory}; is it the model/ folder of a fine-tuning run?"
+        ) from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise damaged(path, f"not valid JSON: {error}", "save the model again") from None
+    return FinetunedModelInfo.from_json(values, path)
+
+
+def save_finetuned(directory: str, model, tokenizer, settings, adapter) -> str:
+    """Saves a fine-tuned model so that it can be rebuilt without this run's flags.
+
+    `settings` is the run's `FinetuneSettings`, `adapter` its task adapter (kind and
+    labels). `load_finetuned(directory)` reads the folder back.
+    """
+    kind = TaskKind(adapter.kind)
+    extra: dict[str, Any] = {}
+    if kind in (TaskKind.CLASSIFICATION, TaskKind.REGRESSION) and settings.text_b_column:
+        extra["text_b_column"] = settings.text_b_column
+    if kind == TaskKind.SPAN:
+        extra.update(
+            doc_stride=settings.doc_stride,
+            max_query_length=settings.max_query_length,
+            max_answer_length=settings.max_answer_length,
+            version_2_with_negative=bool(getattr(adapter, "version_2", False)),
+            null_score_diff_threshold=settings.null_score_diff_threshold,
+        )
+    info = FinetunedModelInfo(
+        task=settings.task,
+        kind=kind,
+        label_list=list(adapter.label_list) if adapter.label_list is not None else None,
+        lower_case=bool(tokenizer.lower_case),
+        max_seq_length=settings.max_seq_length,
+        **extra,
+    )
+    fileio.makedirs(directory)
+    # Keras writes model.keras as a zip through a local file; copied whole to any filesystem.
+    with tempfile.TemporaryDirectory() as local:
+        model.save(os.path.join(local, MODEL_FILE))
+        fileio.copy(os.path.join(local, MODEL_FILE), fileio.join(directory, MODEL_FILE))
+    model.encoder.config.to_json_file(fileio.join(directory, "bert_config.json"))
+    fileio.copy(tokenizer.vocab_file, fileio.join(directory, "vocab.txt"))
+    fileio.write_json(fileio.join(directory, TASK_FILE), info.to_json())
+    return directory
+
+
+def load_finetuned(
+    directory: str, compile: bool = True
+) -> tuple[keras.Model, BertTokenizer, FinetunedModelInfo]:
+    """(Keras model, BertTokenizer, FinetunedModelInfo) from a `save_finetuned` folder.
+
+    `compile=False` skips the saved optimizer, loss and metrics (serving needs none).
+    """
+    path = fileio.join(directory, MODEL_FILE)
+    if not fileio.isfile(path):
+        raise TaskDataError(f"no {MODEL_FILE} in {directory}; is it the model/ folder of a fine-tuning run?")
+    info = read_info(directory)
+    with tempfile.TemporaryDirectory() as local:
+        # Keras reads model.keras as a local zip; copied whole from any filesystem.
+        fileio.copy(path, os.path.join(local, MODEL_FILE))
+        check_keras_archive(os.path.join(local, MODEL_FILE), display_path=path)
+        model = keras.saving.load_model(os.path.join(local, MODEL_FILE), compile=compile)
+    tokenizer = BertTokenizer(fileio.join(directory, "vocab.txt"), lower_case=info.lower_case)
+    return model, tokenizer, info

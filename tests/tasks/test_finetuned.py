@@ -1,0 +1,87 @@
+"""task.json (`FinetunedModelInfo`): round trips, old files, and the refusals."""
+
+import json
+import os
+import tempfile
+
+import tensorflow as tf
+
+from bert_tf.errors import DamagedFileError
+from bert_tf.tasks.finetuned import FORMAT_VERSION, TASK_FILE, FinetunedModelInfo, read_info
+from bert_tf.tasks.kinds import TaskKind
+
+# What save_finetuned wrote before task.json had a format_version (a SQuAD model).
+OLD_SQUAD = {
+    "task": "squad",
+    "kind": "span",
+    "label_list": None,
+    "lower_case": True,
+    "max_seq_length": 384,
+    "max_query_length": 64,
+}
+
+
+class FinetunedModelInfoTest(tf.test.TestCase):
+    def write(self, content) -> str:
+        directory = tempfile.mkdtemp()
+        with open(os.path.join(directory, TASK_FILE), "w") as handle:
+            handle.write(content if isinstance(content, str) else json.dumps(content))
+        return directory
+
+    def test_round_trip_through_the_file(self):
+        for info in (
+            FinetunedModelInfo("mrpc", TaskKind.CLASSIFICATION, ["0", "1"], True, 128),
+            FinetunedModelInfo("classification", TaskKind.CLASSIFICATION, ["a", "b"], False, 64, "text_b"),
+            FinetunedModelInfo(
+                "squad_v2", TaskKind.SPAN, None, True, 384, doc_stride=5, null_score_diff_threshold=-1.5
+            ),
+            FinetunedModelInfo("ner", TaskKind.TOKEN, ["O", "B-PER", "I-PER"], False, 128),
+        ):
+            self.assertEqual(read_info(self.write(info.to_json())), info)
+
+    def test_only_the_fields_of_the_kind_are_written(self):
+        written = FinetunedModelInfo("sts-b", TaskKind.REGRESSION, None, True, 128).to_json()
+        self.assertEqual(
+            written,
+            {
+                "task": "sts-b",
+                "kind": "regression",
+                "label_list": None,
+                "lower_case": True,
+                "max_seq_length": 128,
+                "format_version": FORMAT_VERSION,
+            },
+        )
+        span = FinetunedModelInfo("squad", TaskKind.SPAN, None, True, 384).to_json()
+        self.assertEqual(span["doc_stride"], 128)
+        self.assertNotIn("text_b_column", span)
+
+    def test_a_file_without_format_version_is_version_1_with_the_old_defaults(self):
+        info = read_info(self.write(OLD_SQUAD))
+        self.assertEqual(info.format_version, 1)
+        self.assertIs(info.kind, TaskKind.SPAN)
+        self.assertEqual(info.kind, "span")  # a StrEnum: equal to the string old code compared
+        self.assertEqual(
+            (info.doc_stride, info.max_answer_length, info.null_score_diff_threshold), (128, 30, 0.0)
+        )
+
+    def test_damaged_or_unknown_files_are_refused_with_the_path(self):
+        cases = [
+            ('{"task": "mrpc", "kind": ', "not valid JSON"),
+            ("[1, 2]", "not a task description"),
+            (
+                {**OLD_SQUAD, "format_version": FORMAT_VERSION + 1},
+                f"format_version {FORMAT_VERSION + 1}.*update bert_tf",
+            ),
+            ({**OLD_SQUAD, "format_version": "1"}, "format_version '1'"),
+            ({**OLD_SQUAD, "kind": "summarization"}, "unknown kind 'summarization'"),
+            ({key: value for key, value in OLD_SQUAD.items() if key != "lower_case"}, "no lower_case"),
+            ({**OLD_SQUAD, "max_seq_length": "384"}, "max_seq_length='384'"),
+            ({**OLD_SQUAD, "label_list": "O"}, "label_list='O'"),
+        ]
+        for content, message in cases:
+            directory = self.write(content)
+            with self.assertRaisesRegex(
+                DamagedFileError, f"{directory}/{TASK_FILE} is truncated or corrupt.*{message}"
+            ):
+                read_info(directory)

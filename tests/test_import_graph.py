@@ -1,0 +1,188 @@
+"""The import graph of bert_tf and pipelines: every module imports, there is no cycle, and
+dependencies point one way (tokenizer -> pipelines -> models -> checkpoints -> training /
+tasks -> serving -> command-line programs).
+
+Imports are read with `ast`, those inside functions included (an import deferred into a
+function is still a dependency); imports under `if TYPE_CHECKING:` are not (they never run).
+"""
+
+import ast
+import json
+import os
+import subprocess
+import sys
+
+import tensorflow as tf
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PACKAGES = ("bert_tf", "pipelines")
+
+# (modules, modules they must not import): a prefix covers the package and everything in it.
+LAYERS = [
+    (
+        ("bert_tf.basic_tokenizer", "bert_tf.tokenization", "pipelines"),
+        ("bert_tf.models", "bert_tf.checkpoints", "bert_tf.training", "bert_tf.tasks", "bert_tf.serving"),
+    ),
+    (
+        ("bert_tf.layers", "bert_tf.models"),
+        ("bert_tf.checkpoints", "bert_tf.training", "bert_tf.tasks", "bert_tf.serving"),
+    ),
+    (("bert_tf.checkpoints",), ("bert_tf.training", "bert_tf.tasks", "bert_tf.serving")),
+    (("bert_tf.serving",), ("bert_tf.tasks.runner",)),
+]
+# The thin command-line modules (pipelines.build_vocab is also the library's build_vocab()).
+PROGRAMS = (
+    "bert_tf.pretrain",
+    "bert_tf.finetune",
+    "bert_tf.export",
+    "bert_tf.fill_mask",
+    "bert_tf.extract_features",
+    "pipelines.create_pretraining_data",
+)
+
+
+def _modules() -> dict[str, str]:
+    """Module name -> file path, for every module of PACKAGES."""
+    found = {}
+    for package in PACKAGES:
+        for directory, subdirectories, files in os.walk(os.path.join(ROOT, package)):
+            subdirectories[:] = [name for name in subdirectories if name != "__pycache__"]
+            for name in files:
+                if name.endswith(".py"):
+                    path = os.path.join(directory, name)
+                    module = os.path.relpath(path, ROOT)[: -len(".py")].replace(os.sep, ".")
+                    found[module.removesuffix(".__init__")] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _project_module(name: str) -> str | None:
+    """The longest prefix of `name` that is a module of ours (a name imported from a module)."""
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _imported(module: str, node: ast.Import | ast.ImportFrom) -> set[str]:
+    if isinstance(node, ast.Import):
+        return {found for alias in node.names if (found := _project_module(alias.name))}
+    base = node.module or ""
+    if node.level:  # relative: from the package of `module`
+        parts = module.split(".")
+        if not MODULES[module].endswith("__init__.py"):
+            parts = parts[:-1]
+        parts = parts[: len(parts) - node.level + 1]
+        base = ".".join([*parts, base] if base else parts)
+    if base.split(".")[0] not in PACKAGES:
+        return set()
+    return {found for alias in node.names if (found := _project_module(f"{base}.{alias.name}"))}
+
+
+def _graph() -> dict[str, set[str]]:
+    """Module -> the modules it imports (module level and inside functions)."""
+    graph = {}
+    for module, path in MODULES.items():
+        with open(path, encoding="utf-8") as handle:
+            tree = ast.parse(handle.read(), path)
+        edges: set[str] = set()
+
+        def visit(node):
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                    for grandchild in child.orelse:
+                        visit(grandchild)
+                    continue
+                if isinstance(child, ast.Import | ast.ImportFrom):
+                    edges.update(_imported(module, child))  # noqa: B023 (visit runs at once)
+                visit(child)
+
+        visit(tree)
+        edges.discard(module)
+        graph[module] = edges
+    return graph
+
+
+def _find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle as a path [a, b, ..., a], or None."""
+    done, on_path, path = set(), set(), []
+
+    def search(module):
+        path.append(module)
+        on_path.add(module)
+        for target in sorted(graph[module]):
+            if target in on_path:
+                return [*path[path.index(target) :], target]
+            if target not in done and (cycle := search(target)):
+                return cycle
+        on_path.discard(module)
+        done.add(module)
+        path.pop()
+        return None
+
+    for module in sorted(graph):
+        if module not in done and (cycle := search(module)):
+            return cycle
+    return None
+
+
+def _within(module: str, prefixes) -> bool:
+    return any(module == prefix or module.startswith(prefix + ".") for prefix in prefixes)
+
+
+class ImportGraphTest(tf.test.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.graph = _graph()
+
+    def test_every_module_imports(self):
+        script = (
+            "import importlib, json, sys\n"
+            "failed = {}\n"
+            "for name in json.loads(sys.argv[1]):\n"
+            "    try:\n"
+            "        importlib.import_module(name)\n"
+            "    except Exception as error:\n"
+            "        failed[name] = repr(error)\n"
+            "print(json.dumps(failed))\n"
+        )
+        result = subprocess.run(
+            [sys.executable, "-c", script, json.dumps(sorted(MODULES))],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3"},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+        self.assertEqual(json.loads(result.stdout.strip().splitlines()[-1]), {})
+
+    def test_graph_is_read(self):
+        # The parser does see imports, at module level and inside functions.
+        self.assertIn("bert_tf.config", self.graph["bert_tf.models.encoder"])
+        self.assertIn("bert_tf.serving.exporter", self.graph["bert_tf.export"])  # a lazy one
+
+    def test_no_import_cycle(self):
+        cycle = _find_cycle(self.graph)
+        self.assertIsNone(cycle, "import cycle: " + " -> ".join(cycle or []))
+
+    def test_lower_layers_do_not_import_higher_ones(self):
+        wrong = [
+            f"{module} imports {target}"
+            for modules, forbidden in LAYERS
+            for module, targets in sorted(self.graph.items())
+            if _within(module, modules)
+            for target in sorted(targets)
+            if _within(target, forbidden)
+        ]
+        self.assertEqual(wrong, [])
+
+    def test_the_library_does_not_import_the_programs(self):
+        wrong = [
+            f"{module} imports {target}"
+            for module, targets in sorted(self.graph.items())
+            for target in sorted(targets & set(PROGRAMS))
+        ]
+        self.assertEqual(wrong, [])
