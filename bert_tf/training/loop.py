@@ -231,10 +231,10 @@ class Trainer:
     def save(self) -> str:
         """Saves the input position (every worker its own), then the model checkpoint."""
         step = int(self.global_step.numpy())
-        if self._feed is not None:
-            self._feed.save(step)
         # TensorFlow logs "Sharding callback duration: N microseconds" at INFO on every save.
         with tensorflow_info_hidden():
+            if self._feed is not None:
+                self._feed.save(step)
             path = self.manager.save(checkpoint_number=step)
         if not self.is_chief:
             fileio.rmtree(self._save_dir)

@@ -16,7 +16,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import tempfile
+import os
 from pathlib import Path
 
 import keras
@@ -32,7 +32,7 @@ from bert_tf.config import BertConfig, load_config
 from bert_tf.errors import UsageError
 from bert_tf.models import BertPretrainer
 from bert_tf.models.losses import next_sentence_weights, pretraining_losses
-from bert_tf.outputs import check_output, umask_permissions
+from bert_tf.outputs import check_output
 from bert_tf.tokenization import BertTokenizer, load_vocab
 from bert_tf.training import distribute, inputs, keras_pretraining, optimization
 from bert_tf.training.evaluation import PeriodicEvaluator
@@ -45,6 +45,7 @@ from pipelines.packing import default_max_predictions_per_row
 from pipelines.text_input import check_mostly_text
 
 DEFAULT_CONFIG = "demo"
+DEMO_MODEL_DIR = "runs/demo"  # relative: in the current directory, where a user finds it
 MIXED_PRECISION_POLICIES = ("float32", "mixed_float16", "mixed_bfloat16")
 MODEL_INPUTS = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
 
@@ -60,7 +61,9 @@ class PretrainingConfig:
     """
 
     model_dir: str | None = setting(
-        None, "Checkpoints, logs and the export; rerun to resume. Default: a temp dir."
+        None,
+        "Checkpoints, logs and the export; rerun the same command to resume. Default: runs/demo "
+        "in the current directory.",
     )
     config: str | None = setting(
         None,
@@ -340,7 +343,30 @@ def dummy_features(batch_size: int, seq_length: int, predictions: int, instances
 
 
 def run_pretraining(settings: PretrainingConfig) -> PretrainingResult:
-    """Validates the inputs, then pretrains, evaluates, exports and (demo) fills a [MASK]."""
+    """Validates the inputs, then pretrains, evaluates, exports and (demo) fills a [MASK].
+
+    Without `model_dir` the run goes to `runs/demo` in the current directory, named in the
+    first and the last line printed; a rerun resumes there."""
+    if not settings.model_dir:
+        print(
+            f"model_dir: {_shown(DEMO_MODEL_DIR)} (the default; --model_dir chooses another)",
+            flush=True,
+        )
+    result = _run_pretraining(settings)
+    print(
+        f"the run is in {_shown(settings.model_dir or DEMO_MODEL_DIR)}: rerunning the same command resumes it (with a "
+        "larger --num_train_steps it trains on); another --model_dir starts afresh",
+        flush=True,
+    )
+    return result
+
+
+def _shown(path: str) -> str:
+    """A local path made absolute, so the line says where the folder is; gs:// and the like as given."""
+    return path if "://" in path else os.path.abspath(path)
+
+
+def _run_pretraining(settings: PretrainingConfig) -> PretrainingResult:
     config, vocab_file = model_config_and_vocab(settings)
 
     # 1. Data and vocab. Nothing is written to model_dir before every check has passed.
@@ -419,13 +445,9 @@ def run_pretraining(settings: PretrainingConfig) -> PretrainingResult:
             settings.packing,
         )
 
-    if settings.model_dir:
-        # An earlier run in model_dir resumes (check_model_dir: of the same config and vocab).
-        check_output(settings.model_dir, "--model_dir", overwrite=False)
-        model_dir = settings.model_dir
-    else:
-        model_dir = tempfile.mkdtemp(prefix="bert_tf_pretrain_")
-        umask_permissions(model_dir)
+    # An earlier run in model_dir resumes (check_model_dir: of the same config and vocab).
+    model_dir = settings.model_dir or DEMO_MODEL_DIR
+    check_output(model_dir, "--model_dir", overwrite=False)
     inputs.check_model_dir(model_dir, config, vocab_file)
     if settings.backend and settings.backend != keras.backend.backend():
         raise UsageError(
@@ -458,7 +480,8 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
             config.to_json_file(fileio.join(model_dir, inputs.CONFIG_FILE))
             if vocab_file and not fileio.exists(fileio.join(model_dir, inputs.VOCAB_FILE)):
                 fileio.copy(vocab_file, fileio.join(model_dir, inputs.VOCAB_FILE))
-            print(f"model_dir: {model_dir}", flush=True)
+            if settings.model_dir:  # the default one is named in the run's first line
+                print(f"model_dir: {model_dir}", flush=True)
 
         with strategy.scope():
             model = BertPretrainer(config, packed=settings.packing)

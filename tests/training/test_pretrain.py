@@ -324,11 +324,11 @@ class MixedPrecisionTest(tf.test.TestCase):
             self.assertEqual(keras.mixed_precision.global_policy().name, "float32")  # restored
 
 
-def _cli(*args: str, env=None) -> subprocess.Popen:
+def _cli(*args: str, env=None, cwd=REPO) -> subprocess.Popen:
     environment = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(REPO), **(env or {})}
     return subprocess.Popen(
         [sys.executable, "-m", "bert_tf.pretrain", *args],
-        cwd=REPO,
+        cwd=cwd,
         env=environment,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -406,9 +406,9 @@ class KillAndResumeTest(tf.test.TestCase):
 @pytest.mark.slow
 class NoFlagDemoTest(tf.test.TestCase):
     def test_no_flags_runs_the_demo(self):
-        cache = tempfile.mkdtemp()
+        cache, work = tempfile.mkdtemp(), tempfile.mkdtemp()
         start = time.time()
-        process = _cli(env={"BERT_TF_CACHE": cache})
+        process = _cli(env={"BERT_TF_CACHE": cache}, cwd=work)
         output, _ = process.communicate(timeout=900)  # a guard against a hang, not a speed test
         elapsed = time.time() - start
         self.assertEqual(process.returncode, 0, output[-3000:])
@@ -424,3 +424,14 @@ class NoFlagDemoTest(tf.test.TestCase):
         export = re.search(r"from_pretrained: (\S+)", output).group(1)
         self.assertTrue(os.path.exists(os.path.join(export, "bert_model.ckpt.index")))
         self.assertTrue(np.isfinite(mlm))
+        # The run is in ./runs/demo, named first and last; a rerun resumes it and trains no more.
+        model_dir = os.path.join(os.path.realpath(work), "runs", "demo")
+        lines = output.strip().splitlines()
+        self.assertTrue(lines[0].startswith(f"model_dir: {model_dir} (the default"), lines[0])
+        self.assertTrue(lines[-1].startswith(f"the run is in {model_dir}: rerunning"), lines[-1])
+        self.assertEqual(export, os.path.join(model_dir, "export"))
+        rerun = _cli(env={"BERT_TF_CACHE": cache}, cwd=work)
+        output, _ = rerun.communicate(timeout=900)
+        self.assertEqual(rerun.returncode, 0, output[-3000:])
+        self.assertIn("resumed from", output)
+        self.assertNotRegex(output, r"step \d+/\d+ .*masked_lm_accuracy")
