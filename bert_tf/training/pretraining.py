@@ -367,6 +367,13 @@ def _shown(path: str) -> str:
 
 
 def _run_pretraining(settings: PretrainingConfig) -> PretrainingResult:
+    strategy = None
+    if (
+        settings.strategy in ("multi_worker", "tpu") or settings.tpu
+    ) and keras.backend.backend() == "tensorflow":
+        # Collectives and the TPU system are configured when TensorFlow starts: the strategy
+        # comes before the checks below, which run TensorFlow ops.
+        strategy = distribute.get_strategy(settings.strategy, settings.tpu, settings.num_gpus)
     config, vocab_file = model_config_and_vocab(settings)
 
     # 1. Data and vocab. Nothing is written to model_dir before every check has passed.
@@ -458,7 +465,7 @@ def _run_pretraining(settings: PretrainingConfig) -> PretrainingResult:
         return keras_pretraining.train(
             settings, config, model_dir, vocab_file, train_files, phase2_files, eval_files
         )
-    strategy = distribute.get_strategy(settings.strategy, settings.tpu, settings.num_gpus)
+    strategy = strategy or distribute.get_strategy(settings.strategy, settings.tpu, settings.num_gpus)
     replicas = strategy.num_replicas_in_sync
     if settings.train_batch_size % replicas:
         raise inputs.InputError(

@@ -53,6 +53,7 @@ print("REPORT" + json.dumps(
 
 
 class JaxFinetuningTest(tf.test.TestCase):
+    @pytest.mark.slow  # ~30 s; JAX parity by default: tests/checkpoints/test_parity.py, test_keras_pretraining.py
     def test_classification_learns_on_jax_and_the_saved_model_predicts_the_same_on_tensorflow(self):
         work = self.get_temp_dir()
         vocab = write_vocab(work)

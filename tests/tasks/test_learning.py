@@ -269,6 +269,7 @@ class LearningTest(tf.test.TestCase):
         self.assertGreater(results["pearson"], 0.8)
         self.assertLess(results["eval_loss"], 0.5 * baseline_mse)  # eval_loss is the MSE
 
+    @pytest.mark.slow  # ~40-65 s; the token path runs by default in tests/tasks/test_runner*.py
     def test_token_tagging_learns_a_gazetteer(self):
         train = write_conll(os.path.join(self.dir, "train.txt"), ner_sentences(self.rng, 200))
         test_sentences = ner_sentences(self.rng, 100)
@@ -282,6 +283,7 @@ class LearningTest(tf.test.TestCase):
             lines = [line.split() for line in handle if line.strip()]
         self.assertLen(lines, sum(len(s) for s in test_sentences))
 
+    @pytest.mark.slow  # ~40 s; the SQuAD path runs by default in tests/tasks/test_runner.py
     def test_span_labeling_answers_templated_questions(self):
         train_data, test_data = squad_data(self.rng, 300, "t"), squad_data(self.rng, 100, "e")
         train, test = (os.path.join(self.dir, name) for name in ("train.json", "dev.json"))

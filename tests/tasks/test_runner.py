@@ -6,6 +6,7 @@ import os
 from unittest import mock
 
 import numpy as np
+import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
@@ -67,6 +68,7 @@ def mnli_rows(rng, n, labelled):
 
 
 class GlueRunTest(tf.test.TestCase):
+    @pytest.mark.slow  # ~35 s; the GLUE readers are tested in test_glue.py
     def test_mnli_from_a_glue_directory(self):
         root = self.get_temp_dir()
         data_dir = os.path.join(root, "MNLI")

@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+import pytest
 import tensorflow as tf
 from absl import flags
 
@@ -27,6 +28,7 @@ distributed_run = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(distributed_run)
 
 
+@pytest.mark.slow  # ~30 s of subprocesses; packed forward passes: tests/models/test_packing.py
 class PackedTrainingTest(tf.test.TestCase):
     @classmethod
     def setUpClass(cls):
