@@ -170,23 +170,6 @@ def show_library_logs(verbose: bool = False) -> None:
         logger.propagate = False  # not again through absl's handler on the root logger
 
 
-@contextlib.contextmanager
-def tensorflow_info_hidden():
-    """Hides TensorFlow's Python INFO lines for the block ("Assets written to: ...").
-
-    TensorFlow logs through absl, whose verbosity (INFO under `app.run`) is the root
-    logger's level: WARNING for the block, then what it was.
-    """
-    from absl import logging as absl_logging
-
-    verbosity = absl_logging.get_verbosity()
-    absl_logging.set_verbosity(absl_logging.WARNING)
-    try:
-        yield
-    finally:
-        absl_logging.set_verbosity(verbosity)
-
-
 # --- flags from settings dataclasses -------------------------------------------------------
 
 
@@ -329,6 +312,7 @@ def run(
     it, any is a usage error. `args` are the positional arguments.
     """
     from absl import app
+    from absl import logging as absl_logging
 
     argv = list(sys.argv if argv is None else argv)
     verbose = "--verbose" in argv or "-verbose" in argv
@@ -361,6 +345,10 @@ def run(
         if len(args) > 1 and not positional:
             fail(f"unexpected arguments {' '.join(args[1:])!r}; flags are written --name=value", 2)
         show_library_logs(verbose=flag_values.verbose)
+        if not flag_values.verbose:
+            # TensorFlow logs through absl, whose verbosity app.run sets to INFO: "Assets
+            # written to ...", "Collective all_reduce tensors: ..." on every save and step.
+            absl_logging.set_verbosity(absl_logging.WARNING)
         try:
             main(flag_values, args[1:])
         except BertTfError as error:

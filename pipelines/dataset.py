@@ -243,9 +243,14 @@ def pretraining_dataset(
         word_marker = None
         if word_segmenter is not None:
             word_marker = segmenters.WordMarker(word_segmenter, tokenizer.vocab, lower_case)
+        min_documents = text_input.DEFAULT_MIN_DOCUMENTS
+        if num_pipelines > 1 and not shard_files:
+            # Every shard must get a block (a worker with none would wait for data forever).
+            min_documents = text_input.block_size_for_shards(files, num_pipelines)
         blocks = text_dataset.pair_blocks(
             files,
             tokenizer,
+            min_documents=min_documents,
             max_seq_length=max_seq_length,
             short_seq_prob=short_seq_prob,
             seed=seed,

@@ -264,6 +264,31 @@ def read_block(
     return lines, lengths, end
 
 
+def block_size_for_shards(
+    files: Sequence[str], num_shards: int, *, min_documents: int = DEFAULT_MIN_DOCUMENTS
+) -> int:
+    """A block size at which `files` make at least `num_shards` blocks.
+
+    Blocks go round-robin to the shards of a sharded stream, so a corpus of fewer blocks
+    than shards would leave a shard with nothing to read (and its worker waiting for data
+    forever). That is `min_documents` when the corpus holds `num_shards * min_documents`
+    documents (only that many are read), else its documents divided by `num_shards`.
+    """
+    needed = num_shards * min_documents
+    count = 0
+    for _ in iter_documents(files):
+        count += 1
+        if count >= needed:
+            return min_documents
+    if count < num_shards:
+        raise InputFileError(
+            f"the corpus {list(files)} holds {count} document(s), fewer than the {num_shards} input "
+            "pipelines that share it (one per worker): each needs at least one; use a larger corpus "
+            "or fewer workers"
+        )
+    return count // num_shards
+
+
 def document_blocks(
     files: Sequence[str],
     *,

@@ -36,7 +36,6 @@ from typing import Any
 import tensorflow as tf
 
 from bert_tf import fileio
-from bert_tf.cli import tensorflow_info_hidden
 from bert_tf.config import BertConfig
 from bert_tf.errors import BertTfError
 from bert_tf.outputs import check_output
@@ -178,5 +177,4 @@ def export_module(
 def save(module: tf.Module, directory: str) -> None:
     """tf.saved_model.save with the module's traced signatures."""
     signatures = module.trace()
-    with tensorflow_info_hidden():  # "INFO:tensorflow:Assets written to: STAGING/assets"
-        tf.saved_model.save(module, directory, signatures=signatures)
+    tf.saved_model.save(module, directory, signatures=signatures)

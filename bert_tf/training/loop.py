@@ -37,7 +37,6 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import fileio
-from bert_tf.cli import tensorflow_info_hidden
 from bert_tf.errors import BertTfError
 from bert_tf.training import distribute
 from bert_tf.training.input_feed import InputFeed, distributed_batch
@@ -90,6 +89,7 @@ class PretrainingResult:
     eval_metrics: dict | None
     fill_mask: list[tuple[str, float]] | None
     eval_history: list[dict] = dataclasses.field(default_factory=list)  # one dict per periodic eval
+    is_chief: bool = True  # False on the other workers of a cluster, which write and say nothing
 
 
 class Trainer:
@@ -231,11 +231,9 @@ class Trainer:
     def save(self) -> str:
         """Saves the input position (every worker its own), then the model checkpoint."""
         step = int(self.global_step.numpy())
-        # TensorFlow logs "Sharding callback duration: N microseconds" at INFO on every save.
-        with tensorflow_info_hidden():
-            if self._feed is not None:
-                self._feed.save(step)
-            path = self.manager.save(checkpoint_number=step)
+        if self._feed is not None:
+            self._feed.save(step)
+        path = self.manager.save(checkpoint_number=step)
         if not self.is_chief:
             fileio.rmtree(self._save_dir)
         return path

@@ -353,6 +353,8 @@ def run_pretraining(settings: PretrainingConfig) -> PretrainingResult:
             flush=True,
         )
     result = _run_pretraining(settings)
+    if not result.is_chief:
+        return result
     print(
         f"the run is in {_shown(settings.model_dir or DEMO_MODEL_DIR)}: rerunning the same command resumes it (with a "
         "larger --num_train_steps it trains on); another --model_dir starts afresh",
@@ -617,7 +619,13 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
         ):
             fill_mask = fill_mask_demo(model, vocab_file, settings.do_lower_case, train_files[0])
         return PretrainingResult(
-            model_dir, export_dir, result, eval_metrics, fill_mask, evaluator.history if evaluator else []
+            model_dir,
+            export_dir,
+            result,
+            eval_metrics,
+            fill_mask,
+            evaluator.history if evaluator else [],
+            is_chief=is_chief,
         )
     finally:
         keras.mixed_precision.set_global_policy(previous_policy)

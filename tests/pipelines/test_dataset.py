@@ -11,7 +11,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf.tokenization import BertTokenizer
-from pipelines import corpus, pretraining_dataset, records, text_dataset
+from pipelines import corpus, pretraining_dataset, records, text_dataset, text_input
 from pipelines.dataset import fixed_evaluation_batches
 
 VOCAB_FILE = str(Path(__file__).resolve().parents[1] / "fixtures" / "bert_uncased_vocab.txt")
@@ -143,6 +143,38 @@ class PretrainingDatasetTest(tf.test.TestCase):
             seen.append({row.tobytes() for b in batches for row in b["input_ids"].numpy()})
         self.assertEmpty(seen[0] & seen[1])
         self.assertLen(seen[0] | seen[1], 12)
+
+    def test_a_corpus_of_one_block_is_shared_by_every_input_pipeline(self):
+        # 40 documents: one block at the default size, which round-robin would give to
+        # pipeline 0 alone (pipeline 1 then waited for data forever).
+        path = os.path.join(self.directory, "small.txt")
+        documents = [f"document {d} sentence {s} of the small corpus." for d in range(40) for s in range(3)]
+        Path(path).write_text("\n\n".join("\n".join(documents[i : i + 3]) for i in range(0, 120, 3)) + "\n")
+        seen = []
+        for pipeline_id in range(2):
+            context = tf.distribute.InputContext(
+                num_input_pipelines=2, input_pipeline_id=pipeline_id, num_replicas_in_sync=2
+            )
+            dataset = pretraining_dataset(
+                path, vocab_file=VOCAB_FILE, batch_size=4, max_seq_length=32, max_predictions_per_seq=5,
+                repeat=False, shuffle=False, drop_remainder=False, seed=1, input_context=context,
+            )  # fmt: skip
+            rows = [row for batch in dataset for row in batch["input_ids"].numpy()]
+            self.assertNotEmpty(rows, f"pipeline {pipeline_id} got no data")
+            seen.append({row.tobytes() for row in rows})
+        self.assertEmpty(seen[0] & seen[1])
+
+    def test_fewer_documents_than_input_pipelines_is_an_error_naming_both(self):
+        path = os.path.join(self.directory, "tiny.txt")
+        Path(path).write_text("only one document.\nof two lines.\n")
+        context = tf.distribute.InputContext(
+            num_input_pipelines=2, input_pipeline_id=1, num_replicas_in_sync=2
+        )
+        with self.assertRaisesRegex(text_input.InputFileError, "holds 1 document.*fewer than the 2 input"):
+            pretraining_dataset(
+                path, vocab_file=VOCAB_FILE, batch_size=4, max_seq_length=32, max_predictions_per_seq=5,
+                input_context=context,
+            )  # fmt: skip
 
     def test_mixed_formats_are_rejected(self):
         record_path, _ = self._write("original.tfrecord", 2)

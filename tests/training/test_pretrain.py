@@ -97,7 +97,7 @@ class FlagsTest(tf.test.TestCase):
 
         def fake_train(settings, config, strategy, *rest):
             seen["strategy"] = strategy
-            return "trained"
+            return mock.Mock(is_chief=True)
 
         resolver = mock.sentinel.resolver
         self.flag_values(
@@ -402,6 +402,80 @@ class KillAndResumeTest(tf.test.TestCase):
                 self.assertAllClose(
                     actual[weight], expected[weight], atol=1e-5, rtol=0, msg=f"{name} {weight}"
                 )
+
+
+@pytest.mark.slow
+class MultiWorkerPreemptionTest(tf.test.TestCase):
+    """SIGTERM to one of 2 workers on localhost (MultiWorkerMirroredStrategy, TensorFlow's
+    PreemptionCheckpointHandler): both stop at the step they agree on with the distinct
+    status; rerunning both resumes there and ends at the weights of an uninterrupted run."""
+
+    def test_sigterm_to_one_worker_then_rerun_reaches_the_uninterrupted_weights(self):
+        import socket
+
+        work = Path(tempfile.mkdtemp())
+        args = [
+            f"--config={tiny_config(work / 'config.json', vocab_size=VOCAB_SIZE)}",
+            f"--corpus={write_corpus(work / 'corpus.txt')}",
+            f"--vocab_file={write_vocab(work / 'vocab.txt')}",
+            "--train_batch_size=8",
+            "--max_seq_length=32",
+            "--max_predictions_per_seq=5",
+            "--num_train_steps=60",
+            "--num_warmup_steps=5",
+            "--save_checkpoints_steps=100",
+            "--steps_per_loop=5",
+            "--seed=7",
+            "--strategy=multi_worker",
+        ]
+
+        def workers(name: str) -> list[subprocess.Popen]:
+            ports = []
+            for _ in range(2):
+                with socket.socket() as sock:
+                    sock.bind(("localhost", 0))
+                    ports.append(sock.getsockname()[1])
+            cluster = {"worker": [f"localhost:{port}" for port in ports]}
+            return [
+                _cli(
+                    *args,
+                    f"--model_dir={work / name}",
+                    env={
+                        "TF_CONFIG": json.dumps(
+                            {"cluster": cluster, "task": {"type": "worker", "index": index}}
+                        )
+                    },
+                )
+                for index in range(2)
+            ]
+
+        def finish(processes) -> list[tuple[int, str]]:
+            return [(process.wait(timeout=600), process.stdout.read()) for process in processes]
+
+        for code, output in finish(workers("straight")):
+            self.assertEqual(code, 0, output[-3000:])
+        interrupted = workers("interrupted")
+        for line in interrupted[0].stdout:  # SIGTERM once training is under way
+            if re.match(r"step 20/60", line):
+                break
+        interrupted[0].send_signal(signal.SIGTERM)
+        results = finish(interrupted)
+        for code, output in results:
+            self.assertEqual(code, 128 + signal.SIGTERM, output[-3000:])
+        latest = tf.train.latest_checkpoint(str(work / "interrupted"))
+        self.assertIsNotNone(latest)
+        self.assertFalse(latest.endswith("ckpt-60"), "the run finished before it was stopped")
+        resumed = finish(workers("interrupted"))
+        for code, output in resumed:
+            self.assertEqual(code, 0, output[-3000:])
+        # The chief speaks for the cluster; the other worker prints nothing of its own.
+        self.assertRegex(resumed[0][1], f"resumed from .*{re.escape(os.path.basename(latest))} at step")
+        self.assertNotIn("INFO", resumed[0][1] + resumed[1][1])
+        expected = checkpoint_weights(str(work / "straight"))
+        actual = checkpoint_weights(str(work / "interrupted"))
+        self.assertEqual(expected.keys(), actual.keys())
+        for weight in expected:
+            self.assertAllClose(actual[weight], expected[weight], atol=1e-5, rtol=0, msg=weight)
 
 
 @pytest.mark.slow
