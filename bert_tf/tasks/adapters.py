@@ -115,14 +115,14 @@ class Adapter:
     def pad_to_multiple_of(self) -> int | None:
         return None if self.static else getattr(self.settings, "pad_to_multiple_of", 8)
 
-    def records(self, data: TaskData) -> tf.data.Dataset:
+    def record_chunks(self, data: TaskData) -> tf.data.Dataset:
         record, labelled = self.record, data.labelled
 
         def source():
             for example in data.examples():
                 yield record(example, labelled)
 
-        return streams.records(source, self.signature(labelled), labelled)
+        return streams.record_chunks(source, self.signature(labelled), labelled)
 
     def batches(self, data: TaskData, batch_size: int, training: bool = False, keep=()) -> tf.data.Dataset:
         """{"inputs", "labels", "weight", "meta"} batches (see `streams.batches`)."""
@@ -138,7 +138,7 @@ class Adapter:
             seed=self.settings.seed,
             shuffle_buffer=getattr(self.settings, "shuffle_buffer_size", 10_000),
         )
-        return streams.batches(self.records(data), self.preprocessor(), batching, keep, self.ignore_label)
+        return streams.batches(self.record_chunks(data), self.preprocessor(), batching, keep, self.ignore_label)
 
     def dataset(self, data: TaskData, batch_size: int, training: bool = False) -> tf.data.Dataset:
         """For Keras: `(inputs, labels)` batches, shuffled and repeated when `training`;
@@ -170,8 +170,7 @@ class Adapter:
 
         try:
             totals = (
-                self.records(data)
-                .ragged_batch(256)
+                self.record_chunks(data)
                 .map(counts, num_parallel_calls=tf.data.AUTOTUNE)
                 .reduce(tf.zeros([3], tf.int64), lambda total, value: total + value)
                 .numpy()

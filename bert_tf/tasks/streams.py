@@ -18,7 +18,7 @@ Example:
 ...     yield "a fine film", "pos"
 ...     yield "dull", "neg"
 >>> signature = (tf.TensorSpec([], tf.string), tf.TensorSpec([], tf.string))
->>> batch = next(iter(batches(records(source, signature), preprocessor, Batching(batch_size=2))))
+>>> batch = next(iter(batches(record_chunks(source, signature), preprocessor, Batching(batch_size=2))))
 >>> batch["inputs"]["input_ids"].shape.as_list(), batch["labels"].numpy().tolist()
 ([2, 8], [1, 0])
 """
@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterator, Sequence
 
+import numpy as np
 import tensorflow as tf
 
 from bert_tf.preprocessing.base import MODEL_INPUTS
@@ -55,23 +56,67 @@ class Batching:
     shuffle_buffer: int = 10_000
 
 
-def records(
+# Rows read in Python and handed to tf.data at a time: one hand-off per row costs ~70x the
+# reading itself (measured: 4,100 vs 290,000 CSV rows/s).
+CHUNK_ROWS = 256
+
+
+def record_chunks(
     source: Callable[[], Iterator[tuple]], signature: tuple, labelled: bool = True
 ) -> tf.data.Dataset:
-    """{"x", "y" (when labelled), "index"} records of a source (streamed, in order).
+    """Chunks of up to CHUNK_ROWS records {"x", "y" (when labelled), "index"}, streamed in order.
 
     `source()` yields `(x, y)` tuples (`(x,)` or `(x, y)` when not `labelled`: y is
-    dropped) matching `signature`, a tuple of `tf.TensorSpec`s (x may be a tuple itself).
+    dropped) matching `signature`, a tuple of `tf.TensorSpec`s of rank 0 or 1 (x may be a
+    tuple itself). Each field of a chunk has a leading dimension of its records (ragged
+    for vector fields); `index` numbers the records from 0. `batches` takes these.
     """
-    dataset = tf.data.Dataset.from_generator(source, output_signature=signature)
+    specs = tf.nest.flatten(signature)
+    if any(spec.shape.rank not in (0, 1) for spec in specs):
+        raise ValueError(f"record fields must be scalars or vectors, got {signature}")
+    chunk_specs = tuple(
+        tf.TensorSpec([None], spec.dtype)
+        if spec.shape.rank == 0
+        else tf.RaggedTensorSpec([None, None], spec.dtype, ragged_rank=1)
+        for spec in specs
+    )
 
-    def to_record(index, fields):
-        record = {"x": fields[0], "index": index}
+    def chunks():
+        rows, start = [], 0
+        for record in source():
+            rows.append(tf.nest.flatten(record))
+            if len(rows) == CHUNK_ROWS:
+                yield np.arange(start, start + len(rows)), _columns(rows, specs)
+                rows, start = [], start + len(rows)
+        if rows:
+            yield np.arange(start, start + len(rows)), _columns(rows, specs)
+
+    dataset = tf.data.Dataset.from_generator(
+        chunks, output_signature=(tf.TensorSpec([None], tf.int64), chunk_specs)
+    )
+
+    def to_records(index, fields):
+        fields = tf.nest.pack_sequence_as(signature, list(fields))
+        chunk = {"x": fields[0], "index": index}
         if labelled:
-            record["y"] = fields[1]
-        return record
+            chunk["y"] = fields[1]
+        return chunk
 
-    return dataset.enumerate().map(to_record)
+    return dataset.map(to_records)
+
+
+def _columns(rows: list[list], specs: list[tf.TensorSpec]) -> tuple:
+    """Rows of flat record fields as one column per field (ragged for vector fields)."""
+    columns = []
+    for values, spec in zip(zip(*rows, strict=True), specs, strict=True):
+        dtype = object if spec.dtype == tf.string else spec.dtype.as_numpy_dtype
+        if spec.shape.rank == 0:
+            columns.append(np.array(values, dtype=dtype))
+        else:
+            flat = np.array([item for value in values for item in value], dtype=dtype)
+            lengths = np.array([len(value) for value in values], np.int64)
+            columns.append(tf.RaggedTensor.from_row_lengths(flat, lengths))
+    return tuple(columns)
 
 
 def length_buckets(sequence_length: int, multiple: int = 8) -> list[int]:
@@ -81,20 +126,21 @@ def length_buckets(sequence_length: int, multiple: int = 8) -> list[int]:
 
 
 def batches(
-    dataset: tf.data.Dataset,
+    chunks: tf.data.Dataset,
     preprocessor,
     batching: Batching,
     keep: Sequence[str] = (),
     ignore_label: int | None = None,
 ) -> tf.data.Dataset:
-    """Batches of {"inputs", "labels" (labelled data), "weight", "meta"} dicts.
+    """Batches of {"inputs", "labels" (labelled data), "weight", "meta"} dicts of `record_chunks`.
 
     `meta` holds the preprocessor features named in `keep`, `index` (the record each row
     came from) and `trimmed`. Windowed preprocessors (one record, several rows: SQuAD)
     are regrouped into batches of `batch_size` windows. `ignore_label` pads label rows
     of token tasks.
     """
-    labelled = "y" in dataset.element_spec
+    labelled = "y" in chunks.element_spec
+    dataset = chunks.unbatch()
     if batching.training:
         dataset = dataset.shuffle(batching.shuffle_buffer, seed=batching.seed, reshuffle_each_iteration=True)
         dataset = dataset.repeat()
