@@ -102,6 +102,9 @@ class Adapter:
     kind: TaskKind
     label_list: list[str] | None = None
     keep: tuple[str, ...] = ()  # preprocessor features that prediction needs
+    # Whether predict() batches rows by length (less padding) and `gather` puts them back
+    # in order by meta["index"]: for families of one row per example.
+    predict_by_length = False
     ignore_label: int | None = None
 
     def __init__(self, settings, tokenizer):
@@ -124,11 +127,15 @@ class Adapter:
 
         return streams.record_chunks(source, self.signature(labelled), labelled)
 
-    def batches(self, data: TaskData, batch_size: int, training: bool = False, keep=()) -> tf.data.Dataset:
-        """{"inputs", "labels", "weight", "meta"} batches (see `streams.batches`)."""
+    def batches(
+        self, data: TaskData, batch_size: int, training: bool = False, keep=(), by_length: bool = False
+    ) -> tf.data.Dataset:
+        """{"inputs", "labels", "weight", "meta"} batches (see `streams.batches`); `by_length`
+        (not training): rows grouped by length, out of order, for less padding."""
         buckets = None
+        grouped = by_length or (training and getattr(self.settings, "length_buckets", False))
         # Static shapes (a TPU) take one row length: no buckets.
-        if training and getattr(self.settings, "length_buckets", False) and not self.static:
+        if grouped and not self.static:
             buckets = streams.length_buckets(self.settings.max_seq_length, self.pad_to_multiple_of or 8)
         batching = streams.Batching(
             batch_size,
@@ -138,7 +145,9 @@ class Adapter:
             seed=self.settings.seed,
             shuffle_buffer=getattr(self.settings, "shuffle_buffer_size", 10_000),
         )
-        return streams.batches(self.record_chunks(data), self.preprocessor(), batching, keep, self.ignore_label)
+        return streams.batches(
+            self.record_chunks(data), self.preprocessor(), batching, keep, self.ignore_label
+        )
 
     def dataset(self, data: TaskData, batch_size: int, training: bool = False) -> tf.data.Dataset:
         """For Keras: `(inputs, labels)` batches, shuffled and repeated when `training`;
@@ -192,7 +201,7 @@ class Adapter:
         loss_sum, loss_count = 0.0, 0.0
         # tf.data yields TensorFlow tensors; other Keras backends (JAX) take numpy arrays.
         on_tensorflow = keras.backend.backend() == "tensorflow"
-        for element in self.batches(data, batch_size, keep=self.keep):
+        for element in self.batches(data, batch_size, keep=self.keep, by_length=self.predict_by_length):
             inputs = element["inputs"]
             if not on_tensorflow:
                 inputs = {name: value.numpy() for name, value in inputs.items()}
@@ -219,11 +228,14 @@ class Adapter:
         return models.task_loss(self.kind, labels, outputs), count
 
     def gather(self, parts) -> Predictions:
-        """Row outputs of classification-like tasks: [examples, ...] arrays."""
-        outputs = np.concatenate([np.asarray(o)[real] for o, _, _, real in parts])
+        """Row outputs of classification-like tasks: [examples, ...] arrays, in example order."""
+        order = np.argsort(
+            np.concatenate([np.asarray(m["index"])[real] for _, _, m, real in parts]), kind="stable"
+        )
+        outputs = np.concatenate([np.asarray(o)[real] for o, _, _, real in parts])[order]
         labels = None
         if parts and parts[0][1] is not None:
-            labels = np.concatenate([np.asarray(y)[real] for _, y, _, real in parts])
+            labels = np.concatenate([np.asarray(y)[real] for _, y, _, real in parts])[order]
         return Predictions(outputs, labels)
 
     def evaluate(self, model, data: TaskData, batch_size: int) -> dict[str, float]:
@@ -237,6 +249,8 @@ class Adapter:
 
 class ClassificationAdapter(Adapter):
     """GLUE (TSV files, a GLUE data_dir or TFDS glue/*) and users' own CSV/TSV/JSONL."""
+
+    predict_by_length = True
 
     def __init__(self, settings, tokenizer):
         super().__init__(settings, tokenizer)

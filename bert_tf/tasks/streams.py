@@ -43,8 +43,9 @@ class Batching:
       training: shuffle in a buffer of `shuffle_buffer` records and repeat forever.
       static: fixed-size batches (TPUs): training drops the last partial batch; evaluation
         pads it with rows of weight 0, so nothing is dropped or counted twice.
-      bucket_boundaries: training only: group rows of similar length
-        (`bucket_by_sequence_length`); rows in a bucket are padded to its upper bound - 1.
+      bucket_boundaries: group rows of similar length (`bucket_by_sequence_length`); rows
+        in a bucket are padded to its upper bound - 1. Without `training` the rows then
+        come out grouped by length, not in order (`meta["index"]` gives their order).
       seed: shuffle seed.
     """
 
@@ -145,7 +146,7 @@ def batches(
         dataset = dataset.shuffle(batching.shuffle_buffer, seed=batching.seed, reshuffle_each_iteration=True)
         dataset = dataset.repeat()
     windowed = getattr(preprocessor, "windowed", False)
-    regroup = windowed or (batching.training and batching.bucket_boundaries)
+    regroup = windowed or bool(batching.bucket_boundaries)
     drop = batching.static and batching.training and not regroup
 
     def process(batch):
@@ -169,7 +170,7 @@ def batches(
     if regroup:
         dataset = dataset.unbatch()
         padding = _padding_values(dataset.element_spec, preprocessor.tokenizer.pad_id, ignore_label)
-        if batching.training and batching.bucket_boundaries:
+        if batching.bucket_boundaries:
             dataset = dataset.map(_strip_padding, num_parallel_calls=tf.data.AUTOTUNE)
             boundaries = list(batching.bucket_boundaries)
             dataset = dataset.bucket_by_sequence_length(

@@ -72,6 +72,19 @@ class StreamsTest(tf.test.TestCase):
             self.assertTrue((lengths > width - 8).all() and (lengths <= width).all(), (lengths, width))
             self.assertEqual(len(y), len(lengths))
 
+    def test_prediction_by_length_returns_the_rows_in_example_order(self):
+        adapter, _, evaluation = self.adapter()
+        self.assertTrue(adapter.predict_by_length)
+        grouped = adapter.predict(_SumOfIds(), evaluation, batch_size=8)
+        widths = [e["inputs"]["input_ids"].shape[1] for e in adapter.batches(evaluation, 8, by_length=True)]
+        self.assertGreater(len(set(widths)), 1)
+        adapter.predict_by_length = False
+        one_by_one = adapter.predict(_SumOfIds(), evaluation, batch_size=1)
+        self.assertAllEqual(grouped.outputs, one_by_one.outputs)
+        self.assertAllEqual(grouped.labels, one_by_one.labels)
+        # The rows grow longer down the file: in example order the sums mostly grow too.
+        self.assertGreater(np.mean(np.diff(grouped.outputs[:, 0]) > 0), 0.6)
+
     def test_bad_rows_are_named(self):
         adapter, _, _ = self.adapter()
         # A row without its label (a short CSV row, a JSON null) names the file and line.
@@ -131,3 +144,14 @@ class _MeanLogits:
     def predict_on_batch(self, inputs):
         mean = tf.reduce_mean(tf.cast(inputs["input_ids"], tf.float32), axis=1, keepdims=True)
         return tf.concat([mean, -mean], axis=1).numpy()
+
+
+class _SumOfIds:
+    """A stand-in model whose logits do not depend on padding: the sum of the real ids."""
+
+    def predict_on_batch(self, inputs):
+        ids = tf.cast(
+            inputs["input_ids"] * tf.cast(inputs["input_mask"], inputs["input_ids"].dtype), tf.float32
+        )
+        total = tf.reduce_sum(ids, axis=1, keepdims=True)
+        return tf.concat([total, -total], axis=1).numpy()
