@@ -42,7 +42,9 @@ flags.DEFINE_string("vocab_file", str(ROOT / "tests" / "fixtures" / "bert_uncase
 flags.DEFINE_string("workdir", None, "Where corpora and outputs go (default: a temporary directory).")
 flags.DEFINE_bool("skip_original", False, "Measure only ours (e.g. to check memory on a bigger corpus).")
 flags.DEFINE_list(
-    "chinese_sizes_mb", [], "Chinese corpus sizes to measure, in MB (empty: none); --sizes_mb= for only these."
+    "chinese_sizes_mb",
+    [],
+    "Chinese corpus sizes to measure, in MB (empty: none); --sizes_mb= for only these.",
 )
 
 CHINESE_CORPUS = ROOT / "tests" / "fixtures" / "chinese_corpus.txt"

@@ -101,6 +101,7 @@ def main(argv):
 
     from bert_tf.config import load_config
     from bert_tf.models import BertPretrainer
+    from bert_tf.models.pretrainer import example_features
     from bert_tf.training import optimization, pretraining
     from bert_tf.training.loop import Phase, Trainer
     from pipelines import pretraining_dataset
@@ -111,7 +112,7 @@ def main(argv):
     keras.utils.set_random_seed(0)
     strategy = tf.distribute.get_strategy()
     model = BertPretrainer(config)
-    model(pretraining.dummy_features(1, seq, predictions))
+    model(example_features(1, seq, predictions))
     optimizer = optimization.create_optimizer(1e-4, 10_000, 100, presummed_gradients=True)
     work = tempfile.mkdtemp(prefix="bert_tf_bench_")
     records = write_records(

@@ -210,33 +210,20 @@ def open_text(path: str | os.PathLike, newline: str | None = None) -> io.TextIOW
 
 
 def write_bytes(path: str | os.PathLike, data: bytes) -> str:
-    """Writes `data` to `path` so that a reader sees the old content or the new, never half.
-
-    Where a rename is atomic the data goes to a temporary sibling first and is renamed over
-    `path`; on object stores the one object is written in place (see the module docstring).
-    """
-    text = os.fspath(path)
-    parent = dirname(text)
-    if parent and not exists(parent):
-        makedirs(parent)
-    target = f"{text}.tmp-{uuid.uuid4().hex[:8]}" if atomic_rename_supported(text) else text
-    try:
-        with _gfile(tf.io.gfile.GFile, target, "wb") as handle:
-            handle.write(data)
-        if target != text:
-            tf.io.gfile.rename(target, text, overwrite=True)
-    except tf.errors.OpError as error:
-        if target != text and tf.io.gfile.exists(target):
-            tf.io.gfile.remove(target)
-        raise FileSystemError(f"cannot write {text}: {error.message}") from None
-    return text
+    """Writes `data` to `path` so that a reader sees the old content or the new, never half
+    (see `writing`)."""
+    with writing(path, binary=True) as handle:
+        handle.write(data)
+    return os.fspath(path)
 
 
 @contextlib.contextmanager
-def writing(path: str | os.PathLike) -> Iterator[Any]:
-    """A text stream for a large output, published as `write_bytes` publishes its data.
+def writing(path: str | os.PathLike, binary: bool = False) -> Iterator[Any]:
+    """A stream for an output, published whole: a reader sees the old content or the new.
 
-    On failure nothing is left where `path` was (the temporary file is removed).
+    Where a rename is atomic the stream writes a temporary sibling, renamed over `path` at
+    the end and removed on failure; on object stores the one object is written in place,
+    which they publish only when it is closed (see the module docstring).
     """
     text = os.fspath(path)
     parent = dirname(text)
@@ -244,13 +231,15 @@ def writing(path: str | os.PathLike) -> Iterator[Any]:
         makedirs(parent)
     target = f"{text}.tmp-{uuid.uuid4().hex[:8]}" if atomic_rename_supported(text) else text
     try:
-        with _gfile(tf.io.gfile.GFile, target, "w") as handle:
+        with _gfile(tf.io.gfile.GFile, target, "wb" if binary else "w") as handle:
             yield handle
         if target != text:
             tf.io.gfile.rename(target, text, overwrite=True)
-    except BaseException:
-        if tf.io.gfile.exists(target):
+    except BaseException as error:
+        if target != text and tf.io.gfile.exists(target):
             tf.io.gfile.remove(target)
+        if isinstance(error, tf.errors.OpError):
+            raise FileSystemError(f"cannot write {text}: {error.message}") from None
         raise
 
 

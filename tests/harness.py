@@ -84,7 +84,8 @@ def check_training_step(
     before = float(loss)
     gradients = tape.gradient(loss, variables)
     test.assertEqual(
-        [variable.path for variable, gradient in zip(variables, gradients, strict=True) if gradient is None], []
+        [variable.path for variable, gradient in zip(variables, gradients, strict=True) if gradient is None],
+        [],
     )
     keras.optimizers.SGD(learning_rate).apply(gradients, variables)
     test.assertLess(float(_loss(call(layer))), before)

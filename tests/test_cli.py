@@ -100,7 +100,6 @@ class SettingsFlagsTest(tf.test.TestCase):
                 self.assertTrue(issubclass(error, ValueError))  # as before, for callers catching it
 
 
-
 class NativeNoiseTest(tf.test.TestCase):
     def test_only_tensorflows_native_noise_is_filtered(self):
         from bert_tf.cli import _NATIVE_NOISE

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import keras
+import numpy as np
 from keras import ops
 
 from bert_tf.config import BertConfig
@@ -17,6 +18,19 @@ PACKED_PRETRAINER_INPUTS = (*PRETRAINER_INPUTS, "next_sentence_positions")
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
+def example_features(
+    batch_size: int, seq_length: int, predictions: int, instances: int | None = None
+) -> dict:
+    """A batch of pretraining features (zeros; every token real), to build a model before
+    training; `instances` adds the NSP slots of packed rows."""
+    features = {name: np.zeros((batch_size, seq_length), "int32") for name in ("input_ids", "segment_ids")}
+    features["input_mask"] = np.ones((batch_size, seq_length), "int32")
+    features["masked_lm_positions"] = np.zeros((batch_size, predictions), "int32")
+    if instances is not None:
+        features["next_sentence_positions"] = np.zeros((batch_size, instances), "int32")
+    return features
+
+
 class BertPretrainer(keras.Model):
     """The encoder plus `cls/predictions` (masked LM) and `cls/seq_relationship` (NSP).
 

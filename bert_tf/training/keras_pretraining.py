@@ -36,7 +36,7 @@ import keras
 import numpy as np
 
 from bert_tf.models.losses import next_sentence_weights, pretraining_losses
-from bert_tf.models.pretrainer import BertPretrainer
+from bert_tf.models.pretrainer import BertPretrainer, example_features
 from bert_tf.training import optimization  # no TensorFlow: the GPU benchmark imports this module
 from bert_tf.training.preemption import StopOnSignal, StopSignals
 
@@ -95,17 +95,6 @@ class PretrainingModel(keras.Model):
         config = dict(config)
         config["pretrainer"] = keras.saving.deserialize_keras_object(config["pretrainer"])
         return cls(**config)
-
-
-def example_batch(batch_size: int, seq_length: int, predictions: int) -> dict:
-    """A batch of the pretraining features (all zeros), to build a model before training."""
-    features = {
-        name: np.zeros((batch_size, seq_length), "int32")
-        for name in ("input_ids", "input_mask", "segment_ids")
-    }
-    features["input_mask"] += 1
-    features["masked_lm_positions"] = np.zeros((batch_size, predictions), "int32")
-    return features
 
 
 # --- checkpoints ---------------------------------------------------------------------
@@ -271,7 +260,7 @@ def train(settings, config, model_dir, vocab_file, train_files, phase2_files, ev
             )
         with distribution.scope():
             model = PretrainingModel(BertPretrainer(config))
-            model(example_batch(1, settings.max_seq_length, settings.max_predictions_per_seq))
+            model(example_features(1, settings.max_seq_length, settings.max_predictions_per_seq))
             optimizer = optimization.create_optimizer(
                 settings.learning_rate,
                 settings.num_train_steps,

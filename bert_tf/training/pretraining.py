@@ -32,6 +32,7 @@ from bert_tf.config import BertConfig, load_config
 from bert_tf.errors import UsageError
 from bert_tf.models import BertPretrainer
 from bert_tf.models.losses import next_sentence_weights, pretraining_losses
+from bert_tf.models.pretrainer import example_features
 from bert_tf.outputs import check_output
 from bert_tf.tokenization import BertTokenizer, load_vocab
 from bert_tf.training import distribute, inputs, keras_pretraining, optimization
@@ -327,18 +328,6 @@ def model_inputs(features) -> dict:
     return {name: features[name] for name in names}
 
 
-def dummy_features(batch_size: int, seq_length: int, predictions: int, instances: int | None = None) -> dict:
-    features = {
-        "input_ids": tf.zeros([batch_size, seq_length], tf.int32),
-        "input_mask": tf.ones([batch_size, seq_length], tf.int32),
-        "segment_ids": tf.zeros([batch_size, seq_length], tf.int32),
-        "masked_lm_positions": tf.zeros([batch_size, predictions], tf.int32),
-    }
-    if instances is not None:
-        features["next_sentence_positions"] = tf.zeros([batch_size, instances], tf.int32)
-    return features
-
-
 # --- the run ---------------------------------------------------------------------
 
 
@@ -495,7 +484,7 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
         with strategy.scope():
             model = BertPretrainer(config, packed=settings.packing)
             instances = settings.max_instances_per_row if settings.packing else None
-            model(dummy_features(1, settings.max_seq_length, settings.max_predictions_per_seq, instances))
+            model(example_features(1, settings.max_seq_length, settings.max_predictions_per_seq, instances))
             optimizer = optimization.create_optimizer(
                 settings.learning_rate,
                 settings.num_train_steps,

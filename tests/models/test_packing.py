@@ -16,6 +16,7 @@ from bert_tf.config import BertConfig
 from bert_tf.layers.packing import packed_attention_bias, packed_position_ids
 from bert_tf.models import BertPretrainer
 from bert_tf.models.losses import pretraining_losses
+from bert_tf.models.pretrainer import example_features
 from bert_tf.training import pretraining
 from pipelines import packing
 
@@ -152,8 +153,8 @@ def max_differences(unpacked_model, packed_model, instances, rows, places):
 
 
 def numpy_features(*shape):
-    """`pretraining.dummy_features` as numpy arrays, which every backend takes."""
-    return {name: np.asarray(value) for name, value in pretraining.dummy_features(*shape).items()}
+    """`example_features` as numpy arrays, which every backend takes."""
+    return {name: np.asarray(value) for name, value in example_features(*shape).items()}
 
 
 def models(seed=3):
@@ -248,7 +249,7 @@ class PackedForwardTest(tf.test.TestCase):
         path = tf.train.Checkpoint(model=packed).write(os.path.join(tempfile.mkdtemp(), "ckpt"))
         keras.utils.set_random_seed(99)
         fresh = BertPretrainer(CONFIG)
-        fresh(pretraining.dummy_features(1, SEQ, PREDICTIONS))
+        fresh(example_features(1, SEQ, PREDICTIONS))
         tf.train.Checkpoint(model=fresh).read(path).assert_existing_objects_matched()
         for want, got in zip(unpacked.get_weights(), fresh.get_weights(), strict=True):
             self.assertAllEqual(got, want)

@@ -99,7 +99,9 @@ class WordMarkerTest(tf.test.TestCase):
             self.assertEqual(ours.tolist(), theirs.tolist())
         # A segmenter that cannot be sent to a worker (a lambda) runs in this process.
         local = segmenters.WordMarker(lambda text: [(0, len(text))], ["中", "文"], True)
-        self.assertEqual([m.tolist() for _, m in segmenters.marked([["中文"]], local, list, processes=2)], [[False, True]])
+        self.assertEqual(
+            [m.tolist() for _, m in segmenters.marked([["中文"]], local, list, processes=2)], [[False, True]]
+        )
 
     def test_bad_settings_are_clear_errors(self):
         with self.assertRaisesRegex(
@@ -116,7 +118,9 @@ class WordMarkerTest(tf.test.TestCase):
             generate.GenerationConfig("in", "out", "vocab", word_segmenter="jieba").validate()
         from bert_tf.training.pretraining import PretrainingConfig
 
-        with self.assertRaisesRegex(UsageError, "no effect without whole-word masking; add --whole_word_mask"):
+        with self.assertRaisesRegex(
+            UsageError, "no effect without whole-word masking; add --whole_word_mask"
+        ):
             PretrainingConfig(word_segmenter="jieba")
         with self.assertRaisesRegex(UsageError, "applies to raw text \\(--corpus\\)"):
             PretrainingConfig(word_segmenter="jieba", whole_word_mask=True, train_files="data/*.tfrecord")

@@ -74,6 +74,7 @@ def train(
 
     from bert_tf.config import load_config
     from bert_tf.models import BertPretrainer
+    from bert_tf.models.pretrainer import example_features
     from bert_tf.training import optimization, pretraining
     from bert_tf.training.loop import Phase, Trainer
 
@@ -85,9 +86,9 @@ def train(
     with strategy.scope():
         model = BertPretrainer(config, packed=packing)
         if packing:
-            model(pretraining.dummy_features(1, seq_length, 2 * predictions, PACKED_INSTANCES))
+            model(example_features(1, seq_length, 2 * predictions, PACKED_INSTANCES))
         else:
-            model(pretraining.dummy_features(1, seq_length, predictions))
+            model(example_features(1, seq_length, predictions))
         optimizer = optimization.create_optimizer(
             1e-2, num_train_steps=steps, num_warmup_steps=1, presummed_gradients=True
         )

@@ -21,6 +21,7 @@ from bert_tf.checkpoints import export_pretrained, from_pretrained
 from bert_tf.config import BertConfig
 from bert_tf.models import BertPretrainer
 from bert_tf.models.losses import pretraining_losses
+from bert_tf.models.pretrainer import example_features
 from bert_tf.training import keras_pretraining
 from bert_tf.training.inputs import InputError
 from bert_tf.training.optimization import WarmupLinearDecay, create_optimizer
@@ -70,6 +71,7 @@ import numpy as np, jax, keras
 from bert_tf.checkpoints import export_pretrained
 from bert_tf.config import BertConfig
 from bert_tf.models import BertPretrainer
+from bert_tf.models.pretrainer import example_features
 from bert_tf.models.losses import pretraining_losses
 from bert_tf.training import keras_pretraining
 from bert_tf.training.inputs import InputError
@@ -79,7 +81,7 @@ batch = dict(np.load(batch_file))
 distribution = keras_pretraining.data_parallel()
 with distribution.scope():
     model = keras_pretraining.PretrainingModel(BertPretrainer(BertConfig.from_json_file(config_file)))
-    model(keras_pretraining.example_batch(1, 16, 3))
+    model(example_features(1, 16, 3))
     model.pretrainer.load_weights(weights_file)
     model.compile(optimizer="sgd")
     # What fit and evaluate compute: compute_loss on a batch split over the devices.
@@ -143,7 +145,7 @@ class PretrainingModelTest(tf.test.TestCase):
         keras.utils.set_random_seed(seed)
         config = CONFIG.replace(hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
         model = keras_pretraining.PretrainingModel(BertPretrainer(config))
-        model(keras_pretraining.example_batch(1, 16, 3))
+        model(example_features(1, 16, 3))
         model.compile(optimizer=create_optimizer(3e-3, num_train_steps=40, num_warmup_steps=4))
         model.optimizer.build(model.trainable_variables)
         return model

@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from bert_tf.config import load_config
 from bert_tf.models import BertPretrainer
+from bert_tf.models.pretrainer import example_features
 from bert_tf.training import optimization, pretraining
 from bert_tf.training.loop import NonFiniteLossError, Phase, Trainer
 
@@ -29,7 +30,7 @@ BATCH = 8
 def make_trainer(model_dir, total_steps, save_every=2, steps_per_loop=2, seed=3):
     keras.utils.set_random_seed(seed)
     model = BertPretrainer(CONFIG)
-    model(pretraining.dummy_features(1, 16, 4))
+    model(example_features(1, 16, 4))
     optimizer = optimization.create_optimizer(
         5e-3, num_train_steps=total_steps, num_warmup_steps=2, presummed_gradients=True
     )

@@ -96,10 +96,10 @@ class WeightDecayExclusionTest(tf.test.TestCase):
     def test_layer_norm_and_bias_are_not_decayed_on_the_real_model(self):
         from bert_tf.config import load_config
         from bert_tf.models import BertPretrainer
-        from bert_tf.training.pretraining import dummy_features
+        from bert_tf.models.pretrainer import example_features
 
         model = BertPretrainer(load_config("bert_tiny").replace(vocab_size=60))
-        model(dummy_features(1, 8, 2))
+        model(example_features(1, 8, 2))
         optimizer = optimization.create_optimizer(1e-4, 100, 10)
         decayed = {v.path for v in model.trainable_variables if optimization.uses_weight_decay(optimizer, v)}
         excluded = {v.path for v in model.trainable_variables} - decayed

@@ -19,6 +19,7 @@ from absl import flags
 
 from bert_tf import pretrain
 from bert_tf.config import load_config
+from bert_tf.models.pretrainer import example_features
 from bert_tf.training import distribute, inputs, pretraining
 
 REPO = Path(__file__).resolve().parents[2]
@@ -65,7 +66,7 @@ def checkpoint_weights(model_dir: str) -> dict:
     from bert_tf.models import BertPretrainer
 
     model = BertPretrainer(load_config(os.path.join(model_dir, "bert_config.json")))
-    model(pretraining.dummy_features(1, 8, 2))
+    model(example_features(1, 8, 2))
     checkpoint = tf.train.Checkpoint(model=model)
     checkpoint.restore(
         tf.train.latest_checkpoint(model_dir)
@@ -194,7 +195,7 @@ class PretrainingRunTest(tf.test.TestCase):
 
         for source in (result.export_dir, result.model_dir):
             fresh = BertPretrainer(load_config(settings.config))
-            fresh(pretraining.dummy_features(1, 8, 2))
+            fresh(example_features(1, 8, 2))
             pretraining._load_init_checkpoint(fresh, source)
             for weight in fresh.weights:
                 self.assertAllClose(weight.numpy(), trained[weight.path], msg=f"{source}: {weight.path}")

@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from bert_tf.config import BertConfig
 from bert_tf.models import BertPretrainer
+from bert_tf.models.pretrainer import example_features
 from bert_tf.training import optimization, pretraining
 from bert_tf.training.loop import Phase, Trainer
 
@@ -44,7 +45,7 @@ def _train(jit_compile: bool) -> list[float]:
         attention_probs_dropout_prob=0.0,
     )
     model = BertPretrainer(config)
-    model(pretraining.dummy_features(1, SEQ, PRED))
+    model(example_features(1, SEQ, PRED))
     optimizer = optimization.create_optimizer(1e-2, 6, 1, presummed_gradients=True)
     trainer = Trainer(
         tf.distribute.get_strategy(),
