@@ -86,3 +86,21 @@ class Preprocessor(tf.Module):
                 if not isinstance(ids, tf.RaggedTensor)
                 else ids.with_flat_values(tf.identity(ids.flat_values))
             )
+
+
+class LabelledPreprocessor(Preprocessor):
+    """A preprocessor of one text field with class labels (`label_list`; None: regression)."""
+
+    def __init__(
+        self,
+        tokenizer,
+        sequence_length: int = 128,
+        label_list: Sequence[str] | None = None,
+        pad_to_multiple_of: int | None = 8,
+        name: str | None = None,
+    ) -> None:
+        super().__init__(tokenizer, sequence_length, pad_to_multiple_of, name=name)
+        if sequence_length < 3:
+            raise ValueError(f"sequence_length must be at least 3 ([CLS] x [SEP]), got {sequence_length}")
+        self.label_list = list(label_list) if label_list is not None else None
+        self._labels = self.label_table(self.label_list) if self.label_list else None

@@ -13,15 +13,13 @@ Example (a batch of two texts, padded to its longest row rounded up to a multipl
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import tensorflow as tf
 
-from bert_tf.preprocessing.base import Preprocessor
+from bert_tf.preprocessing.base import LabelledPreprocessor
 from bert_tf.preprocessing.packing import pack_segments
 
 
-class TextClassifierPreprocessor(Preprocessor):
+class TextClassifierPreprocessor(LabelledPreprocessor):
     """`[CLS] A [SEP] (B [SEP])` features of one or two texts, as the original run_classifier.
 
     Call it on a batch: `preprocessor(x, y=None, sample_weight=None)` where `x` is a
@@ -38,20 +36,6 @@ class TextClassifierPreprocessor(Preprocessor):
       label_list: class names (label i is `label_list[i]`); None for regression.
       pad_to_multiple_of: dynamic padding (see `Preprocessor`); None pads to sequence_length.
     """
-
-    def __init__(
-        self,
-        tokenizer,
-        sequence_length: int = 128,
-        label_list: Sequence[str] | None = None,
-        pad_to_multiple_of: int | None = 8,
-        name: str | None = None,
-    ) -> None:
-        super().__init__(tokenizer, sequence_length, pad_to_multiple_of, name=name)
-        if sequence_length < 3:
-            raise ValueError(f"sequence_length must be at least 3 ([CLS] x [SEP]), got {sequence_length}")
-        self.label_list = list(label_list) if label_list is not None else None
-        self._labels = self.label_table(self.label_list) if self.label_list else None
 
     def features(self, x) -> dict[str, tf.Tensor]:
         """The features and `trimmed` ([batch] bool: the row lost tokens)."""

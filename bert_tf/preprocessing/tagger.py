@@ -18,17 +18,15 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import tensorflow as tf
 
-from bert_tf.preprocessing.base import Preprocessor
+from bert_tf.preprocessing.base import LabelledPreprocessor
 from bert_tf.preprocessing.packing import flat_pieces, pack_segments, pad_rows
 
 IGNORE_LABEL = -1
 
 
-class TokenTaggerPreprocessor(Preprocessor):
+class TokenTaggerPreprocessor(LabelledPreprocessor):
     """Features of word sequences for a token classifier.
 
     `x` is ragged tf.string [batch, (words)] (a CoNLL sentence), or tf.string [batch] of
@@ -38,20 +36,6 @@ class TokenTaggerPreprocessor(Preprocessor):
     [batch, (words)]: where each word's first piece is in the row (-1 when it was cut),
     to read predictions back per word, and `trimmed` [batch] bool.
     """
-
-    def __init__(
-        self,
-        tokenizer,
-        sequence_length: int = 128,
-        label_list: Sequence[str] | None = None,
-        pad_to_multiple_of: int | None = 8,
-        name: str | None = None,
-    ) -> None:
-        super().__init__(tokenizer, sequence_length, pad_to_multiple_of, name=name)
-        if sequence_length < 3:
-            raise ValueError(f"sequence_length must be at least 3 ([CLS] x [SEP]), got {sequence_length}")
-        self.label_list = list(label_list) if label_list is not None else None
-        self._labels = self.label_table(self.label_list) if self.label_list else None
 
     def word_pieces(self, words: tf.RaggedTensor) -> tf.RaggedTensor:
         """Ragged strings [batch, (words)] -> ids [batch, (words), (pieces)], every word >= 1 piece."""
