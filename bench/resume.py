@@ -33,7 +33,7 @@ SEQ, PREDICTIONS = 128, 20
 
 
 def _settings(kind: str, work: Path, model_dir: Path, steps: int, batch: int):
-    from bert_tf.training.pretraining import PretrainingConfig
+    from bert_tf.training.settings import PretrainingConfig
 
     inputs = {
         "text": {"corpus": str(work / "corpus.txt")},

@@ -34,7 +34,7 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     """
     # lazy: Keras fixes its backend when first imported, which --backend sets in __main__ first
     from bert_tf.training import distribute
-    from bert_tf.training.pretraining import PretrainingConfig
+    from bert_tf.training.settings import PretrainingConfig
 
     distribute.define_strategy_flags(flag_values)
     cli.define_settings_flags(PretrainingConfig, flag_values, skip=STRATEGY_FIELDS)
@@ -42,7 +42,7 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
 
 def settings_from_flags(flag_values: flags.FlagValues = flags.FLAGS):
     # lazy: Keras fixes its backend when first imported, which --backend sets in __main__ first
-    from bert_tf.training.pretraining import PretrainingConfig
+    from bert_tf.training.settings import PretrainingConfig
 
     return cli.settings_from_flags(PretrainingConfig, flag_values)
 

@@ -12,7 +12,7 @@ from bert_tf import cli
 from bert_tf.errors import BertTfError, UsageError
 from bert_tf.serving.settings import ExportSettings, FeatureSettings, FillMaskSettings
 from bert_tf.tasks.settings import FinetuneSettings
-from bert_tf.training.pretraining import PretrainingConfig
+from bert_tf.training.settings import PretrainingConfig
 from pipelines.build_vocab import VocabSettings
 from pipelines.generate import GenerationConfig
 

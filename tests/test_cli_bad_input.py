@@ -115,7 +115,8 @@ def finetuning_run(root: str, paths: dict[str, str]) -> str:
 
 def pretraining_run(root: str, paths: dict[str, str]) -> str:
     """The model_dir of a finished pretraining run (checkpoints and export/) on the fixtures' corpus."""
-    from bert_tf.training.pretraining import PretrainingConfig, run_pretraining
+    from bert_tf.training.pretraining import run_pretraining
+    from bert_tf.training.settings import PretrainingConfig
 
     model_dir = os.path.join(root, "pretrained")
     run_pretraining(

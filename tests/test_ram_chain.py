@@ -33,7 +33,8 @@ class RamFilesystemChainTest(tf.test.TestCase):
         from bert_tf.serving.exporter import export_saved_model
         from bert_tf.tasks.runner import run
         from bert_tf.tasks.settings import FinetuneSettings
-        from bert_tf.training.pretraining import PretrainingConfig, run_pretraining
+        from bert_tf.training.pretraining import run_pretraining
+        from bert_tf.training.settings import PretrainingConfig
         from pipelines.build_vocab import build_vocab
         from pipelines.generate import GenerationConfig, create_pretraining_data
 

@@ -116,7 +116,7 @@ class WordMarkerTest(tf.test.TestCase):
         self.assertEqual(segmenters.setting_problems(None, whole_word_mask=False), [])
         with self.assertRaisesRegex(ValueError, "no effect without whole-word masking"):
             generate.GenerationConfig("in", "out", "vocab", word_segmenter="jieba").validate()
-        from bert_tf.training.pretraining import PretrainingConfig
+        from bert_tf.training.settings import PretrainingConfig
 
         with self.assertRaisesRegex(
             UsageError, "no effect without whole-word masking; add --whole_word_mask"

@@ -13,7 +13,8 @@ import tensorflow as tf
 from bert_tf.config import load_config
 from bert_tf.errors import UsageError
 from bert_tf.training import distribute, inputs
-from bert_tf.training.pretraining import PretrainingConfig, model_config_and_vocab, run_pretraining
+from bert_tf.training.pretraining import model_config_and_vocab, run_pretraining
+from bert_tf.training.settings import PretrainingConfig
 
 
 def write_records(path: Path, seq_length: int, predictions: int, count: int = 4) -> str:

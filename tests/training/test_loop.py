@@ -16,6 +16,7 @@ from bert_tf.models import BertPretrainer
 from bert_tf.models.pretrainer import example_features
 from bert_tf.training import optimization, pretraining
 from bert_tf.training.loop import NonFiniteLossError, Phase, Trainer
+from bert_tf.training.settings import PretrainingConfig
 
 _spec = importlib.util.spec_from_file_location(
     "distributed_run", Path(__file__).with_name("distributed_run.py")
@@ -134,7 +135,7 @@ class TrainerTest(tf.test.TestCase):
         self.assertTrue(all(np.isfinite(w).all() for w in reloaded.model.get_weights()))
 
     def test_phase_lengths_from_settings(self):
-        settings = pretraining.PretrainingConfig(
+        settings = PretrainingConfig(
             num_train_steps=1000,
             num_warmup_steps=10,
             phase2_fraction=0.1,
@@ -143,9 +144,7 @@ class TrainerTest(tf.test.TestCase):
         )
         self.assertEqual(settings.phase1_steps, 900)
         self.assertEqual(settings.phase2_predictions, 80)
-        self.assertEqual(
-            pretraining.PretrainingConfig().phase1_steps, pretraining.PretrainingConfig().num_train_steps
-        )
+        self.assertEqual(PretrainingConfig().phase1_steps, PretrainingConfig().num_train_steps)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from bert_tf import pretrain
 from bert_tf.errors import UsageError
 from bert_tf.training import inputs, pretraining
 from bert_tf.training.progress import ProgressReporter
+from bert_tf.training.settings import PretrainingConfig
 
 SCRIPT = Path(__file__).with_name("distributed_run.py")
 REPO = SCRIPT.parents[2]
@@ -124,7 +125,7 @@ class PackingFlagsTest(tf.test.TestCase):
             UsageError,
             "max_predictions_per_row=12 is too small.*pass max_predictions_per_row=20 or more",
         ):
-            pretraining.PretrainingConfig(
+            PretrainingConfig(
                 packing=True, max_seq_length=128, max_predictions_per_seq=20, max_predictions_per_row=12
             )
 
@@ -137,7 +138,7 @@ class PackingFlagsTest(tf.test.TestCase):
         example.features.feature["next_sentence_labels"].int64_list.value.append(0)
         with tf.io.TFRecordWriter(path) as writer:
             writer.write(example.SerializeToString())
-        settings = pretraining.PretrainingConfig(
+        settings = PretrainingConfig(
             model_dir=str(work / "model"), train_files=path, vocab_file=str(REPO / "tests/fixtures/bert_uncased_vocab.txt"),
             config="bert_tiny", max_seq_length=64, packing=True,
         )  # fmt: skip

@@ -21,6 +21,7 @@ from bert_tf import pretrain
 from bert_tf.config import load_config
 from bert_tf.models.pretrainer import example_features
 from bert_tf.training import distribute, inputs, pretraining
+from bert_tf.training.settings import PretrainingConfig
 
 REPO = Path(__file__).resolve().parents[2]
 VOCAB = REPO / "tests" / "fixtures" / "bert_uncased_vocab.txt"
@@ -83,9 +84,9 @@ class FlagsTest(tf.test.TestCase):
         self.flag_values(["pretrain"])
 
     def test_every_config_field_has_a_flag_with_the_same_default(self):
-        defaults = pretraining.PretrainingConfig()
+        defaults = PretrainingConfig()
         skip = {"fill_mask_demo", "cache_dir"}
-        for field in pretraining.PretrainingConfig.__dataclass_fields__:
+        for field in PretrainingConfig.__dataclass_fields__:
             if field in skip:
                 continue
             self.assertIn(field, self.flag_values, field)
@@ -133,7 +134,7 @@ class PretrainingRunTest(tf.test.TestCase):
     def test_short_run_writes_model_dir_export_and_eval(self):
         work = Path(tempfile.mkdtemp())
         corpus = write_corpus(work / "corpus.txt")
-        settings = pretraining.PretrainingConfig(
+        settings = PretrainingConfig(
             model_dir=str(work / "model"),
             config=tiny_config(work / "config.json", vocab_size=VOCAB_SIZE),
             corpus=corpus,
@@ -207,7 +208,7 @@ class PretrainingRunTest(tf.test.TestCase):
     @pytest.mark.slow
     def test_overfitting_a_tiny_corpus_drives_masked_lm_accuracy_near_one(self):
         work = Path(tempfile.mkdtemp())
-        settings = pretraining.PretrainingConfig(
+        settings = PretrainingConfig(
             model_dir=str(work / "model"),
             config=tiny_config(work / "config.json", vocab_size=VOCAB_SIZE, dropout=0.0),
             corpus=write_corpus(work / "corpus.txt"),
@@ -264,7 +265,7 @@ class ExactEvaluationTest(tf.test.TestCase):
                 writer.write(
                     tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
                 )
-        settings = pretraining.PretrainingConfig(
+        settings = PretrainingConfig(
             train_files=path, train_batch_size=3, max_seq_length=seq, max_predictions_per_seq=predictions
         )
         model = BertPretrainer(load_config("bert_tiny").replace(vocab_size=1100))
@@ -303,7 +304,7 @@ class MixedPrecisionTest(tf.test.TestCase):
 
         for policy in ("mixed_float16", "mixed_bfloat16"):
             work = Path(tempfile.mkdtemp())
-            settings = pretraining.PretrainingConfig(
+            settings = PretrainingConfig(
                 model_dir=str(work / "model"),
                 config=tiny_config(work / "config.json", vocab_size=VOCAB_SIZE),
                 corpus=write_corpus(work / "corpus.txt"),

@@ -1,0 +1,223 @@
+"""The settings of a pretraining run: `PretrainingConfig`, one field per flag of
+`python -m bert_tf.pretrain` (see `bert_tf.cli.define_settings_flags`), checked on creation.
+
+Example:
+
+>>> from bert_tf.training.settings import PretrainingConfig
+>>> settings = PretrainingConfig(model_dir="/tmp/bert_demo", num_train_steps=20, num_warmup_steps=2)
+>>> settings.phase1_steps
+20
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from bert_tf.backend import BACKENDS
+from bert_tf.cache import cache_dir as default_cache_dir
+from bert_tf.cli import setting
+from bert_tf.errors import UsageError
+from bert_tf.training import optimization
+from pipelines import segmenters
+from pipelines.dataset import check_packing_budget
+from pipelines.packing import default_max_predictions_per_row
+
+DEFAULT_CONFIG = "demo"
+DEMO_MODEL_DIR = "runs/demo"  # relative: in the current directory, where a user finds it
+MIXED_PRECISION_POLICIES = ("float32", "mixed_float16", "mixed_bfloat16")
+MODEL_INPUTS = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainingConfig:
+    """Everything a pretraining run needs; the defaults are the CPU demo's.
+
+    `train_files` (TFRecords, original or ours) and `corpus` (raw text: one sentence per
+    line, blank lines between documents) are comma-separated globs; with neither, the
+    embedded corpus is used. `phase2_fraction` > 0 trains the last fraction of the steps
+    at `phase2_seq_length` (the original recipe: 0.1 at 512).
+    """
+
+    model_dir: str | None = setting(
+        None,
+        "Checkpoints, logs and the export; rerun the same command to resume. Default: runs/demo "
+        "in the current directory.",
+    )
+    config: str | None = setting(
+        None,
+        f"Model config: a name in configs/ (bert_base, ...) or a JSON path. Default: the --init_checkpoint's "
+        f"own config, else {DEFAULT_CONFIG}.",
+    )
+    vocab_file: str | None = setting(
+        None,
+        "WordPiece vocab; default: the --init_checkpoint's own, else with the embedded corpus learnt "
+        "and cached. From scratch, its size replaces the config's vocab_size.",
+    )
+    do_lower_case: bool = setting(True, "Lower-case and strip accents (uncased models).")
+    init_checkpoint: str | None = setting(None, "Start from this checkpoint (Google, Hugging Face or ours).")
+    train_files: str | None = setting(
+        None, "Comma-separated globs of pretraining TFRecords (original format or ours)."
+    )
+    corpus: str | None = setting(
+        None, "Comma-separated globs of raw text (one sentence per line), masked on the fly."
+    )
+    eval_files: str | None = setting(
+        None, "Held-out data (TFRecords or raw text) for MLM/NSP metrics at the end."
+    )
+    eval_steps: int = setting(20, "Batches of --eval_files to evaluate.")
+    eval_every_steps: int = setting(
+        0,
+        "Evaluate every N steps (0: only at the end, with --eval_files): MLM loss and accuracy, NSP "
+        "accuracy to the progress line and model_dir/logs/eval; the best checkpoint by eval MLM loss is "
+        "kept in model_dir/best. Without --eval_files, every 20th block of 256 documents (raw text) or "
+        "every 20th record (TFRecords) is held out of training for it.",
+    )
+    phase2_train_files: str | None = setting(
+        None, "TFRecords at --phase2_seq_length for phase 2 (raw text: not needed)."
+    )
+    train_batch_size: int = setting(64, "Global batch size (all replicas).")
+    num_train_steps: int = setting(1800, "Optimizer steps in all.")
+    num_warmup_steps: int = setting(150, "Linear warmup steps.")
+    learning_rate: float = setting(5e-3, "Peak learning rate.")
+    optimizer: str = setting("adamw", "AdamW (original) or LAMB (large batches).", choices=("adamw", "lamb"))
+    weight_decay: float = setting(0.01, "Decoupled weight decay (not on LayerNorm and biases).")
+    max_seq_length: int = setting(64, "Sequence length of phase 1.")
+    max_predictions_per_seq: int = setting(10, "Masked positions per sequence.")
+    phase2_seq_length: int = setting(512, "Sequence length of phase 2.")
+    phase2_fraction: float = setting(0.0, "Fraction of the steps trained at phase 2 (0: off).")
+    phase2_max_predictions_per_seq: int | None = setting(
+        None, "Masked positions in phase 2 (default: scaled with the length, 20 -> 80)."
+    )
+    masked_lm_prob: float = setting(0.15, "Raw text: fraction of tokens masked.")
+    whole_word_mask: bool = setting(False, "Raw text: mask whole words.")
+    word_segmenter: str | None = setting(
+        None,
+        "Raw text with --whole_word_mask: segment CJK text into words (jieba) and mask all characters of a "
+        'word together; pip install "bert_tf[chinese]".',
+    )
+    dupe_factor: int = setting(1, "Raw text: maskings of each document per epoch.")
+    accept_non_text: bool = setting(
+        False,
+        "Raw text: train on a corpus even if most of its lines are not text (invalid UTF-8, no word pieces).",
+    )
+    save_checkpoints_steps: int = setting(600, "Checkpoint every N steps.")
+    steps_per_loop: int = setting(100, "Steps per compiled loop (and per progress line).")
+    mixed_precision: str = setting(
+        "float32",
+        "Keras dtype policy; mixed_float16 adds dynamic loss scaling.",
+        choices=MIXED_PRECISION_POLICIES,
+    )
+    jit_compile: bool = setting(False, "XLA-compile the forward/backward pass.")
+    gradient_accumulation_steps: int = setting(1, "Micro-batches per optimizer step.")
+    seed: int | None = setting(12345, "Seed for weights, dropout and data (resumes reproduce it).")
+    strategy: str = "default"  # these three: distribute.define_strategy_flags
+    tpu: str | None = None
+    num_gpus: int = 0
+    fill_mask_demo: bool = setting(True, "", flag=None)
+    cache_dir: str | None = setting(None, "", flag=None)  # None: $BERT_TF_CACHE or ~/.cache/bert_tf
+    packing: bool = setting(
+        False, "Pack several instances into each row: no compute on padding, same losses."
+    )
+    max_predictions_per_row: int | None = setting(
+        None, "With --packing: masked positions per row (default: the per-sequence budget, scaled)."
+    )
+    max_instances_per_row: int = setting(8, "With --packing: instances (NSP slots) per row at most.")
+    backend: str | None = setting(
+        None,
+        "Keras backend: tensorflow (the tf.distribute loop) or jax (model.fit on the local devices); "
+        "default: $KERAS_BACKEND, else tensorflow.",
+        choices=BACKENDS,
+    )
+
+    def __post_init__(self) -> None:
+        if self.backend is not None and self.backend not in BACKENDS:
+            raise UsageError(f"unknown --backend={self.backend}; use one of {', '.join(BACKENDS)}")
+        if self.mixed_precision not in MIXED_PRECISION_POLICIES:
+            raise UsageError(
+                f"unknown --mixed_precision={self.mixed_precision}; use one of {', '.join(MIXED_PRECISION_POLICIES)}"
+            )
+        if self.optimizer not in optimization.OPTIMIZERS:
+            raise UsageError(f"unknown --optimizer={self.optimizer}; use adamw or lamb")
+        if self.train_files and self.corpus:
+            raise UsageError("pass --train_files (TFRecords) or --corpus (raw text), not both")
+        if self.word_segmenter is not None:
+            problems = segmenters.setting_problems(
+                self.word_segmenter,
+                whole_word_mask=self.whole_word_mask,
+                whole_word_setting="--whole_word_mask",
+            )
+            if self.train_files:
+                problems.append(
+                    "--word_segmenter applies to raw text (--corpus), not to --train_files TFRecords"
+                )
+            if problems:
+                raise UsageError("; ".join(problems))
+        if not 0.0 <= self.phase2_fraction < 1.0:
+            raise UsageError(f"--phase2_fraction must be in [0, 1), got {self.phase2_fraction}")
+        for name in (
+            "train_batch_size",
+            "num_train_steps",
+            "max_seq_length",
+            "max_predictions_per_seq",
+            "phase2_seq_length",
+            "eval_steps",
+            "dupe_factor",
+            "save_checkpoints_steps",
+            "steps_per_loop",
+            "gradient_accumulation_steps",
+        ):
+            if getattr(self, name) < 1:
+                raise UsageError(f"--{name} must be >= 1, got {getattr(self, name)}")
+        if self.packing:
+            try:
+                check_packing_budget(
+                    self.max_predictions_per_seq, self.row_predictions(1), self.max_instances_per_row
+                )
+            except ValueError as error:
+                raise UsageError(f"--packing: {error}") from None
+        if self.eval_every_steps < 0 or self.eval_steps < 1:
+            raise UsageError(
+                f"--eval_every_steps must be >= 0 and --eval_steps >= 1, got {self.eval_every_steps} "
+                f"and {self.eval_steps}"
+            )
+        if self.num_warmup_steps < 0 or self.num_warmup_steps > self.num_train_steps:
+            raise UsageError(
+                f"--num_warmup_steps={self.num_warmup_steps} must be in [0, --num_train_steps={self.num_train_steps}]"
+            )
+        if not self.learning_rate > 0:
+            raise UsageError(f"--learning_rate must be > 0, got {self.learning_rate} (BERT-Base used 1e-4)")
+        if not self.weight_decay >= 0:
+            raise UsageError(f"--weight_decay must be >= 0, got {self.weight_decay}")
+        if not 0.0 < self.masked_lm_prob < 1.0:
+            raise UsageError(f"--masked_lm_prob must be in (0, 1), got {self.masked_lm_prob}")
+        if self.max_predictions_per_seq > self.max_seq_length:
+            raise UsageError(
+                f"--max_predictions_per_seq={self.max_predictions_per_seq} is above --max_seq_length="
+                f"{self.max_seq_length}; use at most about 15% of the length (20 for 128)"
+            )
+
+    @property
+    def phase1_steps(self) -> int:
+        return self.num_train_steps - round(self.num_train_steps * self.phase2_fraction)
+
+    @property
+    def phase2_predictions(self) -> int:
+        if self.phase2_max_predictions_per_seq:
+            return self.phase2_max_predictions_per_seq
+        return max(1, round(self.max_predictions_per_seq * self.phase2_seq_length / self.max_seq_length))
+
+    def row_predictions(self, phase: int) -> int | None:
+        """With --packing: the masked positions of a packed row in phase 1 or 2 (None: unpacked)."""
+        if not self.packing:
+            return None
+        if self.max_predictions_per_row is None:
+            per_sequence = self.max_predictions_per_seq if phase == 1 else self.phase2_predictions
+            return default_max_predictions_per_row(per_sequence, self.max_instances_per_row)
+        if phase == 1:
+            return self.max_predictions_per_row
+        return max(1, round(self.max_predictions_per_row * self.phase2_seq_length / self.max_seq_length))
+
+
+def cache_dir(settings: PretrainingConfig) -> Path:
+    return default_cache_dir(settings.cache_dir)
