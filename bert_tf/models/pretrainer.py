@@ -17,7 +17,6 @@ PRETRAINER_INPUTS = (*ENCODER_INPUTS, "masked_lm_positions")
 PACKED_PRETRAINER_INPUTS = (*PRETRAINER_INPUTS, "next_sentence_positions")
 
 
-@keras.saving.register_keras_serializable(package="bert_tf")
 def example_features(
     batch_size: int, seq_length: int, predictions: int, instances: int | None = None
 ) -> dict:
@@ -31,6 +30,7 @@ def example_features(
     return features
 
 
+@keras.saving.register_keras_serializable(package="bert_tf")
 class BertPretrainer(keras.Model):
     """The encoder plus `cls/predictions` (masked LM) and `cls/seq_relationship` (NSP).
 
