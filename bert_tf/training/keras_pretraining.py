@@ -350,7 +350,7 @@ def train(settings, config, model_dir, vocab_file, train_files, phase2_files, ev
                 vocab_file=vocab_file,
                 lower_case=settings.do_lower_case,
             )
-            print(f"saved the pretrained model for from_pretrained: {export_dir}", flush=True)
+            print(f"saved the pretrained model for from_pretrained: {fileio.abspath(export_dir)}", flush=True)
             if settings.fill_mask_demo and vocab_file and not (settings.train_files or settings.corpus):
                 # lazy: no TensorFlow at import (bench/gpu/pretrain_jax.py runs where it is absent)
                 from bert_tf.training.fill_mask import fill_mask_demo

@@ -14,8 +14,6 @@ Example:
 
 from __future__ import annotations
 
-import os
-
 import keras
 import tensorflow as tf
 
@@ -95,16 +93,21 @@ def pretraining_loss_share(features, outputs, totals) -> dict:
     local = pretraining_losses(features, outputs)
     local_weight = tf.reduce_sum(tf.cast(features["masked_lm_weights"], tf.float32))
     masked_lm_share = (local_weight + 1e-5) / (totals["masked_lm_weight"] + 1e-5)
-    examples_share = tf.reduce_sum(next_sentence_weights(features)) / totals["examples"]
+    # 0 for a batch of padding only (evaluation fills its last steps so): 0/0 is 0 here.
+    examples_share = tf.math.divide_no_nan(tf.reduce_sum(next_sentence_weights(features)), totals["examples"])
     real_tokens = tf.reduce_sum(tf.cast(tf.cast(features["input_mask"], tf.int32) > 0, tf.float32))
     masked_lm_loss = tf.cast(local["masked_lm_loss"], tf.float32) * masked_lm_share
-    next_sentence_loss = tf.cast(local["next_sentence_loss"], tf.float32) * examples_share
+    next_sentence_loss = tf.math.multiply_no_nan(
+        tf.cast(local["next_sentence_loss"], tf.float32), examples_share
+    )
     return {
         "loss": masked_lm_loss + next_sentence_loss,
         "masked_lm_loss": masked_lm_loss,
         "next_sentence_loss": next_sentence_loss,
         "masked_lm_accuracy": tf.cast(local["masked_lm_accuracy"], tf.float32) * masked_lm_share,
-        "next_sentence_accuracy": tf.cast(local["next_sentence_accuracy"], tf.float32) * examples_share,
+        "next_sentence_accuracy": tf.math.multiply_no_nan(
+            tf.cast(local["next_sentence_accuracy"], tf.float32), examples_share
+        ),
         "real_tokens": real_tokens,
         "fill_rate": real_tokens / totals["positions"],
     }
@@ -137,23 +140,18 @@ def run_pretraining(settings: PretrainingConfig) -> PretrainingResult:
     first and the last line printed; a rerun resumes there."""
     if not settings.model_dir:
         print(
-            f"model_dir: {_shown(DEMO_MODEL_DIR)} (the default; --model_dir chooses another)",
+            f"model_dir: {fileio.abspath(DEMO_MODEL_DIR)} (the default; --model_dir chooses another)",
             flush=True,
         )
     result = _run_pretraining(settings)
     if not result.is_chief:
         return result
     print(
-        f"the run is in {_shown(settings.model_dir or DEMO_MODEL_DIR)}: rerunning the same command resumes it (with a "
+        f"the run is in {fileio.abspath(settings.model_dir or DEMO_MODEL_DIR)}: rerunning the same command resumes it (with a "
         "larger --num_train_steps it trains on); another --model_dir starts afresh",
         flush=True,
     )
     return result
-
-
-def _shown(path: str) -> str:
-    """A local path made absolute, so the line says where the folder is; gs:// and the like as given."""
-    return path if "://" in path else os.path.abspath(path)
 
 
 def _run_pretraining(settings: PretrainingConfig) -> PretrainingResult:
@@ -397,7 +395,7 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
                 vocab_file=vocab_file,
                 lower_case=settings.do_lower_case,
             )
-            print(f"saved the pretrained model for from_pretrained: {export_dir}", flush=True)
+            print(f"saved the pretrained model for from_pretrained: {fileio.abspath(export_dir)}", flush=True)
         fill_mask = None
         if (
             settings.fill_mask_demo
