@@ -339,6 +339,33 @@ def _cli(*args: str, env=None, cwd=REPO) -> subprocess.Popen:
     )
 
 
+def _resumable_run_args(work: Path, save_checkpoints_steps: int) -> list[str]:
+    """A 60-step run of a tiny model on a small corpus in `work`, seeded: two runs of it agree."""
+    return [
+        f"--config={tiny_config(work / 'config.json', vocab_size=VOCAB_SIZE)}",
+        f"--corpus={write_corpus(work / 'corpus.txt')}",
+        f"--vocab_file={write_vocab(work / 'vocab.txt')}",
+        "--train_batch_size=8",
+        "--max_seq_length=32",
+        "--max_predictions_per_seq=5",
+        "--num_train_steps=60",
+        "--num_warmup_steps=5",
+        f"--save_checkpoints_steps={save_checkpoints_steps}",
+        "--steps_per_loop=5",
+        "--seed=7",
+    ]
+
+
+def _assert_same_weights(test: tf.test.TestCase, expected_dir: Path, actual_dir: Path) -> None:
+    """The latest checkpoints of two runs hold the same weights (atol 1e-5)."""
+    expected, actual = checkpoint_weights(str(expected_dir)), checkpoint_weights(str(actual_dir))
+    test.assertEqual(expected.keys(), actual.keys())
+    for weight in expected:
+        test.assertAllClose(
+            actual[weight], expected[weight], atol=1e-5, rtol=0, msg=f"{actual_dir.name} {weight}"
+        )
+
+
 @pytest.mark.slow
 class KillAndResumeTest(tf.test.TestCase):
     """kill -9 early and SIGTERM late, then rerun: the weights of an uninterrupted run, with
@@ -346,19 +373,7 @@ class KillAndResumeTest(tf.test.TestCase):
 
     def test_kill_9_early_and_sigterm_late_then_rerun_reach_the_uninterrupted_weights(self):
         work = Path(tempfile.mkdtemp())
-        args = [
-            f"--config={tiny_config(work / 'config.json', vocab_size=VOCAB_SIZE)}",
-            f"--corpus={write_corpus(work / 'corpus.txt')}",
-            f"--vocab_file={write_vocab(work / 'vocab.txt')}",
-            "--train_batch_size=8",
-            "--max_seq_length=32",
-            "--max_predictions_per_seq=5",
-            "--num_train_steps=60",
-            "--num_warmup_steps=5",
-            "--save_checkpoints_steps=10",
-            "--steps_per_loop=5",
-            "--seed=7",
-        ]
+        args = _resumable_run_args(work, save_checkpoints_steps=10)
         straight = _cli(*args, f"--model_dir={work / 'straight'}")
         crashed = _cli(*args, f"--model_dir={work / 'crashed'}")
         terminated = _cli(*args, f"--model_dir={work / 'terminated'}")
@@ -395,15 +410,7 @@ class KillAndResumeTest(tf.test.TestCase):
             self.assertEqual(resumed.returncode, 0, output[-3000:])
             self.assertRegex(output, f"resumed from .*{re.escape(os.path.basename(at))} at step")
             self.assertIn("input position restored", output)
-            expected, actual = (
-                checkpoint_weights(str(work / "straight")),
-                checkpoint_weights(str(work / name)),
-            )
-            self.assertEqual(expected.keys(), actual.keys())
-            for weight in expected:
-                self.assertAllClose(
-                    actual[weight], expected[weight], atol=1e-5, rtol=0, msg=f"{name} {weight}"
-                )
+            _assert_same_weights(self, work / "straight", work / name)
 
 
 @pytest.mark.slow
@@ -416,20 +423,7 @@ class MultiWorkerPreemptionTest(tf.test.TestCase):
         import socket
 
         work = Path(tempfile.mkdtemp())
-        args = [
-            f"--config={tiny_config(work / 'config.json', vocab_size=VOCAB_SIZE)}",
-            f"--corpus={write_corpus(work / 'corpus.txt')}",
-            f"--vocab_file={write_vocab(work / 'vocab.txt')}",
-            "--train_batch_size=8",
-            "--max_seq_length=32",
-            "--max_predictions_per_seq=5",
-            "--num_train_steps=60",
-            "--num_warmup_steps=5",
-            "--save_checkpoints_steps=100",
-            "--steps_per_loop=5",
-            "--seed=7",
-            "--strategy=multi_worker",
-        ]
+        args = [*_resumable_run_args(work, save_checkpoints_steps=100), "--strategy=multi_worker"]
 
         def workers(name: str) -> list[subprocess.Popen]:
             ports = []
@@ -473,11 +467,7 @@ class MultiWorkerPreemptionTest(tf.test.TestCase):
         # The chief speaks for the cluster; the other worker prints nothing of its own.
         self.assertRegex(resumed[0][1], f"resumed from .*{re.escape(os.path.basename(latest))} at step")
         self.assertNotIn("INFO", resumed[0][1] + resumed[1][1])
-        expected = checkpoint_weights(str(work / "straight"))
-        actual = checkpoint_weights(str(work / "interrupted"))
-        self.assertEqual(expected.keys(), actual.keys())
-        for weight in expected:
-            self.assertAllClose(actual[weight], expected[weight], atol=1e-5, rtol=0, msg=weight)
+        _assert_same_weights(self, work / "straight", work / "interrupted")
 
 
 @pytest.mark.slow
