@@ -1,11 +1,13 @@
-"""Sequence packing: several pretraining instances in one row of `max_seq_length`.
+"""Sequence packing: several instances in one row of `max_seq_length`.
 
 Instances (each `[CLS] A [SEP] B [SEP]` with its own masked-LM predictions and NSP label)
 are short more often than not: document ends, `short_seq_prob`, short documents. Padded
 to the row length they waste a third of the compute on a corpus of short documents.
 Packing puts several instances in one row and the model keeps them apart
 (`bert_tf.layers.packing`): positions restart and attention stays within each instance,
-so every instance is computed exactly as if it were alone.
+so every instance is computed exactly as if it were alone. Fine-tuning packs each
+training batch of classification examples the same way (`pack_sequences`): the batch
+keeps its examples, so it trains on exactly what the padded batch would, with less padding.
 
 The packer: first-fit decreasing over a bounded buffer. The stream is cut into buffers
 of `buffer_size` instances; each buffer's instances are sorted by length, longest first,
@@ -139,6 +141,37 @@ def first_fit_decreasing(
     }
 
 
+def place_tokens(
+    features: dict[str, tf.Tensor], lengths: tf.Tensor, placement: dict[str, tf.Tensor], max_seq_length: int
+) -> dict[str, tf.Tensor]:
+    """The tokens of a batch moved into packed rows as `placement` says.
+
+    Args:
+      features: `input_ids`, `segment_ids` [n, seq] of the instances (real tokens first).
+      lengths: int32 [n], the real tokens of each instance.
+      placement: what `first_fit_decreasing` returns for these instances.
+
+    Returns int32 `input_ids`, `segment_ids` and `input_mask` (instance numbers 1, 2, ...;
+    0 on padding), each [num_rows, max_seq_length].
+    """
+    # Instance i's token t goes to (row_i, token_offset_i + t).
+    real = tf.sequence_mask(lengths, tf.shape(features["input_ids"])[1])  # [n, seq]
+    token_row = tf.broadcast_to(placement["row"][:, tf.newaxis], tf.shape(real))
+    token_column = placement["token_offset"][:, tf.newaxis] + tf.cumsum(tf.cast(real, tf.int32), axis=1) - 1
+    token_index = tf.boolean_mask(tf.stack([token_row, token_column], axis=-1), real)  # [tokens, 2]
+    row_shape = tf.stack([placement["num_rows"], max_seq_length])
+
+    def scatter_tokens(values):
+        return tf.scatter_nd(token_index, tf.boolean_mask(tf.cast(values, tf.int32), real), row_shape)
+
+    instance_number = tf.broadcast_to((placement["slot"] + 1)[:, tf.newaxis], tf.shape(real))
+    return {
+        "input_ids": scatter_tokens(features["input_ids"]),
+        "input_mask": scatter_tokens(instance_number),
+        "segment_ids": scatter_tokens(features["segment_ids"]),
+    }
+
+
 def pack_batch(
     features: dict[str, tf.Tensor],
     *,
@@ -174,23 +207,7 @@ def pack_batch(
             max_instances_per_row=max_instances_per_row,
         )
     num_rows, row = placement["num_rows"], placement["row"]
-
-    # Tokens: instance i's token t goes to (row_i, token_offset_i + t).
-    real = tf.sequence_mask(lengths, tf.shape(input_mask)[1])  # [n, seq]
-    token_row = tf.broadcast_to(row[:, tf.newaxis], tf.shape(real))
-    token_column = placement["token_offset"][:, tf.newaxis] + tf.cumsum(tf.cast(real, tf.int32), axis=1) - 1
-    token_index = tf.boolean_mask(tf.stack([token_row, token_column], axis=-1), real)  # [tokens, 2]
-    row_shape = tf.stack([num_rows, max_seq_length])
-
-    def scatter_tokens(values):
-        return tf.scatter_nd(token_index, tf.boolean_mask(tf.cast(values, tf.int32), real), row_shape)
-
-    instance_number = tf.broadcast_to((placement["slot"] + 1)[:, tf.newaxis], tf.shape(real))
-    packed = {
-        "input_ids": scatter_tokens(features["input_ids"]),
-        "input_mask": scatter_tokens(instance_number),
-        "segment_ids": scatter_tokens(features["segment_ids"]),
-    }
+    packed = place_tokens(features, lengths, placement, max_seq_length)
 
     # Predictions: instance i's j-th real prediction goes to (row_i, prediction_offset_i + j),
     # its position moved by the instance's token offset.
@@ -222,6 +239,40 @@ def pack_batch(
     packed["next_sentence_positions"] = tf.scatter_nd(slot_index, placement["token_offset"], slot_shape)
     packed["next_sentence_labels"] = tf.scatter_nd(slot_index, labels, slot_shape)
     packed["next_sentence_weights"] = tf.scatter_nd(slot_index, tf.ones_like(labels, tf.float32), slot_shape)
+    return packed
+
+
+def pack_sequences(features: dict[str, tf.Tensor], *, max_seq_length: int) -> dict[str, tf.Tensor]:
+    """Packs a batch of sequences (one label each: classification, regression) into rows.
+
+    The batch keeps its examples and their order; only their tokens move, first-fit
+    decreasing into rows of `max_seq_length`, so a batch of short texts takes a few rows
+    instead of one padded row each. The model finds each example's `[CLS]` by
+    `cls_positions`, so its outputs and labels stay [n, ...] in the batch's order.
+
+    Args:
+      features: `input_ids`, `input_mask` (1 on real tokens), `segment_ids` [n, seq],
+        seq <= max_seq_length.
+
+    Returns:
+      `input_ids`, `segment_ids`, `input_mask` (instance numbers) int32 [rows,
+      max_seq_length], and `cls_positions` int32 [n]: example i's `[CLS]` in the rows
+      flattened row by row (row * max_seq_length + its offset in the row).
+    """
+    lengths = tf.reduce_sum(tf.cast(tf.cast(features["input_mask"], tf.int32) > 0, tf.int32), axis=1)
+    check = tf.debugging.assert_less_equal(
+        lengths, max_seq_length, message="a sequence is longer than max_seq_length"
+    )
+    with tf.control_dependencies([check]):
+        placement = first_fit_decreasing(
+            lengths,
+            tf.zeros_like(lengths),
+            max_seq_length=max_seq_length,
+            max_predictions_per_row=0,
+            max_instances_per_row=max_seq_length,  # no limit: every instance has a token
+        )
+    packed = place_tokens(features, lengths, placement, max_seq_length)
+    packed["cls_positions"] = placement["row"] * max_seq_length + placement["token_offset"]
     return packed
 
 

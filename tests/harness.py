@@ -6,6 +6,7 @@ compare outputs, take one training step and check that every trainable variable 
 and that the loss fell, and build it under `mixed_float16` and `mixed_bfloat16` to check the
 output dtype, that variables stay float32 and that outputs are finite. A test then states only
 what is particular to its layer: the inputs, the expected shapes and counts, and its own math.
+`unpack_sequences` reads the examples back out of packed fine-tuning rows.
 
 Imported by the test modules as `harness` (tests/conftest.py puts this folder on sys.path).
 """
@@ -192,3 +193,19 @@ def run_model_test(
             mixed = factory()
         check_mixed_precision(test, mixed(inputs), mixed, policy, float32_output)
     return restored
+
+
+def unpack_sequences(rows: dict, max_seq_length: int) -> list[tuple]:
+    """(input_ids, segment_ids) of each example of packed rows, in `cls_positions` order:
+    the tokens of the instance that starts at the example's [CLS]."""
+    examples = []
+    for position in rows["cls_positions"]:
+        row, start = divmod(int(position), max_seq_length)
+        instance = rows["input_mask"][row, start]
+        columns = np.nonzero(rows["input_mask"][row] == instance)[0]
+        # An instance is contiguous and starts at its [CLS].
+        np.testing.assert_array_equal(columns, np.arange(start, start + len(columns)))
+        examples.append(
+            (rows["input_ids"][row, columns].tolist(), rows["segment_ids"][row, columns].tolist())
+        )
+    return examples

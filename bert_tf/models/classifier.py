@@ -8,12 +8,20 @@ from keras import ops
 from bert_tf.models._task import TaskModel, encoder_inputs, task_dense
 from bert_tf.models.encoder import BertEncoder
 
+# The input that marks packed rows: each example's [CLS] among the rows' tokens, flattened.
+PACKED_POSITIONS = "cls_positions"
+
 
 @keras.saving.register_keras_serializable(package="bert_tf")
 class BertClassifier(TaskModel):
     """dropout(pooled_output) -> dense: float32 logits [batch, num_classes].
 
     `num_classes=1` makes a regression model (e.g. STS-B): the single output is the score.
+
+    An input dict with `cls_positions` holds packed rows (several examples per row,
+    `input_mask` numbering them; see `pipelines.packing.pack_sequences`): the logits are
+    then those of each example, [examples, num_classes], in the order of `cls_positions`,
+    each as if the example had a row of its own.
 
     Example:
 
@@ -48,3 +56,14 @@ class BertClassifier(TaskModel):
         self.encoder = encoder
         self.num_classes = num_classes
         self.dropout_rate = dropout_rate
+
+    def call(self, inputs, training=None, mask=None):
+        if not (isinstance(inputs, dict) and PACKED_POSITIONS in inputs):
+            return super().call(inputs, training=training, mask=mask)
+        hidden = self.encoder.call_packed(inputs, training=training)["sequence_output"]  # [rows, seq, hidden]
+        tokens = ops.reshape(hidden, (-1, ops.shape(hidden)[-1]))  # [rows * seq, hidden]
+        cls = ops.take(tokens, ops.cast(inputs[PACKED_POSITIONS], "int32"), axis=0)  # [examples, hidden]
+        pooled = self.encoder.pooler_dense(cls)
+        # Found by name: new attributes would change where a saved model's weights are.
+        dropout, classifier = self.get_layer("dropout"), self.get_layer("classifier")
+        return ops.cast(classifier(dropout(pooled, training=training)), "float32")

@@ -131,11 +131,15 @@ class BertEncoder(keras.Model):
         self.pooler_dense = pooler_dense
 
     def call(self, inputs, training=None, mask=None):
-        inputs = keep_inputs(inputs, ENCODER_INPUTS)
         if self.packed:
-            layers = (self.embeddings, self.transformer_layers, self.pooler_dense)
-            return _encode(*layers, inputs, packed=True, training=training)
-        return super().call(inputs, training=training, mask=mask)
+            return self.call_packed(inputs, training=training)
+        return super().call(keep_inputs(inputs, ENCODER_INPUTS), training=training, mask=mask)
+
+    def call_packed(self, inputs, training=None) -> dict:
+        """The forward pass on packed rows (whatever `packed` is): task models call it for
+        packed training batches and the encoder as built for everything else."""
+        layers = (self.embeddings, self.transformer_layers, self.pooler_dense)
+        return _encode(*layers, keep_inputs(inputs, ENCODER_INPUTS), packed=True, training=training)
 
     def get_config(self):
         return {

@@ -105,6 +105,9 @@ class Adapter:
     # Whether predict() batches rows by length (less padding) and `gather` puts them back
     # in order by meta["index"]: for families of one row per example.
     predict_by_length = False
+    # Whether training batches can be packed (`streams.Batching.pack`): families of one
+    # label per row, whose model reads packed rows.
+    packable = False
     ignore_label: int | None = None
 
     def __init__(self, settings, tokenizer):
@@ -112,6 +115,9 @@ class Adapter:
         # Static shapes (TPUs, or settings.static_shapes): rows padded to max_seq_length,
         # fixed-size batches. The runner sets it for TPUStrategy.
         self.static = bool(getattr(settings, "static_shapes", False))
+        # Packed training batches (settings.packing). The runner turns it off under a
+        # multi-replica strategy, which splits a batch's rows and its labels apart.
+        self.pack = self.packable and bool(getattr(settings, "packing", True))
 
     # -- pipelines -------------------------------------------------------------------------
     @property
@@ -144,6 +150,7 @@ class Adapter:
             bucket_boundaries=buckets,
             seed=self.settings.seed,
             shuffle_buffer=getattr(self.settings, "shuffle_buffer_size", 10_000),
+            pack=training and self.pack and not self.static and not buckets,
         )
         return streams.batches(
             self.record_chunks(data), self.preprocessor(), batching, keep, self.ignore_label
@@ -251,6 +258,7 @@ class ClassificationAdapter(Adapter):
     """GLUE (TSV files, a GLUE data_dir or TFDS glue/*) and users' own CSV/TSV/JSONL."""
 
     predict_by_length = True
+    packable = True
 
     def __init__(self, settings, tokenizer):
         super().__init__(settings, tokenizer)

@@ -279,6 +279,8 @@ def _run(settings: FinetuneSettings, strategy, policy: str, fresh: bool) -> dict
     adapter = make_adapter(settings, tokenizer)
     # TPUs compile one program per shape: pad to max_seq_length, fixed-size batches.
     adapter.static = adapter.static or isinstance(strategy, tf.distribute.TPUStrategy)
+    # A distributed batch is split along its first dimension: packed rows and their labels apart.
+    adapter.pack = adapter.pack and strategy.num_replicas_in_sync == 1
     if finetuned and finetuned.label_list is not None:
         adapter.label_list = list(finetuned.label_list)
 

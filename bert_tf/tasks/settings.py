@@ -127,8 +127,15 @@ class FinetuneSettings:
     static_shapes: bool = setting(
         False, "Pad every row to max_seq_length in fixed-size batches (always under TPUStrategy)."
     )
+    packing: bool = setting(
+        True,
+        "classification/regression training: put the examples of each batch several to a row "
+        "of max_seq_length, each computed as if it were alone (the same batches with less "
+        "padding). Not with --static_shapes, --length_buckets or several replicas.",
+    )
     length_buckets: bool = setting(
-        False, "Batch training rows of similar length together (less padding; less shuffling)."
+        False,
+        "Batch training rows of similar length together (less padding, less shuffling; turns --packing off).",
     )
     shuffle_buffer_size: int = setting(
         10_000, "Training examples held for shuffling (the data is streamed, never held whole)."

@@ -32,6 +32,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf.preprocessing.base import MODEL_INPUTS
+from pipelines import packing
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +48,10 @@ class Batching:
         in a bucket are padded to its upper bound - 1. Without `training` the rows then
         come out grouped by length, not in order (`meta["index"]` gives their order).
       seed: shuffle seed.
+      pack: put the rows of each batch into as few rows of the preprocessor's
+        `sequence_length` as they fit in (`pipelines.packing.pack_sequences`; for one
+        label per row: classification, regression): the batch keeps its examples and
+        order, and the model computes each as if it had a row of its own.
     """
 
     batch_size: int
@@ -55,6 +60,11 @@ class Batching:
     bucket_boundaries: Sequence[int] | None = None
     seed: int | None = None
     shuffle_buffer: int = 10_000
+    pack: bool = False
+
+    def __post_init__(self):
+        if self.pack and (self.static or self.bucket_boundaries):
+            raise ValueError("packed batches take neither static shapes nor length buckets")
 
 
 # Rows read in Python and handed to tf.data at a time: one hand-off per row costs ~70x the
@@ -146,6 +156,8 @@ def batches(
         dataset = dataset.shuffle(batching.shuffle_buffer, seed=batching.seed, reshuffle_each_iteration=True)
         dataset = dataset.repeat()
     windowed = getattr(preprocessor, "windowed", False)
+    if batching.pack and windowed:
+        raise ValueError("packed batches take one row per example; this preprocessor makes windows")
     regroup = windowed or bool(batching.bucket_boundaries)
     drop = batching.static and batching.training and not regroup
 
@@ -162,6 +174,10 @@ def batches(
         element["meta"] = {"index": index, "trimmed": features["trimmed"], **{n: features[n] for n in keep}}
         if labelled:
             element["labels"] = preprocessor.labels(batch["y"], features)
+        if batching.pack:
+            element["inputs"] = packing.pack_sequences(
+                element["inputs"], max_seq_length=preprocessor.sequence_length
+            )
         return element
 
     # Ragged: NER sentences and SWAG endings have their own lengths.

@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from bert_tf.config import BertConfig
 from bert_tf.layers.packing import packed_attention_bias, packed_position_ids
-from bert_tf.models import BertPretrainer
+from bert_tf.models import BertClassifier, BertEncoder, BertPretrainer
 from bert_tf.models.losses import pretraining_losses
 from bert_tf.models.pretrainer import example_features
 from bert_tf.training import pretraining
@@ -322,3 +322,57 @@ print("REPORT" + json.dumps(report))
             self.assertLessEqual(difference, 1e-5, f"{name}: {report}")
         self.assertLessEqual(report["loss"], 1e-5, report)
         self.assertLessEqual(report["gradients"], 1e-5, report)
+
+
+def classification_batch(count, seed):
+    """`count` examples `[CLS] A [SEP] (B [SEP])` of random lengths, padded to SEQ (numpy)."""
+    rng = np.random.default_rng(seed)
+    batch = {name: np.zeros((count, SEQ), "int32") for name in ("input_ids", "input_mask", "segment_ids")}
+    for row in range(count):
+        length = int(rng.integers(3, SEQ + 1))
+        ids = rng.integers(5, CONFIG.vocab_size, length)
+        ids[0], ids[-1] = 2, 3
+        batch["input_ids"][row, :length] = ids
+        batch["input_mask"][row, :length] = 1
+        if rng.random() < 0.5 and length > 4:  # a pair: B after A's [SEP]
+            split = int(rng.integers(2, length - 1))
+            batch["input_ids"][row, split] = 3
+            batch["segment_ids"][row, split + 1 : length] = 1
+    return batch
+
+
+class PackedClassifierTest(tf.test.TestCase):
+    def test_packed_batch_gives_each_example_its_own_logits_and_gradients(self):
+        keras.utils.set_random_seed(4)
+        model = BertClassifier(BertEncoder(CONFIG), num_classes=3, dropout_rate=0.0)
+        labels = tf.constant(np.random.default_rng(0).integers(0, 3, 24))
+        loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+        def loss_and_gradients(inputs):
+            with tf.GradientTape() as tape:
+                logits = model(inputs, training=True)
+                value = loss(labels, logits)
+            return logits, value, tape.gradient(value, model.trainable_variables)
+
+        for seed in range(3):
+            batch = classification_batch(24, seed)
+            rows = packing.pack_sequences(
+                {name: tf.constant(value) for name, value in batch.items()}, max_seq_length=SEQ
+            )
+            self.assertLess(rows["input_ids"].shape[0], 24)  # several examples share rows
+            self.assertEqual(rows["input_ids"].shape[1], SEQ)
+            expected, expected_loss, expected_gradients = loss_and_gradients(batch)
+            actual, actual_loss, actual_gradients = loss_and_gradients(rows)
+            self.assertEqual(actual.shape, (24, 3))
+            self.assertAllClose(actual, expected, atol=1e-5, rtol=0, msg=f"seed {seed}")
+            self.assertAllClose(actual_loss, expected_loss, atol=1e-6, rtol=0)
+            for variable, want, got in zip(
+                model.trainable_variables, expected_gradients, actual_gradients, strict=True
+            ):
+                self.assertAllClose(
+                    tf.convert_to_tensor(got),
+                    tf.convert_to_tensor(want),
+                    atol=1e-5,
+                    rtol=0,
+                    msg=variable.path,
+                )

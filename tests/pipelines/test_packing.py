@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
+from harness import unpack_sequences
 
 from pipelines import corpus, packing, pretraining_dataset, records
 
@@ -130,6 +131,37 @@ class FirstFitDecreasingTest(tf.test.TestCase):
             )
             self.assertAllEqual(got, np.array(expected))
             self.assertEqual(int(placement["num_rows"]), num_rows)
+
+
+class PackSequencesTest(tf.test.TestCase):
+    def test_every_example_is_kept_whole_in_order_within_the_rows(self):
+        rng = np.random.default_rng(1)
+        for _ in range(20):
+            count, seq = int(rng.integers(1, 40)), int(rng.choice([8, 16, 32]))
+            lengths = rng.integers(2, seq + 1, count)
+            width = int(rng.integers(lengths.max(), seq + 1))  # dynamic padding: any width up to seq
+            ids = np.zeros((count, width), "int32")
+            segments = np.zeros((count, width), "int32")
+            for row, length in enumerate(lengths):
+                ids[row, :length] = rng.integers(1, 1000, length)
+                segments[row, rng.integers(1, length + 1) : length] = 1
+            mask = (np.arange(width) < lengths[:, None]).astype("int32")
+            rows = packing.pack_sequences(
+                {
+                    "input_ids": tf.constant(ids),
+                    "input_mask": tf.constant(mask),
+                    "segment_ids": tf.constant(segments),
+                },
+                max_seq_length=seq,
+            )
+            rows = {name: value.numpy() for name, value in rows.items()}
+            self.assertEqual(rows["input_ids"].shape[1], seq)
+            expected = [(ids[i, :n].tolist(), segments[i, :n].tolist()) for i, n in enumerate(lengths)]
+            self.assertEqual(unpack_sequences(rows, seq), expected)
+            # No token outside an instance; rows no more than first-fit decreasing needs.
+            self.assertEqual(int((rows["input_mask"] > 0).sum()), int(lengths.sum()))
+            _, num_rows = python_first_fit_decreasing(lengths.tolist(), [0] * count, seq, 0, seq)
+            self.assertEqual(len(rows["input_ids"]), num_rows)
 
 
 class PackedDatasetTest(tf.test.TestCase):

@@ -215,6 +215,28 @@ class TrainingRunTest(tf.test.TestCase):
             ("auto", None, None),
         )
 
+    def test_packed_training_reaches_the_weights_of_padded_training(self):
+        # Packing moves each batch's tokens into fewer rows and changes nothing else: the same
+        # examples per update, each computed as if alone. Without dropout in the encoder
+        # (whose dropout masks follow the rows' shapes) both runs end at the same weights.
+        paths = write_task(self.get_temp_dir(), n_train=40)
+        with open(paths["config"]) as handle:
+            config = json.load(handle)
+        config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, max_position_embeddings=32)
+        with open(paths["config"], "w") as handle:
+            json.dump(config, handle)
+        weights, results = {}, {}
+        for packing in (True, False):
+            output_dir = os.path.join(self.get_temp_dir(), f"packing_{packing}")
+            settings = settings_for(
+                paths, output_dir, packing=packing, max_seq_length=32, train_batch_size=8, learning_rate=1e-3
+            )
+            results[packing] = run(settings)
+            weights[packing] = load_finetuned(os.path.join(output_dir, "model"))[0].get_weights()
+        for packed, padded in zip(weights[True], weights[False], strict=True):
+            self.assertAllClose(packed, padded, atol=1e-5, rtol=0)
+        self.assertAllClose(results[True]["eval_loss"], results[False]["eval_loss"], atol=1e-5)
+
     def test_early_stopping_stops_the_run(self):
         root = self.get_temp_dir()
         paths = write_task(root)

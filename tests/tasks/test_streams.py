@@ -5,6 +5,7 @@ import os
 
 import numpy as np
 import tensorflow as tf
+from harness import unpack_sequences
 
 from bert_tf.tasks.adapters import make_adapter
 from bert_tf.tasks.features import TaskDataError
@@ -71,6 +72,34 @@ class StreamsTest(tf.test.TestCase):
             self.assertEqual(width % 8, 0)
             self.assertTrue((lengths > width - 8).all() and (lengths <= width).all(), (lengths, width))
             self.assertEqual(len(y), len(lengths))
+
+    def test_packed_training_batches_hold_the_unpacked_batches_examples(self):
+        packed, train, _ = self.adapter()  # packing is the default for classification
+        unpacked, unpacked_train, _ = self.adapter(packing=False)
+        pairs = zip(
+            packed.dataset(train, 8, training=True).take(6),
+            unpacked.dataset(unpacked_train, 8, training=True).take(6),
+            strict=True,
+        )
+        rows_used = 0
+        for (x, y), (plain_x, plain_y) in pairs:
+            self.assertAllEqual(y, plain_y)  # the same examples, in the same order
+            self.assertEqual(x["input_ids"].shape[1], 32)  # rows of max_seq_length
+            rows_used += x["input_ids"].shape[0]
+            rows = {name: value.numpy() for name, value in x.items()}
+            lengths = plain_x["input_mask"].numpy().sum(axis=1)
+            expected = [
+                (plain_x["input_ids"].numpy()[i, :n].tolist(), plain_x["segment_ids"].numpy()[i, :n].tolist())
+                for i, n in enumerate(lengths)
+            ]
+            self.assertEqual(unpack_sequences(rows, 32), expected)
+        self.assertLess(rows_used, 6 * 8)  # short examples share rows
+        # Evaluation batches and static shapes are not packed.
+        for x, _, _ in packed.dataset(train, 8).take(2):
+            self.assertNotIn("cls_positions", x)
+        packed.static = True
+        for x, _ in packed.dataset(train, 8, training=True).take(2):
+            self.assertEqual(x["input_ids"].shape, (8, 32))
 
     def test_prediction_by_length_returns_the_rows_in_example_order(self):
         adapter, _, evaluation = self.adapter()
