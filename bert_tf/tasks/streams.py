@@ -95,7 +95,7 @@ def record_chunks(
     def chunks():
         rows, start = [], 0
         for record in source():
-            rows.append(tf.nest.flatten(record))
+            rows.append(_fields(signature, record))
             if len(rows) == CHUNK_ROWS:
                 yield np.arange(start, start + len(rows)), _columns(rows, specs)
                 rows, start = [], start + len(rows)
@@ -114,6 +114,16 @@ def record_chunks(
         return chunk
 
     return dataset.map(to_records)
+
+
+def _fields(signature, record) -> list:
+    """A record's fields in the order of `tf.nest.flatten(signature)`; a vector field (NER's
+    words) stays one field, where `tf.nest.flatten` would split its list into items."""
+    if isinstance(signature, tuple):
+        return [
+            field for spec, value in zip(signature, record, strict=True) for field in _fields(spec, value)
+        ]
+    return [record]
 
 
 def _columns(rows: list[list], specs: list[tf.TensorSpec]) -> tuple:

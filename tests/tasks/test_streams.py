@@ -151,6 +151,23 @@ class StreamsTest(tf.test.TestCase):
         ):
             adapter.count(train)
 
+    def test_ner_sentences_stream_whole(self):
+        # A sentence's words and tags are one vector field each, whatever their number.
+        path = os.path.join(self.get_temp_dir(), "ner.txt")
+        with open(path, "w") as handle:
+            handle.write("Paris B-LOC\nis O\nbig O\n\nRome B-LOC\n\nAlice B-PER\nsat O\n")
+        settings = FinetuneSettings(task="ner", output_dir=self.get_temp_dir(), train_file=path)
+        adapter = make_adapter(settings, self.tokenizer)
+        train = adapter.load("train")[0]
+        self.assertEqual(adapter.count(train).num_examples, 3)
+        x, y = next(iter(adapter.dataset(train, 3, training=False)))[:2]
+        tags = {tag: index for index, tag in enumerate(adapter.label_list)}
+        ids = x["input_ids"].numpy()
+        # [CLS] paris is big [SEP]: each word one piece, its tag on it; -1 elsewhere.
+        vocab = {token: index for index, token in enumerate(self.tokenizer.vocab)}
+        self.assertEqual(ids[0, :5].tolist(), [vocab[t] for t in ("[CLS]", "paris", "is", "big", "[SEP]")])
+        self.assertEqual(y.numpy()[0, :5].tolist(), [-1, tags["B-LOC"], tags["O"], tags["O"], -1])
+
     def test_ner_eval_tags_must_be_training_tags(self):
         directory = self.get_temp_dir()
         train, evaluation = os.path.join(directory, "train.txt"), os.path.join(directory, "eval.txt")
