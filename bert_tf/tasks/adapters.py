@@ -102,8 +102,8 @@ class Adapter:
     kind: TaskKind
     label_list: list[str] | None = None
     keep: tuple[str, ...] = ()  # preprocessor features that prediction needs
-    # Whether predict() batches rows by length (less padding) and `gather` puts them back
-    # in order by meta["index"]: for families of one row per example.
+    # Whether predict() batches for less padding (packed, or rows by length) and `gather`
+    # puts the outputs back in order by meta["index"]: for families of one row per example.
     predict_by_length = False
     # Whether training batches can be packed (`streams.Batching.pack`): families of one
     # label per row, whose model reads packed rows.
@@ -136,12 +136,16 @@ class Adapter:
     def batches(
         self, data: TaskData, batch_size: int, training: bool = False, keep=(), by_length: bool = False
     ) -> tf.data.Dataset:
-        """{"inputs", "labels", "weight", "meta"} batches (see `streams.batches`); `by_length`
-        (not training): rows grouped by length, out of order, for less padding."""
+        """{"inputs", "labels", "weight", "meta"} batches (see `streams.batches`).
+
+        Less padding, for training and (`by_length`) prediction: packed rows where the
+        adapter packs (`self.pack`), else (`by_length`, or training with length_buckets)
+        rows grouped by length, out of order. Static shapes (a TPU) take neither.
+        """
+        length_buckets = training and getattr(self.settings, "length_buckets", False)
+        pack = self.pack and not self.static and not length_buckets and (training or by_length)
         buckets = None
-        grouped = by_length or (training and getattr(self.settings, "length_buckets", False))
-        # Static shapes (a TPU) take one row length: no buckets.
-        if grouped and not self.static:
+        if (by_length or length_buckets) and not pack and not self.static:
             buckets = streams.length_buckets(self.settings.max_seq_length, self.pad_to_multiple_of or 8)
         batching = streams.Batching(
             batch_size,
@@ -150,7 +154,7 @@ class Adapter:
             bucket_boundaries=buckets,
             seed=self.settings.seed,
             shuffle_buffer=getattr(self.settings, "shuffle_buffer_size", 10_000),
-            pack=training and self.pack and not self.static and not buckets,
+            pack=pack,
         )
         return streams.batches(
             self.record_chunks(data), self.preprocessor(), batching, keep, self.ignore_label

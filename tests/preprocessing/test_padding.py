@@ -2,7 +2,8 @@
 
 For every task family a small random model runs on the same texts twice, once with rows
 padded to their batch's longest row rounded up to 8 and once padded to the full
-sequence length; the outputs at the real positions agree to 1e-5 (float32).
+sequence length (classification also packed several to a row); the outputs at the real
+positions agree to 1e-5 (float32).
 """
 
 import os
@@ -13,6 +14,7 @@ import tensorflow as tf
 from bert_tf import preprocessing
 from bert_tf.tasks import models
 from bert_tf.tokenization import BertTokenizer
+from pipelines import packing
 
 VOCAB = os.path.join(os.path.dirname(__file__), "..", "fixtures", "bert_uncased_vocab.txt")
 SEQ = 64
@@ -48,6 +50,12 @@ class PaddingInvarianceTest(tf.test.TestCase):
             )
             self.assertLess(dynamic["input_ids"].shape[1], SEQ)
             self.assert_same(self.run_model(model, dynamic), self.run_model(model, static))
+            # Packed rows (several examples per row, as training and prediction batch them).
+            rows = packing.pack_sequences(
+                {name: dynamic[name] for name in preprocessing.base.MODEL_INPUTS}, max_seq_length=SEQ
+            )
+            self.assertEqual(rows["input_ids"].shape[0], 1)
+            self.assert_same(model(rows, training=False), self.run_model(model, static))
 
     def test_token_tagging(self):
         model = models.token_classifier(num_classes=5, config=self.config, dropout_rate=0.0)

@@ -3,10 +3,12 @@
 import json
 import os
 
+import keras
 import numpy as np
 import tensorflow as tf
 from harness import unpack_sequences
 
+from bert_tf.tasks import models
 from bert_tf.tasks.adapters import make_adapter
 from bert_tf.tasks.features import TaskDataError
 from bert_tf.tasks.settings import FinetuneSettings
@@ -94,15 +96,27 @@ class StreamsTest(tf.test.TestCase):
             ]
             self.assertEqual(unpack_sequences(rows, 32), expected)
         self.assertLess(rows_used, 6 * 8)  # short examples share rows
-        # Evaluation batches and static shapes are not packed.
+        # Keras evaluation batches and static shapes are not packed.
         for x, _, _ in packed.dataset(train, 8).take(2):
             self.assertNotIn("cls_positions", x)
         packed.static = True
         for x, _ in packed.dataset(train, 8, training=True).take(2):
             self.assertEqual(x["input_ids"].shape, (8, 32))
 
-    def test_prediction_by_length_returns_the_rows_in_example_order(self):
+    def test_packed_prediction_equals_one_example_at_a_time(self):
         adapter, _, evaluation = self.adapter()
+        keras.utils.set_random_seed(1)
+        model = models.classifier(num_classes=2, config=models.tiny_config(self.tokenizer.vocab_size))
+        packed = adapter.predict(model, evaluation, batch_size=8)
+        self.assertIn("cls_positions", next(iter(adapter.batches(evaluation, 8, by_length=True)))["inputs"])
+        adapter.pack = False
+        one_by_one = adapter.predict(model, evaluation, batch_size=1)
+        self.assertAllClose(packed.outputs, one_by_one.outputs, atol=1e-5, rtol=0)
+        self.assertAllEqual(packed.labels, one_by_one.labels)
+        self.assertAllClose(packed.loss, one_by_one.loss, atol=1e-6)
+
+    def test_prediction_by_length_returns_the_rows_in_example_order(self):
+        adapter, _, evaluation = self.adapter(packing=False)
         self.assertTrue(adapter.predict_by_length)
         grouped = adapter.predict(_SumOfIds(), evaluation, batch_size=8)
         widths = [e["inputs"]["input_ids"].shape[1] for e in adapter.batches(evaluation, 8, by_length=True)]
