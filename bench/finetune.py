@@ -12,15 +12,17 @@ the original run_classifier.py: max length 128, batch 32, AdamW lr 5e-5 (weight 
 accuracy at the end. Each run is a whole process, timed from start to exit, with its
 peak RSS:
 
-- ours: `python -m bert_tf.finetune` (its defaults: dynamic padding, `--mixed_precision=auto`,
-  which is mixed_bfloat16 on a CPU with bfloat16 units; `--ours_flags` adds flags);
+- ours: `python -m bert_tf.finetune` (its defaults: each batch's examples packed several to a
+  row, `--mixed_precision=auto`, which is mixed_bfloat16 on a CPU with bfloat16 units;
+  `--ours_flags` adds flags);
 - Hugging Face, as its examples run it: every example padded to max_length;
 - Hugging Face with dynamic padding (`DataCollatorWithPadding`).
 
 The Hugging Face side is a plain PyTorch loop like transformers' run_glue_no_trainer.py.
 Needs the `bench` extra: `pip install -e ".[bench]"`.
 
-  python bench/finetune.py                      # the comparison (about 15 min on 2 cores)
+  python bench/finetune.py                      # the comparison (about 10 min on 2 cores)
+  python bench/finetune.py --repeats=3          # three seeds each: mean accuracies with their SE
   python bench/finetune.py --max_train_rows=64 --epochs=1 --skip_hf   # a quick smoke run
   python bench/finetune.py --mode=rss --rss_sizes_mb=100,1000          # memory vs file size
 
