@@ -100,16 +100,9 @@ class GenerationConfig:
 
 
 @dataclasses.dataclass
-class Summary:
-    """What a run read and wrote."""
+class Summary(text_input.ReadStats):
+    """What a run read (the first pass's `ReadStats`: files, bytes, lines, ...) and wrote."""
 
-    input_files: int = 0
-    empty_files: list[str] = dataclasses.field(default_factory=list)
-    bytes: int = 0
-    lines: int = 0
-    documents: int = 0
-    invalid_utf8_lines: int = 0
-    long_lines_cut: int = 0
     empty_sentences: int = 0
     empty_documents: int = 0
     single_sentence_documents: int = 0
@@ -123,7 +116,7 @@ class Summary:
     def lines_of_text(self) -> list[str]:
         per_pass = "(per pass over the input)"
         text = [
-            f"read {self.input_files} files, {self.bytes / 1e6:.1f} MB, {self.lines} lines, {self.documents} documents",
+            f"read {self.files} files, {self.bytes / 1e6:.1f} MB, {self.lines} lines, {self.documents} documents",
             f"wrote {self.instances} instances ({self.tokens} tokens, {self.masked_lm_predictions} masked-LM "
             f"predictions, {100 * self.random_next / max(self.instances, 1):.2f}% random next) to "
             f"{len(self.output_files)} files in {self.seconds:.1f} s",
@@ -314,13 +307,7 @@ def create_pretraining_data(config: GenerationConfig, *, progress: bool = True, 
 
     values = dict(zip(_COUNTERS, counters.numpy().tolist(), strict=True))
     summary = Summary(
-        input_files=read_stats.files,
-        empty_files=read_stats.empty_files,
-        bytes=read_stats.bytes,
-        lines=read_stats.lines,
-        documents=read_stats.documents,
-        invalid_utf8_lines=read_stats.invalid_utf8_lines,
-        long_lines_cut=read_stats.long_lines_cut,
+        **dataclasses.asdict(read_stats),
         empty_sentences=values["empty_sentences"] // config.dupe_factor,
         empty_documents=values["empty_documents"] // config.dupe_factor,
         single_sentence_documents=values["single_sentence_documents"] // config.dupe_factor,
