@@ -3,13 +3,12 @@
 A program module holds only what is particular to it:
 
     from bert_tf import cli
+    from bert_tf.serving.settings import ExportSettings  # a light module: no TensorFlow
 
-    def define_flags(flag_values):
-        from bert_tf.tasks.settings import FinetuneSettings  # imported here: after the quiet start
-        cli.define_settings_flags(FinetuneSettings, flag_values, required=("task", "output_dir"))
+    define_flags = cli.settings_flags(ExportSettings, required=("kind", "init_checkpoint"))
 
-    def main(flag_values):
-        ...  # settings = cli.settings_from_flags(FinetuneSettings, flag_values); a library call
+    def main(flag_values, args):
+        ...  # settings = cli.settings_from_flags(ExportSettings, flag_values); a library call
 
     if __name__ == "__main__":
         cli.run(main, define_flags)
@@ -253,6 +252,20 @@ def define_settings_flags(
     names = {field.name: flag_name(field) for field in dataclasses.fields(settings_class)}
     if required:
         flags.mark_flags_as_required([names[name] for name in required], flag_values=flag_values)
+
+
+def settings_flags(settings_class, **options) -> Callable[[flags.FlagValues], None]:
+    """A program's `define_flags`: a flag per field of `settings_class` (`options` as for
+    `define_settings_flags`), defined on the `FlagValues` it is given.
+
+    `run` calls it, so the flags exist only in the program that runs: the programs share
+    flag names (--init_checkpoint, --vocab_file, ...) and are imported side by side.
+    """
+
+    def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+        define_settings_flags(settings_class, flag_values, **options)
+
+    return define_flags
 
 
 def settings_from_flags(settings_class, flag_values: flags.FlagValues, **overrides):

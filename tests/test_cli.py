@@ -14,7 +14,7 @@ from bert_tf.serving.settings import ExportSettings, FeatureSettings, FillMaskSe
 from bert_tf.tasks.settings import FinetuneSettings
 from bert_tf.training.settings import PretrainingConfig
 from pipelines.build_vocab import VocabSettings
-from pipelines.generate import GenerationConfig
+from pipelines.settings import GenerationConfig
 
 # Program -> its settings dataclass.
 PROGRAMS = {
