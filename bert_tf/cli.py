@@ -120,16 +120,20 @@ class _NativeNoiseFilter:
         self.thread.join(timeout=2)
 
 
-def quiet_start(verbose: bool = False) -> None:
+def quiet_start(verbose: bool = False, import_tensorflow: bool = True) -> None:
     """Imports TensorFlow with its native noise filtered from stderr (see the module doc).
 
     Call it before anything imports TensorFlow; later calls do nothing. The filter stays
     for the life of the process (TensorFlow prints some such lines when an op first runs).
+    `import_tensorflow=False` only sets the filter up, for whatever imports TensorFlow later
+    (the help, which needs no TensorFlow when the program's settings module loads none).
     """
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if verbose or os.environ["TF_CPP_MIN_LOG_LEVEL"] == "0" or "tensorflow" in sys.modules:
         return
     _NativeNoiseFilter()
+    if not import_tensorflow:
+        return
     import tensorflow as tf
 
     tf.config.list_physical_devices()  # probes the GPU (the cuInit line) behind the filter
@@ -329,7 +333,8 @@ def run(
 
     argv = list(sys.argv if argv is None else argv)
     verbose = "--verbose" in argv or "-verbose" in argv
-    quiet_start(verbose=verbose)
+    wants_help = any(arg.split("=", 1)[0] in HELP_FLAGS for arg in argv[1:])
+    quiet_start(verbose=verbose, import_tensorflow=not wants_help)  # the help is listed without it
     flag_values = flags.FLAGS
     before = set(flag_values)
     define_flags(flag_values)
@@ -340,7 +345,6 @@ def run(
         flag_values=flag_values,
     )
     _mark_key_flags(flag_values, [name for name in flag_values if name not in before])
-    wants_help = any(arg.split("=", 1)[0] in HELP_FLAGS for arg in argv[1:])
 
     def parse(args: list[str]) -> list[str]:
         try:
