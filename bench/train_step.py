@@ -31,6 +31,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from bench.keras_hub_peer import keras_hub_masked_lm  # noqa: E402
 from bert_tf.config import load_config  # noqa: E402
 from bert_tf.models import BertPretrainer  # noqa: E402
 from bert_tf.models.losses import pretraining_losses  # noqa: E402
@@ -101,18 +102,7 @@ def ours(config, jit_compile):
 
 
 def keras_hub_model(config, jit_compile):
-    import keras_hub
-
-    backbone = keras_hub.models.BertBackbone(
-        vocabulary_size=config.vocab_size,
-        num_layers=config.num_hidden_layers,
-        num_heads=config.num_attention_heads,
-        hidden_dim=config.hidden_size,
-        intermediate_dim=config.intermediate_size,
-        dropout=config.hidden_dropout_prob,
-        max_sequence_length=config.max_position_embeddings,
-    )
-    model = keras_hub.models.BertMaskedLM(backbone, preprocessor=None)
+    model = keras_hub_masked_lm(config)
 
     def loss_fn(features, logits):  # the same weighted MLM loss as ours
         per_prediction = keras.ops.sparse_categorical_crossentropy(

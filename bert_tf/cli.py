@@ -3,13 +3,12 @@
 A program module holds only what is particular to it:
 
     from bert_tf import cli
+    from bert_tf.serving.settings import ExportSettings  # a light module: no TensorFlow
 
-    def define_flags(flag_values):
-        from bert_tf.tasks.settings import FinetuneSettings  # imported here: after the quiet start
-        cli.define_settings_flags(FinetuneSettings, flag_values, required=("task", "output_dir"))
+    define_flags = cli.settings_flags(ExportSettings, required=("kind", "init_checkpoint"))
 
-    def main(flag_values):
-        ...  # settings = cli.settings_from_flags(FinetuneSettings, flag_values); a library call
+    def main(flag_values, args):
+        ...  # settings = cli.settings_from_flags(ExportSettings, flag_values); a library call
 
     if __name__ == "__main__":
         cli.run(main, define_flags)
@@ -121,16 +120,20 @@ class _NativeNoiseFilter:
         self.thread.join(timeout=2)
 
 
-def quiet_start(verbose: bool = False) -> None:
+def quiet_start(verbose: bool = False, import_tensorflow: bool = True) -> None:
     """Imports TensorFlow with its native noise filtered from stderr (see the module doc).
 
     Call it before anything imports TensorFlow; later calls do nothing. The filter stays
     for the life of the process (TensorFlow prints some such lines when an op first runs).
+    `import_tensorflow=False` only sets the filter up, for whatever imports TensorFlow later
+    (the help, which needs no TensorFlow when the program's settings module loads none).
     """
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if verbose or os.environ["TF_CPP_MIN_LOG_LEVEL"] == "0" or "tensorflow" in sys.modules:
         return
     _NativeNoiseFilter()
+    if not import_tensorflow:
+        return
     import tensorflow as tf
 
     tf.config.list_physical_devices()  # probes the GPU (the cuInit line) behind the filter
@@ -255,6 +258,20 @@ def define_settings_flags(
         flags.mark_flags_as_required([names[name] for name in required], flag_values=flag_values)
 
 
+def settings_flags(settings_class, **options) -> Callable[[flags.FlagValues], None]:
+    """A program's `define_flags`: a flag per field of `settings_class` (`options` as for
+    `define_settings_flags`), defined on the `FlagValues` it is given.
+
+    `run` calls it, so the flags exist only in the program that runs: the programs share
+    flag names (--init_checkpoint, --vocab_file, ...) and are imported side by side.
+    """
+
+    def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+        define_settings_flags(settings_class, flag_values, **options)
+
+    return define_flags
+
+
 def settings_from_flags(settings_class, flag_values: flags.FlagValues, **overrides):
     """An instance of `settings_class` from the flags `define_settings_flags` defined.
 
@@ -316,7 +333,8 @@ def run(
 
     argv = list(sys.argv if argv is None else argv)
     verbose = "--verbose" in argv or "-verbose" in argv
-    quiet_start(verbose=verbose)
+    wants_help = any(arg.split("=", 1)[0] in HELP_FLAGS for arg in argv[1:])
+    quiet_start(verbose=verbose, import_tensorflow=not wants_help)  # the help is listed without it
     flag_values = flags.FLAGS
     before = set(flag_values)
     define_flags(flag_values)
@@ -327,7 +345,6 @@ def run(
         flag_values=flag_values,
     )
     _mark_key_flags(flag_values, [name for name in flag_values if name not in before])
-    wants_help = any(arg.split("=", 1)[0] in HELP_FLAGS for arg in argv[1:])
 
     def parse(args: list[str]) -> list[str]:
         try:

@@ -20,14 +20,7 @@ from absl import flags
 from bert_tf import cli
 from bert_tf.serving.settings import ExportSettings
 
-
-def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
-    """Defines this command's flags on `flag_values`: one per `ExportSettings` field.
-
-    Called only when the module runs as a program, so the CLIs (several define
-    --init_checkpoint, --vocab_file, ...) can be imported side by side.
-    """
-    cli.define_settings_flags(ExportSettings, flag_values, required=("kind", "init_checkpoint", "export_dir"))
+define_flags = cli.settings_flags(ExportSettings, required=("kind", "init_checkpoint", "export_dir"))
 
 
 def main(flag_values: flags.FlagValues, args: list[str]) -> None:

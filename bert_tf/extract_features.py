@@ -18,16 +18,7 @@ from absl import flags
 from bert_tf import cli
 from bert_tf.serving.settings import FeatureSettings
 
-
-def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
-    """Defines this command's flags on `flag_values`: one per `FeatureSettings` field.
-
-    Called only when the module runs as a program, so the CLIs (several define
-    --init_checkpoint, --vocab_file, ...) can be imported side by side.
-    """
-    cli.define_settings_flags(
-        FeatureSettings, flag_values, required=("input_file", "output_file", "init_checkpoint")
-    )
+define_flags = cli.settings_flags(FeatureSettings, required=("input_file", "output_file", "init_checkpoint"))
 
 
 def main(flag_values: flags.FlagValues, args: list[str]) -> None:

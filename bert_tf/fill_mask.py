@@ -16,14 +16,7 @@ from bert_tf import cli
 from bert_tf.errors import UsageError
 from bert_tf.serving.settings import FillMaskSettings
 
-
-def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
-    """Defines this command's flags on `flag_values`: one per `FillMaskSettings` field.
-
-    Called only when the module runs as a program, so the CLIs (several define
-    --init_checkpoint, --vocab_file, ...) can be imported side by side.
-    """
-    cli.define_settings_flags(FillMaskSettings, flag_values, required=("init_checkpoint",))
+define_flags = cli.settings_flags(FillMaskSettings, required=("init_checkpoint",))
 
 
 def main(flag_values: flags.FlagValues, texts: list[str]) -> None:

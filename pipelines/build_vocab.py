@@ -238,11 +238,7 @@ class VocabSettings:
             raise UsageError(f"--max_lines must be >= 0 (0: all), got {self.max_lines}")
 
 
-def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
-    """The command-line flags (one per `VocabSettings` field); defined only when run as a
-    program, so importing this module never clashes with another CLI's flags of the same
-    name (--input_file, --output_file)."""
-    cli.define_settings_flags(VocabSettings, flag_values, required=("input_files", "output_file"))
+define_flags = cli.settings_flags(VocabSettings, required=("input_files", "output_file"))
 
 
 def run_from_flags(flag_values: flags.FlagValues = flags.FLAGS) -> list[str]:

@@ -22,25 +22,14 @@ import sys
 from absl import flags
 
 from bert_tf import cli
+from pipelines.settings import GenerationConfig
 
-
-def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
-    """Defines this command's flags on `flag_values`: one per `GenerationConfig` field.
-
-    Called only when the module runs as a program, so the CLIs (several define
-    --init_checkpoint, --vocab_file, ...) can be imported side by side.
-    """
-    # lazy: importing this module loads no TensorFlow; running the program does
-    from pipelines.generate import GenerationConfig
-
-    cli.define_settings_flags(
-        GenerationConfig, flag_values, required=("input_file", "output_file", "vocab_file")
-    )
+define_flags = cli.settings_flags(GenerationConfig, required=("input_file", "output_file", "vocab_file"))
 
 
 def main(flag_values: flags.FlagValues, args: list[str]) -> None:
     # lazy: importing this module loads no TensorFlow; running the program does
-    from pipelines.generate import GenerationConfig, create_pretraining_data
+    from pipelines.generate import create_pretraining_data
 
     summary = create_pretraining_data(cli.settings_from_flags(GenerationConfig, flag_values))
     for line in summary.lines_of_text():  # on stderr, with the progress line

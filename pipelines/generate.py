@@ -23,93 +23,19 @@ import uuid
 
 import tensorflow as tf
 
-from bert_tf.cli import setting
 from bert_tf.errors import BertTfError, UsageError
 from bert_tf.outputs import check_output
 from bert_tf.tokenization import BertTokenizer
 from pipelines import masking, records, segmenters, text_dataset, text_input
+from pipelines.settings import GenerationConfig
 
 logger = logging.getLogger(__name__)
 
-# Records shuffled together (serialized, ~0.7 KB each at length 128): the bound on memory
-# that replaces the original's shuffle of all instances in memory.
-DEFAULT_SHUFFLE_BUFFER_SIZE = 50_000
-
-
-@dataclasses.dataclass(frozen=True)
-class GenerationConfig:
-    """The flags of the original create_pretraining_data.py, plus some of ours."""
-
-    input_file: str = dataclasses.field(metadata={"help": "Input raw text file(s): comma-separated globs."})
-    output_file: str = dataclasses.field(
-        metadata={"help": "Output TFRecord file(s): comma-separated, written round-robin."}
-    )
-    vocab_file: str = dataclasses.field(
-        metadata={"help": "The vocabulary file that the BERT model was trained on."}
-    )
-    do_lower_case: bool = setting(True, "Lower-case the input (True for uncased models).")
-    do_whole_word_mask: bool = setting(False, "Mask whole words (a piece and its ## continuations).")
-    max_seq_length: int = setting(128, "Maximum sequence length.")
-    max_predictions_per_seq: int = setting(20, "Maximum number of masked-LM predictions per sequence.")
-    random_seed: int = setting(12345, "Random seed: the same flags and seed give byte-identical files.")
-    dupe_factor: int = setting(10, "Number of passes over the input (each with different pairs and masks).")
-    masked_lm_prob: float = setting(0.15, "Masked LM probability.")
-    short_seq_prob: float = setting(0.1, "Probability of a target length shorter than the maximum.")
-    # Ours: write unmasked records that pretraining_dataset masks afresh every epoch.
-    dynamic_masking: bool = setting(
-        False, "Write unmasked records; pipelines.pretraining_dataset masks them afresh each epoch."
-    )
-    shuffle_buffer_size: int = setting(
-        DEFAULT_SHUFFLE_BUFFER_SIZE, "Records shuffled together (bounds memory)."
-    )
-    accept_non_text: bool = setting(
-        False, "Use the input even if most of its lines are not text (invalid UTF-8, or no word pieces)."
-    )
-    overwrite: bool = setting(False, "Replace existing --output_file files.")
-    # Ours: a name from pipelines.segmenters.SEGMENTERS, or (from Python) a callable from
-    # text to (start, end) word spans.
-    word_segmenter: str | segmenters.Segmenter | None = setting(
-        None,
-        "With --do_whole_word_mask: segment CJK text into words with this segmenter (jieba) and mask all "
-        'characters of a word together; pip install "bert_tf[chinese]".',
-    )
-
-    def validate(self) -> None:
-        problems = []
-        if self.max_seq_length < 5:
-            problems.append(f"max_seq_length must be >= 5 ([CLS] A [SEP] B [SEP]), got {self.max_seq_length}")
-        if not 1 <= self.max_predictions_per_seq <= self.max_seq_length:
-            problems.append(
-                f"max_predictions_per_seq must be in [1, max_seq_length={self.max_seq_length}], got {self.max_predictions_per_seq}"
-            )
-        if self.dupe_factor < 1:
-            problems.append(f"dupe_factor must be >= 1, got {self.dupe_factor}")
-        if not 0.0 < self.masked_lm_prob < 1.0:
-            problems.append(f"masked_lm_prob must be in (0, 1), got {self.masked_lm_prob}")
-        if not 0.0 <= self.short_seq_prob <= 1.0:
-            problems.append(f"short_seq_prob must be in [0, 1], got {self.short_seq_prob}")
-        if self.shuffle_buffer_size < 1:
-            problems.append(f"shuffle_buffer_size must be >= 1, got {self.shuffle_buffer_size}")
-        if not [o for o in self.output_file.split(",") if o.strip()]:
-            problems.append(f"output_file names no file: {self.output_file!r}")
-        problems += segmenters.setting_problems(
-            self.word_segmenter, whole_word_mask=self.do_whole_word_mask, dynamic_masking=self.dynamic_masking
-        )
-        if problems:
-            raise UsageError("; ".join(problems))
-
 
 @dataclasses.dataclass
-class Summary:
-    """What a run read and wrote."""
+class Summary(text_input.ReadStats):
+    """What a run read (the first pass's `ReadStats`: files, bytes, lines, ...) and wrote."""
 
-    input_files: int = 0
-    empty_files: list[str] = dataclasses.field(default_factory=list)
-    bytes: int = 0
-    lines: int = 0
-    documents: int = 0
-    invalid_utf8_lines: int = 0
-    long_lines_cut: int = 0
     empty_sentences: int = 0
     empty_documents: int = 0
     single_sentence_documents: int = 0
@@ -123,7 +49,7 @@ class Summary:
     def lines_of_text(self) -> list[str]:
         per_pass = "(per pass over the input)"
         text = [
-            f"read {self.input_files} files, {self.bytes / 1e6:.1f} MB, {self.lines} lines, {self.documents} documents",
+            f"read {self.files} files, {self.bytes / 1e6:.1f} MB, {self.lines} lines, {self.documents} documents",
             f"wrote {self.instances} instances ({self.tokens} tokens, {self.masked_lm_predictions} masked-LM "
             f"predictions, {100 * self.random_next / max(self.instances, 1):.2f}% random next) to "
             f"{len(self.output_files)} files in {self.seconds:.1f} s",
@@ -314,13 +240,7 @@ def create_pretraining_data(config: GenerationConfig, *, progress: bool = True, 
 
     values = dict(zip(_COUNTERS, counters.numpy().tolist(), strict=True))
     summary = Summary(
-        input_files=read_stats.files,
-        empty_files=read_stats.empty_files,
-        bytes=read_stats.bytes,
-        lines=read_stats.lines,
-        documents=read_stats.documents,
-        invalid_utf8_lines=read_stats.invalid_utf8_lines,
-        long_lines_cut=read_stats.long_lines_cut,
+        **dataclasses.asdict(read_stats),
         empty_sentences=values["empty_sentences"] // config.dupe_factor,
         empty_documents=values["empty_documents"] // config.dupe_factor,
         single_sentence_documents=values["single_sentence_documents"] // config.dupe_factor,

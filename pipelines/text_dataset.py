@@ -20,6 +20,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import numpy as np
@@ -40,31 +41,47 @@ def block_seed(seed: int, pass_index: tf.Tensor, block_index: tf.Tensor) -> tf.T
     )
 
 
-def _block_stream(
-    files: Sequence[str],
-    num_passes: int | None,
-    stats: text_input.ReadStats | None,
-    min_documents: int,
-    num_shards: int,
-    shard_index: int,
-    held_out: str | None = None,
-) -> tf.data.Dataset:
-    """Elements (pass, block, lines, sentences_per_document) of this shard, read in order.
+@dataclasses.dataclass(frozen=True)
+class _Reading:
+    """What one shard reads: its blocks of `files`, `num_passes` times (None: forever).
 
     `held_out="exclude"` leaves out every HELD_OUT_EVERY-th block (an evaluation slice of
-    the documents), `"only"` keeps just those; None keeps everything.
+    the documents), `"only"` keeps just those; None keeps everything. `stats` is filled
+    by the first pass.
+    """
+
+    files: Sequence[str]
+    num_passes: int | None
+    stats: text_input.ReadStats | None
+    min_documents: int
+    num_shards: int
+    shard_index: int
+    held_out: str | None
+
+    def pass_stats(self, pass_index) -> text_input.ReadStats:
+        """Where a pass counts what it reads: `stats` for the first, a throwaway after."""
+        return self.stats if (self.stats is not None and pass_index == 0) else text_input.ReadStats()
+
+    def wants(self, block_index):
+        return _in_shard(block_index, self.num_shards, self.shard_index, self.held_out)
+
+
+def _block_stream(reading: _Reading) -> tf.data.Dataset:
+    """Elements (pass, block, lines, sentences_per_document) of this shard, read in order.
 
     The reader's position (pass, block, file, byte offset) is the state of a `scan`, so
     tf.data's iterator checkpoint holds it: a restored iterator reads on from that offset
     instead of re-reading the corpus. The Python read is a pure function of the position,
     which is why the pipeline may ignore its "external state" when it is saved.
     """
-    end_file = len(files)
+    end_file = len(reading.files)
 
     def read(pass_index, file_index, offset):
-        pass_stats = stats if (stats is not None and pass_index == 0) else text_input.ReadStats()
         lines, lengths, (next_file, next_offset) = text_input.read_block(
-            files, (int(file_index), int(offset)), min_documents=min_documents, stats=pass_stats
+            reading.files,
+            (int(file_index), int(offset)),
+            min_documents=reading.min_documents,
+            stats=reading.pass_stats(pass_index),
         )
         encoded = np.array([line.encode("utf-8") for line in lines], dtype=object).reshape([-1])
         return encoded, np.array(lengths, np.int64), np.int64(next_file), np.int64(next_offset)
@@ -89,11 +106,11 @@ def _block_stream(
 
     start = tuple(tf.constant(0, tf.int64) for _ in range(4))
     blocks = tf.data.Dataset.from_tensors(0).repeat().scan(start, next_block)
-    if num_passes is not None:
-        blocks = blocks.take_while(lambda pass_index, *_: pass_index < num_passes)
+    if reading.num_passes is not None:
+        blocks = blocks.take_while(lambda pass_index, *_: pass_index < reading.num_passes)
 
     def wanted(pass_index, block_index, lines, lengths):
-        return tf.logical_and(tf.size(lengths) > 0, _in_shard(block_index, num_shards, shard_index, held_out))
+        return tf.logical_and(tf.size(lengths) > 0, reading.wants(block_index))
 
     return blocks.filter(wanted)
 
@@ -112,16 +129,7 @@ def _in_shard(block_index, num_shards: int, shard_index: int, held_out: str | No
     return in_shard & ~is_held_out if held_out == "exclude" else in_shard
 
 
-def _document_stream(
-    files: Sequence[str],
-    num_passes: int | None,
-    stats: text_input.ReadStats | None,
-    min_documents: int,
-    num_shards: int,
-    shard_index: int,
-    held_out: str | None,
-    word_marker: segmenters.WordMarker | None,
-):
+def _document_stream(reading: _Reading, word_marker: segmenters.WordMarker | None):
     """A generator factory yielding (pass, block, lines, sentences_per_document[, word marks]).
 
     Used with a word segmenter, whose worker processes run a few blocks ahead; unlike
@@ -130,11 +138,12 @@ def _document_stream(
 
     def blocks():
         pass_index = 0
-        while num_passes is None or pass_index < num_passes:
-            pass_stats = stats if (stats is not None and pass_index == 0) else text_input.ReadStats()
-            blocks = text_input.document_blocks(files, min_documents=min_documents, stats=pass_stats)
+        while reading.num_passes is None or pass_index < reading.num_passes:
+            blocks = text_input.document_blocks(
+                reading.files, min_documents=reading.min_documents, stats=reading.pass_stats(pass_index)
+            )
             for block_index, (lines, lengths) in enumerate(blocks):
-                if _in_shard(block_index, num_shards, shard_index, held_out):
+                if reading.wants(block_index):
                     yield pass_index, block_index, lines, lengths
             pass_index += 1
 
@@ -194,8 +203,9 @@ def pair_blocks(
     `stats` is filled by the first pass over the files.
     """
     cls_id, sep_id = int(tokenizer.cls_id), int(tokenizer.sep_id)
+    reading = _Reading(files, num_passes, stats, min_documents, num_shards, shard_index, held_out)
     if word_marker is None:
-        documents = _block_stream(files, num_passes, stats, min_documents, num_shards, shard_index, held_out)
+        documents = _block_stream(reading)
     else:
         signature = (
             tf.TensorSpec([], tf.int64),
@@ -205,9 +215,7 @@ def pair_blocks(
             tf.TensorSpec([None], tf.bool),
         )
         documents = tf.data.Dataset.from_generator(
-            _document_stream(
-                files, num_passes, stats, min_documents, num_shards, shard_index, held_out, word_marker
-            ),
+            _document_stream(reading, word_marker),
             output_signature=signature,
         )
 

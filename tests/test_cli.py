@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import os
+import subprocess
+import sys
 
 import tensorflow as tf
 from absl import flags
@@ -14,7 +17,7 @@ from bert_tf.serving.settings import ExportSettings, FeatureSettings, FillMaskSe
 from bert_tf.tasks.settings import FinetuneSettings
 from bert_tf.training.settings import PretrainingConfig
 from pipelines.build_vocab import VocabSettings
-from pipelines.generate import GenerationConfig
+from pipelines.settings import GenerationConfig
 
 # Program -> its settings dataclass.
 PROGRAMS = {
@@ -98,6 +101,39 @@ class SettingsFlagsTest(tf.test.TestCase):
             with self.subTest(error=error.__name__):
                 self.assertTrue(issubclass(error, BertTfError))
                 self.assertTrue(issubclass(error, ValueError))  # as before, for callers catching it
+
+
+class HelpTest(tf.test.TestCase):
+    # A program shows its help without TensorFlow when its settings module loads none.
+    LIGHT_PROGRAMS = (
+        "bert_tf.export",
+        "bert_tf.extract_features",
+        "bert_tf.fill_mask",
+        "pipelines.create_pretraining_data",
+        "pipelines.build_vocab",
+    )
+
+    def test_help_loads_no_tensorflow(self):
+        script = (
+            "import runpy, sys\n"
+            "sys.argv = [sys.argv[1], '--helpshort']\n"
+            "try:\n"
+            "    runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)\n"
+            "except SystemExit as exit:\n"
+            "    print('exit', exit.code, 'tensorflow' in sys.modules)\n"
+        )
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        for program in self.LIGHT_PROGRAMS:
+            with self.subTest(program=program):
+                result = subprocess.run(
+                    [sys.executable, "-c", script, program],
+                    cwd=root,
+                    capture_output=True,
+                    text=True,
+                    timeout=120,
+                )
+                self.assertIn("--", result.stdout)  # the flags are listed
+                self.assertEqual(result.stdout.strip().splitlines()[-1], "exit 0 False", result.stderr)
 
 
 class NativeNoiseTest(tf.test.TestCase):

@@ -33,6 +33,7 @@ os.environ.setdefault("KERAS_BACKEND", "jax")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
+from bench.keras_hub_peer import keras_hub_masked_lm  # noqa: E402
 from bert_tf.config import BertConfig, load_config  # noqa: E402
 from bert_tf.models import BertPretrainer  # noqa: E402
 from bert_tf.training.keras_pretraining import PretrainingModel  # noqa: E402
@@ -91,18 +92,7 @@ def bert_tf_contender(config, data):
 
 
 def keras_hub_contender(config, data):
-    import keras_hub
-
-    backbone = keras_hub.models.BertBackbone(
-        vocabulary_size=config.vocab_size,
-        num_layers=config.num_hidden_layers,
-        num_heads=config.num_attention_heads,
-        hidden_dim=config.hidden_size,
-        intermediate_dim=config.intermediate_size,
-        dropout=config.hidden_dropout_prob,
-        max_sequence_length=config.max_position_embeddings,
-    )
-    model = keras_hub.models.BertMaskedLM(backbone, preprocessor=None)
+    model = keras_hub_masked_lm(config)
     # keras-hub's own compile: sparse cross-entropy on the logits, weighted by
     # masked_lm_weights (its sample weights) - the same loss as our masked-LM term.
     model.compile(

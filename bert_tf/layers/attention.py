@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from bert_tf.layers.activations import truncated_normal
+from bert_tf.layers.base import ConfiguredLayer
 
 # The original adds -10000 (not -inf) to the scores of padding keys; a fully padded row
 # then still gets a finite, uniform softmax, exactly as in the released models.
@@ -19,7 +20,7 @@ def attention_bias(input_mask):
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class BertSelfAttention(keras.layers.Layer):
+class BertSelfAttention(ConfiguredLayer):
     """Self-attention and its output projection: `attention/self/*` and `attention/output/dense`.
 
     Scores are scaled by 1/sqrt(head_size), the mask bias is added and the softmax is taken
@@ -36,6 +37,8 @@ class BertSelfAttention(keras.layers.Layer):
     >>> tuple(layer(x, attention_bias(mask)).shape)
     (2, 5, 16)
     """
+
+    config_fields = ("hidden_size", "num_attention_heads", "dropout_rate", "initializer_range")
 
     def __init__(
         self,
@@ -104,13 +107,3 @@ class BertSelfAttention(keras.layers.Layer):
 
     def compute_output_shape(self, hidden_states_shape, bias_shape=None):
         return hidden_states_shape
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            hidden_size=self.hidden_size,
-            num_attention_heads=self.num_attention_heads,
-            dropout_rate=self.dropout_rate,
-            initializer_range=self.initializer_range,
-        )
-        return config

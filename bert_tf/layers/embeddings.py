@@ -6,10 +6,11 @@ import keras
 from keras import ops
 
 from bert_tf.layers.activations import truncated_normal
+from bert_tf.layers.base import ConfiguredLayer
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class BertEmbeddings(keras.layers.Layer):
+class BertEmbeddings(ConfiguredLayer):
     """The input embeddings of BERT.
 
     The three tables are summed (positions 0..seq-1, or `position_ids` when given) in float32 even under a mixed
@@ -23,6 +24,15 @@ class BertEmbeddings(keras.layers.Layer):
     >>> tuple(layer(np.array([[2, 5, 7]]), np.array([[0, 0, 1]])).shape)
     (1, 3, 16)
     """
+
+    config_fields = (
+        "vocab_size",
+        "hidden_size",
+        "max_position_embeddings",
+        "type_vocab_size",
+        "initializer_range",
+        "dropout_rate",
+    )
 
     def __init__(
         self,
@@ -85,15 +95,3 @@ class BertEmbeddings(keras.layers.Layer):
 
     def compute_output_shape(self, input_ids_shape, segment_ids_shape=None, position_ids_shape=None):
         return (*input_ids_shape, self.hidden_size)
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            vocab_size=self.vocab_size,
-            hidden_size=self.hidden_size,
-            max_position_embeddings=self.max_position_embeddings,
-            type_vocab_size=self.type_vocab_size,
-            initializer_range=self.initializer_range,
-            dropout_rate=self.dropout_rate,
-        )
-        return config

@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from bert_tf.layers.activations import get_activation, truncated_normal
+from bert_tf.layers.base import ConfiguredLayer
 from bert_tf.layers.embeddings import BertEmbeddings
 
 
@@ -20,7 +21,7 @@ def gather_positions(sequence, positions):
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class MaskedLMHead(keras.layers.Layer):
+class MaskedLMHead(ConfiguredLayer):
     """`cls/predictions`: gather the masked positions, dense + activation + LayerNorm, tied logits.
 
     Only the `masked_lm_positions` are projected onto the vocabulary (never every position),
@@ -36,6 +37,8 @@ class MaskedLMHead(keras.layers.Layer):
     >>> tuple(head(sequence, np.array([[1, 3], [2, 0]])).shape)
     (2, 2, 100)
     """
+
+    config_fields = ("hidden_act", "initializer_range")
 
     def __init__(
         self,
@@ -83,13 +86,7 @@ class MaskedLMHead(keras.layers.Layer):
         return keras.KerasTensor(shape, dtype="float32")
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            embeddings=keras.saving.serialize_keras_object(self.embeddings),
-            hidden_act=self.hidden_act,
-            initializer_range=self.initializer_range,
-        )
-        return config
+        return {**super().get_config(), "embeddings": keras.saving.serialize_keras_object(self.embeddings)}
 
     @classmethod
     def from_config(cls, config):

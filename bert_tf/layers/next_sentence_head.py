@@ -6,10 +6,11 @@ import keras
 from keras import ops
 
 from bert_tf.layers.activations import truncated_normal
+from bert_tf.layers.base import ConfiguredLayer
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class NextSentenceHead(keras.layers.Layer):
+class NextSentenceHead(ConfiguredLayer):
     """`cls/seq_relationship`: a 2-way float32 classifier on the pooled output.
 
     The pooled output is [batch, hidden], or [batch, instances, hidden] for packed rows.
@@ -23,6 +24,8 @@ class NextSentenceHead(keras.layers.Layer):
     >>> tuple(NextSentenceHead()(np.random.rand(3, 16).astype("float32")).shape)
     (3, 2)
     """
+
+    config_fields = ("initializer_range",)
 
     def __init__(self, initializer_range: float = 0.02, **kwargs):
         super().__init__(**kwargs)
@@ -43,8 +46,3 @@ class NextSentenceHead(keras.layers.Layer):
 
     def compute_output_spec(self, pooled_output):
         return keras.KerasTensor(self.compute_output_shape(pooled_output.shape), dtype="float32")
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(initializer_range=self.initializer_range)
-        return config

@@ -6,10 +6,11 @@ import keras
 
 from bert_tf.layers.activations import get_activation, truncated_normal
 from bert_tf.layers.attention import BertSelfAttention
+from bert_tf.layers.base import ConfiguredLayer
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class TransformerBlock(keras.layers.Layer):
+class TransformerBlock(ConfiguredLayer):
     """Self-attention and feed-forward, each followed by dropout, residual add and LayerNorm.
 
     `attention_output = LayerNorm(x + dropout(attention(x)))`, then
@@ -25,6 +26,16 @@ class TransformerBlock(keras.layers.Layer):
     >>> tuple(block(x, attention_bias(np.ones((2, 5)))).shape)
     (2, 5, 16)
     """
+
+    config_fields = (
+        "hidden_size",
+        "num_attention_heads",
+        "intermediate_size",
+        "hidden_act",
+        "hidden_dropout_prob",
+        "attention_probs_dropout_prob",
+        "initializer_range",
+    )
 
     def __init__(
         self,
@@ -97,16 +108,3 @@ class TransformerBlock(keras.layers.Layer):
 
     def compute_output_shape(self, hidden_states_shape, bias_shape=None):
         return hidden_states_shape
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            hidden_size=self.hidden_size,
-            num_attention_heads=self.num_attention_heads,
-            intermediate_size=self.intermediate_size,
-            hidden_act=self.hidden_act,
-            hidden_dropout_prob=self.hidden_dropout_prob,
-            attention_probs_dropout_prob=self.attention_probs_dropout_prob,
-            initializer_range=self.initializer_range,
-        )
-        return config

@@ -109,13 +109,8 @@ class BertPretrainer(keras.Model):
         }
 
     def get_config(self):
-        return {
-            "config": self.config.to_dict(),
-            "name": self.name,
-            "packed": self.packed,
-            "trainable": self.trainable,
-            "dtype": keras.saving.serialize_keras_object(self.dtype_policy),
-        }
+        # The encoder is built from the pretrainer's own arguments (config, dtype, packed).
+        return {**self.encoder.get_config(), "name": self.name, "trainable": self.trainable}
 
     @classmethod
     def from_config(cls, config):

@@ -9,7 +9,7 @@ so it runs on any Keras backend; `run_pretraining` sends JAX runs here:
   share each global batch through `keras.distribution.DataParallel`. The step is one
   XLA program over the whole global batch, so the loss is normalized over the global
   batch exactly as on one device, and the gradient is clipped as a whole;
-* the same optimizer and schedule (`optimization.create_optimizer`), the same mixed
+* the same optimizer and schedule (`PretrainingConfig.create_optimizer`), the same mixed
   precision policies, tf.data pipelines (tensorflow-text) feeding the batches;
 * checkpoints: `model_dir/ckpt-STEP.weights.h5` (model and optimizer) and
   `model_dir/checkpoint.json` naming the latest (with the dropout seed state), each written under a temporary name
@@ -261,13 +261,7 @@ def train(settings, config, model_dir, vocab_file, train_files, phase2_files, ev
         with distribution.scope():
             model = PretrainingModel(BertPretrainer(config))
             model(example_features(1, settings.max_seq_length, settings.max_predictions_per_seq))
-            optimizer = optimization.create_optimizer(
-                settings.learning_rate,
-                settings.num_train_steps,
-                settings.num_warmup_steps,
-                optimizer=settings.optimizer,
-                weight_decay=settings.weight_decay,
-            )
+            optimizer = settings.create_optimizer()
             # JAX runs nothing but compiled steps well; on TensorFlow the flag decides.
             jit_compile = True if keras.backend.backend() == "jax" else settings.jit_compile
             model.compile(optimizer=optimizer, jit_compile=jit_compile)

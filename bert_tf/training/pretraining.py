@@ -27,7 +27,7 @@ from bert_tf.models.losses import next_sentence_weights, pretraining_losses
 from bert_tf.models.pretrainer import example_features
 from bert_tf.outputs import check_output
 from bert_tf.tokenization import BertTokenizer, load_vocab
-from bert_tf.training import distribute, inputs, keras_pretraining, optimization
+from bert_tf.training import distribute, inputs, keras_pretraining
 from bert_tf.training.evaluation import PeriodicEvaluator
 from bert_tf.training.fill_mask import fill_mask_demo
 from bert_tf.training.loop import Phase, PretrainingResult, Trainer
@@ -282,14 +282,7 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
             model = BertPretrainer(config, packed=settings.packing)
             instances = settings.max_instances_per_row if settings.packing else None
             model(example_features(1, settings.max_seq_length, settings.max_predictions_per_seq, instances))
-            optimizer = optimization.create_optimizer(
-                settings.learning_rate,
-                settings.num_train_steps,
-                settings.num_warmup_steps,
-                optimizer=settings.optimizer,
-                weight_decay=settings.weight_decay,
-                presummed_gradients=True,
-            )
+            optimizer = settings.create_optimizer(presummed_gradients=True)
         trainer = Trainer(
             strategy,
             model,

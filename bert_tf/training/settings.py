@@ -207,6 +207,18 @@ class PretrainingConfig:
             return self.phase2_max_predictions_per_seq
         return max(1, round(self.max_predictions_per_seq * self.phase2_seq_length / self.max_seq_length))
 
+    def create_optimizer(self, presummed_gradients: bool = False):
+        """The run's optimizer on its learning-rate schedule (`optimization.create_optimizer`);
+        `presummed_gradients` for the custom loop, which sums gradients over replicas itself."""
+        return optimization.create_optimizer(
+            self.learning_rate,
+            self.num_train_steps,
+            self.num_warmup_steps,
+            optimizer=self.optimizer,
+            weight_decay=self.weight_decay,
+            presummed_gradients=presummed_gradients,
+        )
+
     def row_predictions(self, phase: int) -> int | None:
         """With --packing: the masked positions of a packed row in phase 1 or 2 (None: unpacked)."""
         if not self.packing:

@@ -1,0 +1,85 @@
+"""The settings of `python -m pipelines.create_pretraining_data` (`GenerationConfig`, one
+field per flag), apart from the generator so that the command parses its flags before
+loading TensorFlow.
+
+Example:
+
+>>> from pipelines.settings import GenerationConfig
+>>> GenerationConfig(input_file="corpus.txt", output_file="out.tfrecord", vocab_file="vocab.txt").dupe_factor
+10
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from bert_tf.cli import setting
+from bert_tf.errors import UsageError
+from pipelines import segmenters
+
+# Records shuffled together (serialized, ~0.7 KB each at length 128): the bound on memory
+# that replaces the original's shuffle of all instances in memory.
+DEFAULT_SHUFFLE_BUFFER_SIZE = 50_000
+
+
+@dataclasses.dataclass(frozen=True)
+class GenerationConfig:
+    """The flags of the original create_pretraining_data.py, plus some of ours."""
+
+    input_file: str = dataclasses.field(metadata={"help": "Input raw text file(s): comma-separated globs."})
+    output_file: str = dataclasses.field(
+        metadata={"help": "Output TFRecord file(s): comma-separated, written round-robin."}
+    )
+    vocab_file: str = dataclasses.field(
+        metadata={"help": "The vocabulary file that the BERT model was trained on."}
+    )
+    do_lower_case: bool = setting(True, "Lower-case the input (True for uncased models).")
+    do_whole_word_mask: bool = setting(False, "Mask whole words (a piece and its ## continuations).")
+    max_seq_length: int = setting(128, "Maximum sequence length.")
+    max_predictions_per_seq: int = setting(20, "Maximum number of masked-LM predictions per sequence.")
+    random_seed: int = setting(12345, "Random seed: the same flags and seed give byte-identical files.")
+    dupe_factor: int = setting(10, "Number of passes over the input (each with different pairs and masks).")
+    masked_lm_prob: float = setting(0.15, "Masked LM probability.")
+    short_seq_prob: float = setting(0.1, "Probability of a target length shorter than the maximum.")
+    # Ours: write unmasked records that pretraining_dataset masks afresh every epoch.
+    dynamic_masking: bool = setting(
+        False, "Write unmasked records; pipelines.pretraining_dataset masks them afresh each epoch."
+    )
+    shuffle_buffer_size: int = setting(
+        DEFAULT_SHUFFLE_BUFFER_SIZE, "Records shuffled together (bounds memory)."
+    )
+    accept_non_text: bool = setting(
+        False, "Use the input even if most of its lines are not text (invalid UTF-8, or no word pieces)."
+    )
+    overwrite: bool = setting(False, "Replace existing --output_file files.")
+    # Ours: a name from pipelines.segmenters.SEGMENTERS, or (from Python) a callable from
+    # text to (start, end) word spans.
+    word_segmenter: str | segmenters.Segmenter | None = setting(
+        None,
+        "With --do_whole_word_mask: segment CJK text into words with this segmenter (jieba) and mask all "
+        'characters of a word together; pip install "bert_tf[chinese]".',
+    )
+
+    def validate(self) -> None:
+        problems = []
+        if self.max_seq_length < 5:
+            problems.append(f"max_seq_length must be >= 5 ([CLS] A [SEP] B [SEP]), got {self.max_seq_length}")
+        if not 1 <= self.max_predictions_per_seq <= self.max_seq_length:
+            problems.append(
+                f"max_predictions_per_seq must be in [1, max_seq_length={self.max_seq_length}], got {self.max_predictions_per_seq}"
+            )
+        if self.dupe_factor < 1:
+            problems.append(f"dupe_factor must be >= 1, got {self.dupe_factor}")
+        if not 0.0 < self.masked_lm_prob < 1.0:
+            problems.append(f"masked_lm_prob must be in (0, 1), got {self.masked_lm_prob}")
+        if not 0.0 <= self.short_seq_prob <= 1.0:
+            problems.append(f"short_seq_prob must be in [0, 1], got {self.short_seq_prob}")
+        if self.shuffle_buffer_size < 1:
+            problems.append(f"shuffle_buffer_size must be >= 1, got {self.shuffle_buffer_size}")
+        if not [o for o in self.output_file.split(",") if o.strip()]:
+            problems.append(f"output_file names no file: {self.output_file!r}")
+        problems += segmenters.setting_problems(
+            self.word_segmenter, whole_word_mask=self.do_whole_word_mask, dynamic_masking=self.dynamic_masking
+        )
+        if problems:
+            raise UsageError("; ".join(problems))
