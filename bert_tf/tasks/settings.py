@@ -85,7 +85,7 @@ class FinetuneSettings:
         precision.AUTO,
         "Keras dtype policy of training: float32, mixed_bfloat16 or mixed_float16 (with loss "
         "scaling); heads' logits stay float32. auto: mixed_bfloat16 on TPUs, recent GPUs and CPUs "
-        "with bfloat16 units (AMX, AVX512-BF16), mixed_float16 on older GPUs, else float32.",
+        "with bfloat16 matrix units (AMX), mixed_float16 on older GPUs, else float32.",
         choices=(precision.AUTO, *precision.POLICIES),
     )
     jit_compile: bool | None = setting(

@@ -2,10 +2,12 @@
 
 - TPUs, and GPUs of compute capability 8.0 or more (A100, H100, ...): `mixed_bfloat16`;
 - older GPUs: `mixed_float16` (with loss scaling);
-- CPUs with bfloat16 units (AMX or AVX512-BF16): `mixed_bfloat16`, which fine-tunes about
-  1.5x faster than float32 there with the same dev accuracy (bench/README.md);
-- other CPUs, and the JAX backend on a CPU (XLA has no bfloat16 fast path there):
-  `float32`.
+- CPUs with bfloat16 matrix units (AMX): `mixed_bfloat16`;
+- other CPUs, the AVX512-BF16 ones included, and the JAX backend on a CPU (XLA has no
+  bfloat16 fast path there): `float32`. AVX512-BF16's dot-product instructions alone do not
+  pay: on such a CPU a fine-tuning step runs about 1.4x faster in float32 than in
+  mixed_bfloat16, and TensorFlow's bfloat16 matmuls are slower than its float32 ones at
+  BERT's shapes (bench/finetune_step.py, bench/README.md).
 
 Example:
 
@@ -22,13 +24,13 @@ POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
 
 
 def cpu_has_bfloat16_units(cpuinfo: str = "/proc/cpuinfo") -> bool:
-    """Whether the CPU multiplies bfloat16 in hardware (Linux's flags amx_bf16, avx512_bf16)."""
+    """Whether the CPU has bfloat16 matrix units (Linux's flag amx_bf16)."""
     try:
         with open(cpuinfo, encoding="utf-8", errors="replace") as handle:
             flags = next((line for line in handle if line.startswith("flags")), "")
     except OSError:
         return False
-    return bool({"amx_bf16", "avx512_bf16"} & set(flags.split()))
+    return "amx_bf16" in flags.split()
 
 
 def resolve(policy: str, strategy=None) -> str:
