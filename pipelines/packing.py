@@ -5,9 +5,9 @@ are short more often than not: document ends, `short_seq_prob`, short documents.
 to the row length they waste a third of the compute on a corpus of short documents.
 Packing puts several instances in one row and the model keeps them apart
 (`bert_tf.layers.packing`): positions restart and attention stays within each instance,
-so every instance is computed exactly as if it were alone. Fine-tuning packs each
-training batch of classification examples the same way (`pack_sequences`): the batch
-keeps its examples, so it trains on exactly what the padded batch would, with less padding.
+so every instance is computed exactly as if it were alone. Fine-tuning packs each batch
+of classification examples the same way (`pack_sequences`): the batch keeps its
+examples, so it trains on exactly what the padded batch would, with less padding.
 
 The packer: first-fit decreasing over a bounded buffer. The stream is cut into buffers
 of `buffer_size` instances; each buffer's instances are sorted by length, longest first,

@@ -105,8 +105,8 @@ class Adapter:
     # Whether predict() batches for less padding (packed, or rows by length) and `gather`
     # puts the outputs back in order by meta["index"]: for families of one row per example.
     predict_by_length = False
-    # Whether training batches can be packed (`streams.Batching.pack`): families of one
-    # label per row, whose model reads packed rows.
+    # Whether batches can be packed (`streams.Batching.pack`): families of one label per
+    # row, whose model reads packed rows.
     packable = False
     ignore_label: int | None = None
 
@@ -115,8 +115,8 @@ class Adapter:
         # Static shapes (TPUs, or settings.static_shapes): rows padded to max_seq_length,
         # fixed-size batches. The runner sets it for TPUStrategy.
         self.static = bool(getattr(settings, "static_shapes", False))
-        # Packed training batches (settings.packing). The runner turns it off under a
-        # multi-replica strategy, which splits a batch's rows and its labels apart.
+        # Packed batches for training and prediction (settings.packing). The runner turns it
+        # off under a multi-replica strategy, which splits a batch's rows and labels apart.
         self.pack = self.packable and bool(getattr(settings, "packing", True))
 
     # -- pipelines -------------------------------------------------------------------------

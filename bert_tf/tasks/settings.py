@@ -129,9 +129,10 @@ class FinetuneSettings:
     )
     packing: bool = setting(
         True,
-        "classification/regression training: put the examples of each batch several to a row "
-        "of max_seq_length, each computed as if it were alone (the same batches with less "
-        "padding). Not with --static_shapes, --length_buckets or several replicas.",
+        "classification/regression: put the examples of each batch several to a row of "
+        "max_seq_length, each computed as if it were alone (the same batches with less "
+        "padding), in training and prediction. Not with --static_shapes or several replicas; "
+        "training with --length_buckets does not pack.",
     )
     length_buckets: bool = setting(
         False,
