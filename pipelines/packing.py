@@ -142,7 +142,10 @@ def first_fit_decreasing(
 
 
 def place_tokens(
-    features: dict[str, tf.Tensor], lengths: tf.Tensor, placement: dict[str, tf.Tensor], max_seq_length: int
+    features: dict[str, tf.Tensor],
+    lengths: tf.Tensor,
+    placement: dict[str, tf.Tensor],
+    max_seq_length: int | tf.Tensor,
 ) -> dict[str, tf.Tensor]:
     """The tokens of a batch moved into packed rows as `placement` says.
 
@@ -242,37 +245,37 @@ def pack_batch(
     return packed
 
 
-def pack_sequences(features: dict[str, tf.Tensor], *, max_seq_length: int) -> dict[str, tf.Tensor]:
+def pack_sequences(features: dict[str, tf.Tensor], *, row_length: int | tf.Tensor) -> dict[str, tf.Tensor]:
     """Packs a batch of sequences (one label each: classification, regression) into rows.
 
     The batch keeps its examples and their order; only their tokens move, first-fit
-    decreasing into rows of `max_seq_length`, so a batch of short texts takes a few rows
+    decreasing into rows of `row_length`, so a batch of short texts takes a few rows
     instead of one padded row each. The model finds each example's `[CLS]` by
     `cls_positions`, so its outputs and labels stay [n, ...] in the batch's order.
 
     Args:
-      features: `input_ids`, `input_mask` (1 on real tokens), `segment_ids` [n, seq],
-        seq <= max_seq_length.
+      features: `input_ids`, `input_mask` (1 on real tokens), `segment_ids` [n, seq].
+      row_length: an int, or a scalar tensor such as the batch's own padded length
+        (`seq`: rows no longer than the batch's, whose attention costs less than rows of
+        max_seq_length); no sequence may be longer.
 
     Returns:
       `input_ids`, `segment_ids`, `input_mask` (instance numbers) int32 [rows,
-      max_seq_length], and `cls_positions` int32 [n]: example i's `[CLS]` in the rows
-      flattened row by row (row * max_seq_length + its offset in the row).
+      row_length], and `cls_positions` int32 [n]: example i's `[CLS]` in the rows
+      flattened row by row (row * row_length + its offset in the row).
     """
     lengths = tf.reduce_sum(tf.cast(tf.cast(features["input_mask"], tf.int32) > 0, tf.int32), axis=1)
-    check = tf.debugging.assert_less_equal(
-        lengths, max_seq_length, message="a sequence is longer than max_seq_length"
-    )
+    check = tf.debugging.assert_less_equal(lengths, row_length, message="a sequence is longer than a row")
     with tf.control_dependencies([check]):
         placement = first_fit_decreasing(
             lengths,
             tf.zeros_like(lengths),
-            max_seq_length=max_seq_length,
+            max_seq_length=row_length,
             max_predictions_per_row=0,
-            max_instances_per_row=max_seq_length,  # no limit: every instance has a token
+            max_instances_per_row=row_length,  # no limit: every instance has a token
         )
-    packed = place_tokens(features, lengths, placement, max_seq_length)
-    packed["cls_positions"] = placement["row"] * max_seq_length + placement["token_offset"]
+    packed = place_tokens(features, lengths, placement, row_length)
+    packed["cls_positions"] = placement["row"] * row_length + placement["token_offset"]
     return packed
 
 

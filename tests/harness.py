@@ -195,12 +195,13 @@ def run_model_test(
     return restored
 
 
-def unpack_sequences(rows: dict, max_seq_length: int) -> list[tuple]:
+def unpack_sequences(rows: dict) -> list[tuple]:
     """(input_ids, segment_ids) of each example of packed rows, in `cls_positions` order:
     the tokens of the instance that starts at the example's [CLS]."""
+    row_length = rows["input_ids"].shape[1]
     examples = []
     for position in rows["cls_positions"]:
-        row, start = divmod(int(position), max_seq_length)
+        row, start = divmod(int(position), row_length)
         instance = rows["input_mask"][row, start]
         columns = np.nonzero(rows["input_mask"][row] == instance)[0]
         # An instance is contiguous and starts at its [CLS].

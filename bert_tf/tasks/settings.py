@@ -129,8 +129,8 @@ class FinetuneSettings:
     )
     packing: bool = setting(
         True,
-        "classification/regression: put the examples of each batch several to a row of "
-        "max_seq_length, each computed as if it were alone (the same batches with less "
+        "classification/regression: put the examples of each batch several to a row (as long "
+        "as the batch's longest), each computed as if it were alone (the same batches with less "
         "padding), in training and prediction. Not with --static_shapes or several replicas; "
         "training with --length_buckets does not pack.",
     )

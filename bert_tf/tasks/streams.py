@@ -48,8 +48,8 @@ class Batching:
         in a bucket are padded to its upper bound - 1. Without `training` the rows then
         come out grouped by length, not in order (`meta["index"]` gives their order).
       seed: shuffle seed.
-      pack: put the rows of each batch into as few rows of the preprocessor's
-        `sequence_length` as they fit in (`pipelines.packing.pack_sequences`; for one
+      pack: put the rows of each batch into as few rows of the batch's padded length as
+        they fit in (`pipelines.packing.pack_sequences`; for one
         label per row: classification, regression): the batch keeps its examples and
         order, and the model computes each as if it had a row of its own.
     """
@@ -184,10 +184,9 @@ def batches(
         element["meta"] = {"index": index, "trimmed": features["trimmed"], **{n: features[n] for n in keep}}
         if labelled:
             element["labels"] = preprocessor.labels(batch["y"], features)
-        if batching.pack:
-            element["inputs"] = packing.pack_sequences(
-                element["inputs"], max_seq_length=preprocessor.sequence_length
-            )
+        if batching.pack:  # rows as long as the batch's padded length
+            inputs = element["inputs"]
+            element["inputs"] = packing.pack_sequences(inputs, row_length=tf.shape(inputs["input_ids"])[1])
         return element
 
     # Ragged: NER sentences and SWAG endings have their own lengths.

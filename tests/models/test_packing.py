@@ -357,7 +357,7 @@ class PackedClassifierTest(tf.test.TestCase):
         for seed in range(3):
             batch = classification_batch(24, seed)
             rows = packing.pack_sequences(
-                {name: tf.constant(value) for name, value in batch.items()}, max_seq_length=SEQ
+                {name: tf.constant(value) for name, value in batch.items()}, row_length=SEQ
             )
             self.assertLess(rows["input_ids"].shape[0], 24)  # several examples share rows
             self.assertEqual(rows["input_ids"].shape[1], SEQ)

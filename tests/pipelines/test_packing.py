@@ -152,12 +152,12 @@ class PackSequencesTest(tf.test.TestCase):
                     "input_mask": tf.constant(mask),
                     "segment_ids": tf.constant(segments),
                 },
-                max_seq_length=seq,
+                row_length=seq,
             )
             rows = {name: value.numpy() for name, value in rows.items()}
             self.assertEqual(rows["input_ids"].shape[1], seq)
             expected = [(ids[i, :n].tolist(), segments[i, :n].tolist()) for i, n in enumerate(lengths)]
-            self.assertEqual(unpack_sequences(rows, seq), expected)
+            self.assertEqual(unpack_sequences(rows), expected)
             # No token outside an instance; rows no more than first-fit decreasing needs.
             self.assertEqual(int((rows["input_mask"] > 0).sum()), int(lengths.sum()))
             _, num_rows = python_first_fit_decreasing(lengths.tolist(), [0] * count, seq, 0, seq)

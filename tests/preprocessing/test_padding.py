@@ -52,7 +52,7 @@ class PaddingInvarianceTest(tf.test.TestCase):
             self.assert_same(self.run_model(model, dynamic), self.run_model(model, static))
             # Packed rows (several examples per row, as training and prediction batch them).
             rows = packing.pack_sequences(
-                {name: dynamic[name] for name in preprocessing.base.MODEL_INPUTS}, max_seq_length=SEQ
+                {name: dynamic[name] for name in preprocessing.base.MODEL_INPUTS}, row_length=SEQ
             )
             self.assertEqual(rows["input_ids"].shape[0], 1)
             self.assert_same(model(rows, training=False), self.run_model(model, static))

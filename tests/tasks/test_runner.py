@@ -217,11 +217,11 @@ class TfdsSourcesTest(tf.test.TestCase):
             inputs, labels = next(iter(adapter.dataset(train, batch_size=6, training=True)))
         self.assertEqual(adapter.kind, "regression")
         self.assertEqual(labels.dtype, tf.float32)
-        # One label per example; the examples packed into rows of max_seq_length.
+        # One label per example; the examples packed into rows of the batch's padded length.
         self.assertEqual(labels.shape, (6,))
         self.assertEqual(inputs["cls_positions"].shape, (6,))
         self.assertLessEqual(inputs["input_ids"].shape[0], 6)
-        self.assertEqual(inputs["input_ids"].shape[1], 16)
+        self.assertLessEqual(inputs["input_ids"].shape[1], 16)
         self.assertEqual([data.name for data in evals], ["eval"])
         with self.assertRaisesRegex(TaskDataError, "--task=mrpc reads glue/mrpc, not --tfds_name=glue/sst2"):
             adapters.make_adapter(

@@ -86,7 +86,8 @@ class StreamsTest(tf.test.TestCase):
         rows_used = 0
         for (x, y), (plain_x, plain_y) in pairs:
             self.assertAllEqual(y, plain_y)  # the same examples, in the same order
-            self.assertEqual(x["input_ids"].shape[1], 32)  # rows of max_seq_length
+            # Rows as long as the padded batch's.
+            self.assertEqual(x["input_ids"].shape[1], plain_x["input_ids"].shape[1])
             rows_used += x["input_ids"].shape[0]
             rows = {name: value.numpy() for name, value in x.items()}
             lengths = plain_x["input_mask"].numpy().sum(axis=1)
@@ -94,7 +95,7 @@ class StreamsTest(tf.test.TestCase):
                 (plain_x["input_ids"].numpy()[i, :n].tolist(), plain_x["segment_ids"].numpy()[i, :n].tolist())
                 for i, n in enumerate(lengths)
             ]
-            self.assertEqual(unpack_sequences(rows, 32), expected)
+            self.assertEqual(unpack_sequences(rows), expected)
         self.assertLess(rows_used, 6 * 8)  # short examples share rows
         # Keras evaluation batches and static shapes are not packed.
         for x, _, _ in packed.dataset(train, 8).take(2):
