@@ -49,9 +49,9 @@ class Batching:
         come out grouped by length, not in order (`meta["index"]` gives their order).
       seed: shuffle seed.
       pack: put the rows of each batch into as few rows of the batch's padded length as
-        they fit in (`pipelines.packing.pack_sequences`; for one
-        label per row: classification, regression): the batch keeps its examples and
-        order, and the model computes each as if it had a row of its own.
+        they fit in (`pipelines.packing.pack_sequences`; for one label per row:
+        classification, regression): the batch keeps its examples and order, and the
+        model computes each as if it had a row of its own.
     """
 
     batch_size: int

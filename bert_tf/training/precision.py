@@ -6,8 +6,7 @@
 - other CPUs, the AVX512-BF16 ones included, and the JAX backend on a CPU (XLA has no
   bfloat16 fast path there): `float32`. AVX512-BF16's dot-product instructions alone do not
   pay: on such a CPU a fine-tuning step runs about 1.4x faster in float32 than in
-  mixed_bfloat16, and TensorFlow's bfloat16 matmuls are slower than its float32 ones at
-  BERT's shapes (bench/finetune_step.py, bench/README.md).
+  mixed_bfloat16 (bench/finetune_step.py; figures in bench/README.md).
 
 Example:
 
