@@ -145,7 +145,7 @@ def place_tokens(
     features: dict[str, tf.Tensor],
     lengths: tf.Tensor,
     placement: dict[str, tf.Tensor],
-    max_seq_length: int | tf.Tensor,
+    row_length: int | tf.Tensor,
 ) -> dict[str, tf.Tensor]:
     """The tokens of a batch moved into packed rows as `placement` says.
 
@@ -155,14 +155,14 @@ def place_tokens(
       placement: what `first_fit_decreasing` returns for these instances.
 
     Returns int32 `input_ids`, `segment_ids` and `input_mask` (instance numbers 1, 2, ...;
-    0 on padding), each [num_rows, max_seq_length].
+    0 on padding), each [num_rows, row_length].
     """
     # Instance i's token t goes to (row_i, token_offset_i + t).
     real = tf.sequence_mask(lengths, tf.shape(features["input_ids"])[1])  # [n, seq]
     token_row = tf.broadcast_to(placement["row"][:, tf.newaxis], tf.shape(real))
     token_column = placement["token_offset"][:, tf.newaxis] + tf.cumsum(tf.cast(real, tf.int32), axis=1) - 1
     token_index = tf.boolean_mask(tf.stack([token_row, token_column], axis=-1), real)  # [tokens, 2]
-    row_shape = tf.stack([placement["num_rows"], max_seq_length])
+    row_shape = tf.stack([placement["num_rows"], row_length])
 
     def scatter_tokens(values):
         return tf.scatter_nd(token_index, tf.boolean_mask(tf.cast(values, tf.int32), real), row_shape)
