@@ -13,9 +13,10 @@ Lamb, with two changes the training loop needs:
   clipping sees the gradient of the whole global batch rather than one replica's
   share) and are not all-reduced a second time; under `model.fit` Keras sums them.
 
-Two deliberate differences from the original `optimization.py`: Keras' Adam applies bias
-correction (the original did not; it only matters in the first few thousand steps) and
-Keras' LAMB decays weights outside the trust ratio.
+Two deliberate differences from the original `optimization.py`: Adam applies bias
+correction, epsilon added to the corrected `sqrt(v)` as in PyTorch (the original did not
+correct; it only matters in the first few thousand steps), and Keras' LAMB decays weights
+outside the trust ratio.
 
 Example:
 
@@ -142,7 +143,56 @@ class _BertOptimizerMixin:
 
 @keras.saving.register_keras_serializable(package="bert_tf")
 class AdamW(_BertOptimizerMixin, keras.optimizers.AdamW):
-    """Keras AdamW taking replica-summed gradients, with path-based decay exclusions."""
+    """Keras AdamW taking replica-summed gradients, with path-based decay exclusions, and
+    epsilon added to the bias-corrected `sqrt(v)`.
+
+    That is Adam as its paper's Algorithm 1 (and PyTorch's AdamW, and Keras' own LAMB)
+    write it: `w -= lr * m_hat / (sqrt(v_hat) + epsilon)`. Keras' Adam adds epsilon to the
+    uncorrected `sqrt(v)` instead, which makes it `1 / sqrt(1 - beta_2 ** t)` times larger:
+    30x at the first step, still 2.6x after 150. Gradients clipped to a global norm of 1
+    over millions of weights are mostly below 1e-5, so in a short fine-tuning run that
+    larger epsilon damps a good part of the updates. With this update a fine-tuning run
+    follows PyTorch's AdamW on the same recipe step for step. The moment variables are
+    Keras' own, so checkpoints are unchanged.
+    """
+
+    def update_step(self, gradient, variable, learning_rate):
+        dtype = variable.dtype
+        lr = ops.cast(learning_rate, dtype)
+        gradient = ops.cast(gradient, dtype)
+        step = ops.cast(self.iterations + 1, dtype)
+        beta_1_power = ops.power(ops.cast(self.beta_1, dtype), step)
+        beta_2_power = ops.power(ops.cast(self.beta_2, dtype), step)
+        index = self._get_variable_index(variable)
+        m, v = self._momentums[index], self._velocities[index]
+        if keras.backend.backend() == "tensorflow" and not self.amsgrad:
+            # TensorFlow's fused Adam kernel, 1.7x faster than the ops below as Keras runs
+            # them (bench/optimizer_step.py). It adds epsilon to the uncorrected sqrt(v), so
+            # it gets epsilon * sqrt(1 - beta_2 ** t): the same update.
+            import tensorflow as tf  # lazy: the JAX backend runs without TensorFlow
+
+            tf.raw_ops.ResourceApplyAdam(
+                var=variable.handle,
+                m=m.handle,
+                v=v.handle,
+                beta1_power=beta_1_power,
+                beta2_power=beta_2_power,
+                lr=lr,
+                beta1=ops.cast(self.beta_1, dtype),
+                beta2=ops.cast(self.beta_2, dtype),
+                epsilon=self.epsilon * ops.sqrt(1 - beta_2_power),
+                grad=ops.convert_to_tensor(gradient),
+            )
+            return
+        self.assign_add(m, ops.multiply(ops.subtract(gradient, m), 1 - self.beta_1))
+        self.assign_add(v, ops.multiply(ops.subtract(ops.square(gradient), v), 1 - self.beta_2))
+        if self.amsgrad:
+            v_max = self._velocity_hats[index]
+            self.assign(v_max, ops.maximum(v_max, v))
+            v = v_max
+        m_hat = ops.divide(m, 1 - beta_1_power)
+        v_hat = ops.divide(v, 1 - beta_2_power)
+        self.assign_sub(variable, ops.divide(ops.multiply(lr, m_hat), ops.add(ops.sqrt(v_hat), self.epsilon)))
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")

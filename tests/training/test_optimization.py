@@ -91,6 +91,32 @@ class CreateOptimizerTest(tf.test.TestCase):
         self.assertAllClose(kernel.numpy(), np.full(4, 2.0 * (1 - 0.1 * 0.5) - 0.1), rtol=1e-5)
         self.assertAllClose(bias.numpy(), np.full(4, 2.0), rtol=1e-6)  # excluded from decay, zero gradient
 
+    def test_adamw_is_the_adam_paper_update_with_decoupled_decay(self):
+        # A NumPy AdamW from the Adam paper's Algorithm 1 (epsilon added to the bias-corrected
+        # sqrt(v), as PyTorch does) with decoupled decay applied first, on gradients from
+        # 1e-9 to 1e-2: Keras' own Adam, whose epsilon is in effect 1/sqrt(1 - beta_2**t)
+        # times larger, moves the small ones visibly less.
+        lr, decay, beta_1, beta_2, epsilon = 1e-3, 0.01, 0.9, 0.999, 1e-6
+        rng = np.random.default_rng(0)
+        # Weights as small as BERT's: float32 resolves their moves.
+        start = (0.02 * rng.normal(size=8)).astype(np.float32)
+        scales = np.logspace(-9, -2, 8).astype(np.float32)
+        ours = optimization.AdamW(learning_rate=lr, weight_decay=decay, epsilon=epsilon)
+        stock = keras.optimizers.AdamW(learning_rate=lr, weight_decay=decay, epsilon=epsilon)
+        ours_weights, stock_weights = keras.Variable(start), keras.Variable(start)
+        weights, m, v = start.astype(np.float64), np.zeros(8), np.zeros(8)
+        for step in range(1, 31):
+            gradient = (rng.normal(size=8) * scales).astype(np.float32)
+            ours.apply([tf.constant(gradient)], [ours_weights])
+            stock.apply([tf.constant(gradient)], [stock_weights])
+            m = beta_1 * m + (1 - beta_1) * gradient
+            v = beta_2 * v + (1 - beta_2) * gradient.astype(np.float64) ** 2
+            weights -= lr * decay * weights
+            weights -= lr * (m / (1 - beta_1**step)) / (np.sqrt(v / (1 - beta_2**step)) + epsilon)
+        self.assertAllClose(ours_weights.numpy() - start, weights - start, rtol=1e-3, atol=1e-8)
+        moved = np.abs(weights - start)
+        self.assertLess(np.abs(stock_weights.numpy() - start)[3], 0.5 * moved[3])  # gradients ~1e-6
+
 
 class WeightDecayExclusionTest(tf.test.TestCase):
     def test_layer_norm_and_bias_are_not_decayed_on_the_real_model(self):
