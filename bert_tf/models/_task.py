@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import keras
+from keras import ops
 
 from bert_tf.layers.activations import truncated_normal
 from bert_tf.models.encoder import ENCODER_INPUTS, BertEncoder, keep_inputs
@@ -69,3 +70,34 @@ class TaskModel(keras.Model):
         config = dict(config)
         config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
         return cls(**config)
+
+
+class DenseHeadModel(TaskModel):
+    """dropout -> dense(num_classes) on one of the encoder's outputs: float32 logits.
+
+    Subclasses name the output (`encoder_output`) and their default model name.
+    """
+
+    config_fields = ("num_classes", "dropout_rate")
+    encoder_output = "pooled_output"
+    default_name = "bert_dense_head"
+
+    def __init__(
+        self,
+        encoder: BertEncoder,
+        num_classes: int,
+        dropout_rate: float = 0.1,
+        name: str | None = None,
+        **kwargs,
+    ):
+        if num_classes < 1:
+            raise ValueError(f"num_classes must be >= 1, got {num_classes}")
+        dropout = keras.layers.Dropout(dropout_rate, name="dropout")
+        classifier = task_dense(encoder, num_classes, "classifier")
+        inputs = encoder_inputs(encoder)
+        features = encoder(inputs)[self.encoder_output]
+        logits = ops.cast(classifier(dropout(features)), "float32")
+        super().__init__(inputs=inputs, outputs=logits, name=name or self.default_name, **kwargs)
+        self.encoder = encoder
+        self.num_classes = num_classes
+        self.dropout_rate = dropout_rate

@@ -5,15 +5,14 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from bert_tf.models._task import TaskModel, encoder_inputs, task_dense
-from bert_tf.models.encoder import BertEncoder
+from bert_tf.models._task import DenseHeadModel
 
 # The input that marks packed rows: each example's [CLS] among the rows' tokens, flattened.
 PACKED_POSITIONS = "cls_positions"
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class BertClassifier(TaskModel):
+class BertClassifier(DenseHeadModel):
     """dropout(pooled_output) -> dense: float32 logits [batch, num_classes].
 
     `num_classes=1` makes a regression model (e.g. STS-B): the single output is the score.
@@ -35,27 +34,8 @@ class BertClassifier(TaskModel):
     TensorShape([1, 3])
     """
 
-    config_fields = ("num_classes", "dropout_rate")
-
-    def __init__(
-        self,
-        encoder: BertEncoder,
-        num_classes: int,
-        dropout_rate: float = 0.1,
-        name: str = "bert_classifier",
-        **kwargs,
-    ):
-        if num_classes < 1:
-            raise ValueError(f"num_classes must be >= 1 (1 = regression), got {num_classes}")
-        dropout = keras.layers.Dropout(dropout_rate, name="dropout")
-        classifier = task_dense(encoder, num_classes, "classifier")
-        inputs = encoder_inputs(encoder)
-        pooled = encoder(inputs)["pooled_output"]
-        logits = ops.cast(classifier(dropout(pooled)), "float32")
-        super().__init__(inputs=inputs, outputs=logits, name=name, **kwargs)
-        self.encoder = encoder
-        self.num_classes = num_classes
-        self.dropout_rate = dropout_rate
+    encoder_output = "pooled_output"
+    default_name = "bert_classifier"
 
     def call(self, inputs, training=None, mask=None):
         if not (isinstance(inputs, dict) and PACKED_POSITIONS in inputs):

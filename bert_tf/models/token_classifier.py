@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import keras
-from keras import ops
 
-from bert_tf.models._task import TaskModel, encoder_inputs, task_dense
-from bert_tf.models.encoder import BertEncoder
+from bert_tf.models._task import DenseHeadModel
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class BertTokenClassifier(TaskModel):
+class BertTokenClassifier(DenseHeadModel):
     """dropout(sequence_output) -> dense: float32 logits [batch, seq, num_classes].
 
     Example:
@@ -25,26 +23,6 @@ class BertTokenClassifier(TaskModel):
     TensorShape([1, 5, 5])
     """
 
-    config_fields = ("num_classes", "dropout_rate")
-
+    encoder_output = "sequence_output"
+    default_name = "bert_token_classifier"
     uses_pooler = False
-
-    def __init__(
-        self,
-        encoder: BertEncoder,
-        num_classes: int,
-        dropout_rate: float = 0.1,
-        name: str = "bert_token_classifier",
-        **kwargs,
-    ):
-        if num_classes < 1:
-            raise ValueError(f"num_classes must be >= 1, got {num_classes}")
-        dropout = keras.layers.Dropout(dropout_rate, name="dropout")
-        classifier = task_dense(encoder, num_classes, "classifier")
-        inputs = encoder_inputs(encoder)
-        sequence = encoder(inputs)["sequence_output"]
-        logits = ops.cast(classifier(dropout(sequence)), "float32")
-        super().__init__(inputs=inputs, outputs=logits, name=name, **kwargs)
-        self.encoder = encoder
-        self.num_classes = num_classes
-        self.dropout_rate = dropout_rate
