@@ -118,6 +118,7 @@ class Adapter:
         # Packed batches for training and prediction (settings.packing). The runner turns it
         # off under a multi-replica strategy, which splits a batch's rows and labels apart.
         self.pack = self.packable and bool(getattr(settings, "packing", True))
+        self._predictor = None  # (model, input spec, traced call): see _batch_predictor
 
     # -- pipelines -------------------------------------------------------------------------
     @property
@@ -172,6 +173,7 @@ class Adapter:
         """Fills `data.stats` (features, truncated examples) with one pass of the preprocessor."""
         preprocessor = self.preprocessor()
 
+        @tf.autograph.experimental.do_not_convert  # plain graph code: seconds less start-up
         def counts(batch):
             features = preprocessor.features(batch["x"])
             rows = tf.shape(features["input_ids"], out_type=tf.int64)[0]
@@ -210,13 +212,10 @@ class Adapter:
         """Runs `model` over the data in batches; outputs in example order."""
         parts: list[tuple] = []
         loss_sum, loss_count = 0.0, 0.0
-        # tf.data yields TensorFlow tensors; other Keras backends (JAX) take numpy arrays.
-        on_tensorflow = keras.backend.backend() == "tensorflow"
-        for element in self.batches(data, batch_size, keep=self.keep, by_length=self.predict_by_length):
-            inputs = element["inputs"]
-            if not on_tensorflow:
-                inputs = {name: value.numpy() for name, value in inputs.items()}
-            outputs = model.predict_on_batch(inputs)
+        batches = self.batches(data, batch_size, keep=self.keep, by_length=self.predict_by_length)
+        run = self._batch_predictor(model, batches.element_spec["inputs"])
+        for element in batches:
+            outputs = run(element["inputs"])
             real = element["weight"].numpy() > 0
             labels = element.get("labels")
             if labels is not None and self.kind != TaskKind.SPAN:
@@ -227,6 +226,23 @@ class Adapter:
         if loss_count:
             predictions.loss = loss_sum / loss_count
         return predictions
+
+    def _batch_predictor(self, model, input_spec) -> Callable:
+        """model(inputs) -> numpy outputs, for batches of `input_spec`.
+
+        On TensorFlow one graph for every batch shape, traced once (kept for the next
+        evaluation of the same model), as `fit` traces its step: `predict_on_batch` traces
+        a graph per new batch shape, three or four per evaluation of packed or dynamically
+        padded batches, seconds each on a CPU. Other Keras backends (JAX) take numpy arrays.
+        """
+        if keras.backend.backend() != "tensorflow":
+            return lambda inputs: model.predict_on_batch({name: value.numpy() for name, value in inputs.items()})
+        cached = self._predictor
+        if cached is None or cached[0] is not model or cached[1] != input_spec:
+            call = tf.function(lambda inputs: model(inputs, training=False), input_signature=[input_spec])
+            cached = self._predictor = (model, input_spec, call)
+        call = cached[2]
+        return lambda inputs: tf.nest.map_structure(lambda tensor: tensor.numpy(), call(inputs))
 
     def _batch_loss(self, labels, outputs, real) -> tuple[float, float]:
         labels = tf.nest.map_structure(lambda t: np.asarray(t)[real], labels)
