@@ -102,18 +102,22 @@ class CreateOptimizerTest(tf.test.TestCase):
         start = (0.02 * rng.normal(size=8)).astype(np.float32)
         scales = np.logspace(-9, -2, 8).astype(np.float32)
         ours = optimization.AdamW(learning_rate=lr, weight_decay=decay, epsilon=epsilon)
+        unfused = optimization.AdamW(learning_rate=lr, weight_decay=decay, epsilon=epsilon)
+        unfused.fused_on_tensorflow = False  # the keras.ops update of the other backends
         stock = keras.optimizers.AdamW(learning_rate=lr, weight_decay=decay, epsilon=epsilon)
-        ours_weights, stock_weights = keras.Variable(start), keras.Variable(start)
+        ours_weights, unfused_weights, stock_weights = (keras.Variable(start) for _ in range(3))
         weights, m, v = start.astype(np.float64), np.zeros(8), np.zeros(8)
         for step in range(1, 31):
             gradient = (rng.normal(size=8) * scales).astype(np.float32)
             ours.apply([tf.constant(gradient)], [ours_weights])
+            unfused.apply([tf.constant(gradient)], [unfused_weights])
             stock.apply([tf.constant(gradient)], [stock_weights])
             m = beta_1 * m + (1 - beta_1) * gradient
             v = beta_2 * v + (1 - beta_2) * gradient.astype(np.float64) ** 2
             weights -= lr * decay * weights
             weights -= lr * (m / (1 - beta_1**step)) / (np.sqrt(v / (1 - beta_2**step)) + epsilon)
         self.assertAllClose(ours_weights.numpy() - start, weights - start, rtol=1e-3, atol=1e-8)
+        self.assertAllClose(unfused_weights.numpy() - start, weights - start, rtol=1e-3, atol=1e-8)
         moved = np.abs(weights - start)
         self.assertLess(np.abs(stock_weights.numpy() - start)[3], 0.5 * moved[3])  # gradients ~1e-6
 
