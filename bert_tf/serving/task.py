@@ -307,6 +307,25 @@ def export_task(
                 f"bert_tf.finetune writes); {init_checkpoint} has no {name}"
             )
     model, tokenizer, info = load_finetuned(init_checkpoint, compile=False)
+    return export_task_model(
+        model, tokenizer, info, export_dir, seq_length, overwrite, source=fileio.abspath(init_checkpoint)
+    )
+
+
+def export_task_model(
+    model,
+    tokenizer,
+    info: FinetunedModelInfo,
+    export_dir: str,
+    seq_length: int | None = None,
+    overwrite: bool = False,
+    source: str | None = None,
+) -> str:
+    """Exports a fine-tuned task model held in memory (`model.export` of the task models).
+
+    `info` is its task.json; `source` the folder it was read from, if any (recorded in
+    assets.extra).
+    """
     seq_length = seq_length or info.max_seq_length
     config = model.encoder.config
     check_seq_length(seq_length, config)
@@ -322,7 +341,7 @@ def export_task(
         "label_list": info.label_list,
         "pair_input": is_pair_task(info) if info.kind in _TEXT_KINDS else None,
         **(dataclasses.asdict(SpanSettings.from_task_info(info)) if info.kind == TaskKind.SPAN else {}),
-        "init_checkpoint": fileio.abspath(init_checkpoint),
+        **({"init_checkpoint": source} if source else {}),
     }
     return export_module(
         build,

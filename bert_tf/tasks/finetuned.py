@@ -160,12 +160,9 @@ def read_info(directory: str) -> FinetunedModelInfo:
     return FinetunedModelInfo.from_json(values, path)
 
 
-def save_finetuned(directory: str, model, tokenizer, settings, adapter) -> str:
-    """Saves a fine-tuned model so that it can be rebuilt without this run's flags.
-
-    `settings` is the run's `FinetuneSettings`, `adapter` its task adapter (kind and
-    labels). `load_finetuned(directory)` reads the folder back.
-    """
+def task_info(settings, adapter, tokenizer) -> FinetunedModelInfo:
+    """The task.json of a model fine-tuned with `settings` (a run's `FinetuneSettings`),
+    `adapter` (its task family: kind and labels) and `tokenizer`."""
     kind = TaskKind(adapter.kind)
     extra: dict[str, Any] = {}
     if kind in (TaskKind.CLASSIFICATION, TaskKind.REGRESSION) and settings.text_b_column:
@@ -178,7 +175,7 @@ def save_finetuned(directory: str, model, tokenizer, settings, adapter) -> str:
             version_2_with_negative=bool(getattr(adapter, "version_2", False)),
             null_score_diff_threshold=settings.null_score_diff_threshold,
         )
-    info = FinetunedModelInfo(
+    return FinetunedModelInfo(
         task=settings.task,
         kind=kind,
         label_list=list(adapter.label_list) if adapter.label_list is not None else None,
@@ -186,6 +183,13 @@ def save_finetuned(directory: str, model, tokenizer, settings, adapter) -> str:
         max_seq_length=settings.max_seq_length,
         **extra,
     )
+
+
+def save_finetuned(directory: str, model, tokenizer, info: FinetunedModelInfo) -> str:
+    """Saves a fine-tuned model so that it can be rebuilt without the run's flags.
+
+    `info` is its task.json (`task_info`); `load_finetuned(directory)` reads the folder back.
+    """
     fileio.makedirs(directory)
     # Keras writes model.keras as a zip through a local file; copied whole to any filesystem.
     with tempfile.TemporaryDirectory() as local:

@@ -54,6 +54,7 @@ from bert_tf.tasks.finetuned import (
     load_finetuned,
     read_info,
     save_finetuned,
+    task_info,
 )
 from bert_tf.tasks.kinds import TaskKind
 from bert_tf.tasks.settings import FinetuneSettings
@@ -343,7 +344,12 @@ def _run(settings: FinetuneSettings, strategy, policy: str, fresh: bool) -> dict
             logger.info("wrote %s", path)
     fileio.write_json(fileio.join(settings.output_dir, "data_stats.json"), data_stats)
     if settings.save_model and train:
-        save_finetuned(fileio.join(settings.output_dir, MODEL_DIR), model, tokenizer, settings, adapter)
+        save_finetuned(
+            fileio.join(settings.output_dir, MODEL_DIR),
+            model,
+            tokenizer,
+            task_info(settings, adapter, tokenizer),
+        )
     # Last: without the backup the folder reads as a finished run.
     fileio.rmtree(fileio.join(settings.output_dir, BACKUP_DIR))
     return results

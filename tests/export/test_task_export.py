@@ -32,7 +32,7 @@ from bert_tf.serving.saving import ExportError
 from bert_tf.serving.task import TaskServing
 from bert_tf.tasks import squad
 from bert_tf.tasks.adapters import make_adapter
-from bert_tf.tasks.finetuned import FinetunedModelInfo, save_finetuned
+from bert_tf.tasks.finetuned import FinetunedModelInfo, save_finetuned, task_info
 from bert_tf.tasks.kinds import TaskKind
 from bert_tf.tasks.runner import FinetuneSettings, run
 from bert_tf.tasks.squad_postprocess import postprocess
@@ -266,7 +266,10 @@ class TaskExportTest(tf.test.TestCase):
             if task in ("squad", "swag"):
                 spread_out(model, "span_dense" if task == "squad" else "scorer")
             cls.model_dirs[name] = save_finetuned(
-                os.path.join(cls.root, name, "model"), model, cls.tokenizer, settings, adapter
+                os.path.join(cls.root, name, "model"),
+                model,
+                cls.tokenizer,
+                task_info(settings, adapter, cls.tokenizer),
             )
             if task == "squad":
                 span_model = model
@@ -296,8 +299,7 @@ class TaskExportTest(tf.test.TestCase):
             os.path.join(cls.root, "squad_v2", "model"),
             span_model,
             cls.tokenizer,
-            settings,
-            make_adapter(settings, cls.tokenizer),
+            task_info(settings, make_adapter(settings, cls.tokenizer), cls.tokenizer),
         )
 
         cls.exports = {
