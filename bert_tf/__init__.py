@@ -1,0 +1,23 @@
+"""bert_tf: pretrain, fine-tune and export BERT with TensorFlow and Keras 3.
+
+The task models are importable from the top of the package (loaded on first use, so
+`import bert_tf` stays light):
+
+>>> import bert_tf
+>>> bert_tf.BertClassifier.from_pretrained  # doctest: +ELLIPSIS
+<bound method TaskModel.from_pretrained of <class 'bert_tf.models.classifier.BertClassifier'>>
+"""
+
+_TASK_MODELS = ("BertClassifier", "BertMultipleChoice", "BertSpanLabeler", "BertTokenClassifier")
+
+
+def __getattr__(name):
+    if name in _TASK_MODELS:
+        from bert_tf import models
+
+        return getattr(models, name)
+    raise AttributeError(f"module 'bert_tf' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted([*globals(), *_TASK_MODELS])

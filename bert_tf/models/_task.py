@@ -71,6 +71,174 @@ class TaskModel(keras.Model):
         config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
         return cls(**config)
 
+    # --- the Keras-native task API ----------------------------------------------------------
+    # Raw text in, labels out. The work is done by `bert_tf.tasks.keras_task` (imported on
+    # first use): models know nothing about files, tokenizers or tf.data themselves.
+
+    @classmethod
+    def from_pretrained(cls, path, **kwargs):
+        """This task model on a checkpoint, carrying its preprocessor.
+
+        `path`: a Google checkpoint folder, a Hugging Face BERT folder, a pretraining export or
+        model_dir, or a fine-tuned folder (`save`, or the CLI's OUTPUT_DIR/model: its head,
+        labels, vocab and casing come along). A new head takes `num_classes=` or
+        `label_list=[...]` (classification, tagging); also `task=` (e.g. "mrpc", "squad_v2"),
+        `max_seq_length=`, `vocab_file=`, `lower_case=`, `dropout_rate=` and, for spans, the
+        SQuAD options (`doc_stride`, `max_query_length`, `max_answer_length`,
+        `null_score_diff_threshold`).
+        """
+        from bert_tf.tasks import keras_task
+
+        return keras_task.from_pretrained(cls, path, **kwargs)
+
+    def attach(self, tokenizer, info) -> None:
+        """Gives the model its tokenizer and task description (`FinetunedModelInfo`), which
+        `fit`/`predict` on raw text, `save` and `export` use; `from_pretrained` does it."""
+        from bert_tf.tasks import keras_task
+
+        self._attached = keras_task.Attached(tokenizer, info)
+
+    @property
+    def label_list(self) -> list[str] | None:
+        """The class names (label i is `label_list[i]`), or None (regression, spans, choices)."""
+        attached = getattr(self, "_attached", None)
+        return None if attached is None else attached.info.label_list
+
+    @property
+    def tokenizer(self):
+        attached = getattr(self, "_attached", None)
+        return None if attached is None else attached.tokenizer
+
+    @property
+    def task_info(self):
+        """The task description that `save` writes as task.json (None before `attach`)."""
+        attached = getattr(self, "_attached", None)
+        return None if attached is None else attached.info
+
+    @property
+    def preprocessor(self):
+        """The task family's preprocessor: raw text batches in, model features out."""
+        from bert_tf.tasks import keras_task
+
+        adapter, _ = keras_task.family_of(self)
+        return adapter.preprocessor()
+
+    def compile(
+        self,
+        optimizer=None,
+        loss=None,
+        metrics=None,
+        *,
+        learning_rate: float = 5e-5,
+        warmup_proportion: float = 0.1,
+        weight_decay: float = 0.01,
+        gradient_accumulation_steps: int = 1,
+        **kwargs,
+    ):
+        """Keras' compile; without `optimizer`, the original fine-tuning recipe.
+
+        That recipe is AdamW at `learning_rate` (weight decay 0.01 outside LayerNorm and
+        biases, epsilon 1e-6, clipping at global norm 1.0), `warmup_proportion` of linear
+        warmup, then linear decay to 0 over the updates `fit` runs: the schedule is built when
+        `fit` starts, anew for each call. Without `loss`/`metrics`, the task family's.
+        """
+        from bert_tf.tasks import keras_task
+
+        if loss is None and metrics is None and "loss_weights" not in kwargs:
+            defaults = keras_task.compile_args(self)
+            loss, metrics = defaults["loss"], defaults["metrics"]
+            kwargs.setdefault("loss_weights", defaults.get("loss_weights"))
+        recipe = None
+        if optimizer is None:
+            recipe = keras_task.Recipe(
+                learning_rate, warmup_proportion, weight_decay, gradient_accumulation_steps
+            )
+            # A stand-in schedule until fit knows its length (evaluate and predict need none).
+            optimizer = keras_task.build_optimizer(recipe, num_train_steps=1)
+        # A plain object: Keras would track the metrics of a dict attribute as the model's own.
+        self._compiled_with = keras_task.Compiled(dict(loss=loss, metrics=metrics, **kwargs), recipe)
+        super().compile(optimizer=optimizer, **self._compiled_with.kwargs)
+
+    def compile_recipe(self, optimizer) -> None:
+        """Compiles again with `optimizer` and the loss and metrics of the last `compile`."""
+        super().compile(optimizer=optimizer, **self._compiled_with.kwargs)
+
+    def fit(
+        self,
+        x=None,
+        y=None,
+        batch_size=None,
+        epochs=1,
+        validation_data=None,
+        *,
+        seed=None,
+        shuffle_buffer_size=10_000,
+        **kwargs,
+    ):
+        """Keras' fit; `x` may be raw text (see `bert_tf.tasks.keras_task`), with `y` label
+        names or ids. Raw text is batched as the CLI does (dynamic padding; packing for
+        classification), shuffled in a buffer of `shuffle_buffer_size` with `seed`."""
+        from bert_tf.tasks import keras_task
+
+        return keras_task.fit(
+            self,
+            super().fit,
+            x,
+            y,
+            batch_size=batch_size,
+            epochs=epochs,
+            validation_data=validation_data,
+            seed=seed,
+            shuffle_buffer_size=shuffle_buffer_size,
+            **kwargs,
+        )
+
+    def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
+        """Keras' predict; on raw text, the outputs in input order: logits [examples, classes]
+        (classification, multiple choice), scores [examples, 1] (regression), one [words,
+        tags] logits array per sentence (tagging), the answer strings (spans, whose logits are
+        per window). `label_names(outputs)` turns them into label names."""
+        from bert_tf.tasks import keras_task
+
+        if keras_task.is_raw(x):
+            return keras_task.predict(self, x, batch_size)
+        return super().predict(x, batch_size=batch_size, verbose=verbose, steps=steps, callbacks=callbacks)
+
+    def evaluate(self, x=None, y=None, batch_size=None, **kwargs):
+        """Keras' evaluate; on raw text and labels, the task's official metrics as a dict
+        (accuracy, F1, exact_match, ... and eval_loss), as the CLI's eval_results.json."""
+        from bert_tf.tasks import keras_task
+
+        if keras_task.is_raw(x):
+            return keras_task.evaluate(self, x, y, batch_size)
+        return super().evaluate(x, y, batch_size=batch_size, **kwargs)
+
+    def label_names(self, outputs):
+        """Label names of `predict`'s outputs (regression: the scores; choices: the indices)."""
+        from bert_tf.tasks import keras_task
+
+        return keras_task.label_names(self, outputs)
+
+    def save(self, filepath, overwrite=True, **kwargs):
+        """A path ending in .keras or .h5: Keras' own file. Any other path: the fine-tuned
+        folder the CLI writes (model.keras, bert_config.json, vocab.txt, task.json), which
+        `from_pretrained`, `bert_tf.finetune --init_checkpoint` and `bert_tf.export` read."""
+        if str(filepath).endswith((".keras", ".h5")):
+            return super().save(filepath, overwrite=overwrite, **kwargs)
+        from bert_tf.tasks import keras_task
+
+        return keras_task.save(self, filepath, overwrite=overwrite)
+
+    def export(self, filepath, format="bert_tf", overwrite=False, **kwargs):
+        """The raw-text task SavedModel of `bert_tf.export --kind=task` (strings in, labels
+        out; served with tensorflow and tensorflow_text only). `format="tf_saved_model"` (or
+        another Keras format) is Keras' own export of the feature-taking model."""
+        if format != "bert_tf":
+            return super().export(filepath, format=format, **kwargs)
+        from bert_tf.tasks import keras_task
+
+        return keras_task.export(self, filepath, overwrite=overwrite)
+
 
 class DenseHeadModel(TaskModel):
     """dropout -> dense(num_classes) on one of the encoder's outputs: float32 logits.

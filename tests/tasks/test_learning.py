@@ -1,14 +1,15 @@
-"""Proof that fine-tuning learns: each task family, end to end through the runner.
+"""Proof that fine-tuning learns: each task family, end to end through the Python task models.
 
 A tiny encoder (2 layers, hidden 64) from random initialisation - the honest test for a
 model this small - is fine-tuned on synthetic but non-trivial tasks built here with a
-small vocab. Each must fit its training set and beat the majority baseline on held-out
-examples it never saw.
+small vocab, from raw text with `from_pretrained` -> `compile()` -> `fit` (the objects the
+command line drives too: tests/tasks/test_keras_task.py shows both give the same weights).
+Each must fit its training set and beat the majority baseline on held-out examples it never
+saw.
 """
 
 import collections
 import csv
-import json
 import os
 import random
 
@@ -16,10 +17,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.tasks.adapters import make_adapter
-from bert_tf.tasks.finetuned import load_finetuned
-from bert_tf.tasks.runner import FinetuneSettings, run
-from bert_tf.tasks.squad_postprocess import postprocess
+import bert_tf
+from bert_tf.checkpoints.pretrained import export_pretrained
+from bert_tf.config import BertConfig
+from bert_tf.models import BertEncoder
+from bert_tf.tasks.metrics import squad_exact_match
 
 POSITIVE = ["good", "great", "superb", "lovely", "fine", "nice", "brilliant", "charming"]
 NEGATIVE = ["bad", "awful", "poor", "dreadful", "ugly", "boring", "terrible", "weak"]
@@ -192,169 +194,140 @@ def majority_share(values):
     return collections.Counter(values).most_common(1)[0][1] / len(values)
 
 
+def tiny_checkpoint(directory, vocab):
+    """A randomly initialised 2-layer, 64-wide encoder saved as a Google checkpoint folder
+    (dropout off: the tasks are small and exact)."""
+    config = BertConfig(
+        vocab_size=len(open(vocab).read().split()),
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=128,
+        max_position_embeddings=64,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
+    path = os.path.join(directory, "tiny_bert")
+    return export_pretrained(
+        BertEncoder(config), path, vocab_file=vocab, lower_case=True, formats=("google",)
+    )
+
+
+def squad_pairs(data):
+    """(question, context) pairs and {"text", "answer_start"} answers of a SQuAD dict."""
+    x, y = [], []
+    for paragraph in data["data"][0]["paragraphs"]:
+        qa = paragraph["qas"][0]
+        x.append((qa["question"], paragraph["context"]))
+        y.append(qa["answers"][0])
+    return x, y
+
+
 class LearningTest(tf.test.TestCase):
     def setUp(self):
         super().setUp()
         self.dir = self.get_temp_dir()
         self.vocab = write_vocab(self.dir)
         self.rng = random.Random(0)
+        tf.keras.utils.set_random_seed(1)
+        self.checkpoint = tiny_checkpoint(self.dir, self.vocab)
 
-    def settings(self, task, name, **kwargs):
-        values = dict(
-            task=task,
-            output_dir=os.path.join(self.dir, name),
-            vocab_file=self.vocab,
-            bert_config=self.config_path(),
-            max_seq_length=32,
-            train_batch_size=16,
-            learning_rate=2e-3,
-            warmup_proportion=0.1,
-            seed=1,
-            verbose=0,
-            save_model=False,
-            eval_train=True,
-        )
-        values.update(kwargs)
-        return FinetuneSettings(**values)
-
-    def config_path(self):
-        path = os.path.join(self.dir, "bert_config.json")
-        with open(path, "w") as handle:
-            json.dump(
-                {
-                    "vocab_size": len(open(self.vocab).read().split()),
-                    "hidden_size": 64,
-                    "num_hidden_layers": 2,
-                    "num_attention_heads": 2,
-                    "intermediate_size": 128,
-                    "max_position_embeddings": 64,
-                    "hidden_dropout_prob": 0.0,
-                    "attention_probs_dropout_prob": 0.0,
-                },
-                handle,
-            )
-        return path
+    def fit(self, model, x, y, epochs, learning_rate=2e-3, batch_size=16):
+        model.compile(learning_rate=learning_rate)
+        model.fit(x, y, batch_size=batch_size, epochs=epochs, seed=1, verbose=0)
+        return model
 
     def test_classification_learns_sentiment(self):
         train_rows, test_rows = sentiment_rows(self.rng, 200), sentiment_rows(self.rng, 100)
-        train = write_csv(os.path.join(self.dir, "train.csv"), train_rows)
-        test = write_csv(os.path.join(self.dir, "test.csv"), test_rows)
-        results = run(
-            self.settings("classification", "cls", train_file=train, eval_file=test, num_train_epochs=8)
+        model = bert_tf.BertClassifier.from_pretrained(
+            self.checkpoint, label_list=["neg", "pos"], max_seq_length=32
         )
+        self.fit(model, [r["text"] for r in train_rows], [r["label"] for r in train_rows], epochs=8)
+        train = model.evaluate([r["text"] for r in train_rows], [r["label"] for r in train_rows])
+        results = model.evaluate([r["text"] for r in test_rows], [r["label"] for r in test_rows])
         baseline = majority_share([r["label"] for r in test_rows])
-        print("classification:", results, "majority baseline", baseline)
-        self.assertGreater(results["train_accuracy"], 0.95)
+        print("classification:", train, results, "majority baseline", baseline)
+        self.assertGreater(train["accuracy"], 0.95)
         self.assertGreater(results["accuracy"], baseline + 0.2)
+        # predict -> label names agrees with the scored accuracy
+        names = model.label_names(model.predict([r["text"] for r in test_rows]))
+        self.assertAllClose(
+            np.mean([n == r["label"] for n, r in zip(names, test_rows, strict=True)]), results["accuracy"]
+        )
 
     @pytest.mark.slow  # the classification path with an MSE head; ~40 s
     def test_regression_learns_to_count(self):
         train_rows, test_rows = regression_rows(self.rng, 200), regression_rows(self.rng, 100)
-        train = write_csv(os.path.join(self.dir, "train.csv"), train_rows)
-        test = write_csv(os.path.join(self.dir, "test.csv"), test_rows)
-        results = run(
-            self.settings(
-                "regression",
-                "reg",
-                train_file=train,
-                eval_file=test,
-                label_column="score",
-                num_train_epochs=10,
-            )
-        )
+        model = bert_tf.BertClassifier.from_pretrained(self.checkpoint, num_classes=1, max_seq_length=32)
+        self.fit(model, [r["text"] for r in train_rows], [float(r["score"]) for r in train_rows], epochs=10)
+        train = model.evaluate([r["text"] for r in train_rows], [float(r["score"]) for r in train_rows])
+        results = model.evaluate([r["text"] for r in test_rows], [float(r["score"]) for r in test_rows])
         scores = np.array([float(r["score"]) for r in test_rows])
         baseline_mse = float(np.mean((scores - np.mean([float(r["score"]) for r in train_rows])) ** 2))
-        print("regression:", results, "predict-the-mean MSE", baseline_mse)
-        self.assertGreater(results["train_pearson"], 0.95)
+        print("regression:", train, results, "predict-the-mean MSE", baseline_mse)
+        self.assertGreater(train["pearson"], 0.95)
         self.assertGreater(results["pearson"], 0.8)
         self.assertLess(results["eval_loss"], 0.5 * baseline_mse)  # eval_loss is the MSE
 
     @pytest.mark.slow  # ~40-65 s; the token path runs by default in tests/tasks/test_runner*.py
     def test_token_tagging_learns_a_gazetteer(self):
-        train = write_conll(os.path.join(self.dir, "train.txt"), ner_sentences(self.rng, 200))
-        test_sentences = ner_sentences(self.rng, 100)
-        test = write_conll(os.path.join(self.dir, "test.txt"), test_sentences)
-        results = run(self.settings("ner", "ner", train_file=train, eval_file=test, num_train_epochs=6))
+        train_sentences, test_sentences = ner_sentences(self.rng, 200), ner_sentences(self.rng, 100)
+        tags = sorted({tag for sentence in train_sentences for _, tag in sentence})
+        model = bert_tf.BertTokenClassifier.from_pretrained(
+            self.checkpoint, label_list=tags, max_seq_length=32
+        )
+
+        def split(sentences):
+            return [[w for w, _ in s] for s in sentences], [[t for _, t in s] for s in sentences]
+
+        self.fit(model, *split(train_sentences), epochs=6)
+        train, results = model.evaluate(*split(train_sentences)), model.evaluate(*split(test_sentences))
         # The majority baseline tags everything O: entity F1 0.
-        print("ner:", results)
-        self.assertGreater(results["train_f1"], 0.95)
+        print("ner:", train, results)
+        self.assertGreater(train["f1"], 0.95)
         self.assertGreater(results["f1"], 0.8)
-        with open(os.path.join(self.dir, "ner", "eval_predictions.txt")) as handle:
-            lines = [line.split() for line in handle if line.strip()]
-        self.assertLen(lines, sum(len(s) for s in test_sentences))
+        words, _ = split(test_sentences)
+        predicted = model.label_names(model.predict(words))
+        self.assertEqual([len(p) for p in predicted], [len(w) for w in words])  # one tag per word
 
     @pytest.mark.slow  # ~40 s; the SQuAD path runs by default in tests/tasks/test_runner.py
     def test_span_labeling_answers_templated_questions(self):
         train_data, test_data = squad_data(self.rng, 300, "t"), squad_data(self.rng, 100, "e")
-        train, test = (os.path.join(self.dir, name) for name in ("train.json", "dev.json"))
-        for path, data in ((train, train_data), (test, test_data)):
-            with open(path, "w") as handle:
-                json.dump(data, handle)
-        results = run(
-            self.settings(
-                "squad",
-                "squad",
-                train_file=train,
-                eval_file=test,
-                # A model this small either learns to tie the question's name to its
-                # sentence or plateaus at ~70% EM for a while; 16 epochs get past that for
-                # every seed tried (10 did for some only).
-                num_train_epochs=16,
-                eval_every_steps=0,
-                max_seq_length=48,
-                save_model=True,
-            )
-        )
+        model = bert_tf.BertSpanLabeler.from_pretrained(self.checkpoint, max_seq_length=48)
+        # A model this small either learns to tie the question's name to its sentence or
+        # plateaus at ~70% EM for a while; 16 epochs get past that for every seed tried.
+        self.fit(model, *squad_pairs(train_data), epochs=16)
+        train, results = model.evaluate(*squad_pairs(train_data)), model.evaluate(*squad_pairs(test_data))
         answers = [p["qas"][0]["answers"][0]["text"] for p in train_data["data"][0]["paragraphs"]]
-        test_answers = [p["qas"][0]["answers"][0]["text"] for p in test_data["data"][0]["paragraphs"]]
+        test_x, test_y = squad_pairs(test_data)
         most_common = collections.Counter(answers).most_common(1)[0][0]
-        baseline = 100 * test_answers.count(most_common) / len(test_answers)
-        print("squad:", results, "most-frequent-answer baseline EM", baseline)
-        self.assertGreater(results["train_exact_match"], 90.0)
+        baseline = 100 * [a["text"] for a in test_y].count(most_common) / len(test_y)
+        print("squad:", train, results, "most-frequent-answer baseline EM", baseline)
+        self.assertGreater(train["exact_match"], 90.0)
         self.assertGreater(results["exact_match"], baseline + 30.0)
-        with open(os.path.join(self.dir, "squad", "predictions.json")) as handle:
-            predictions = json.load(handle)
-        self.assertEqual(sorted(predictions), sorted(f"e{i}" for i in range(100)))
-        # The saved model rebuilds from its directory alone and gives the same answers.
-        model, tokenizer, info = load_finetuned(os.path.join(self.dir, "squad", "model"))
-        self.assertEqual((info.task, info.kind, info.max_seq_length), ("squad", "span", 48))
-        # The export reads the null-answer threshold from here (SQuAD 2.0 serving).
-        self.assertEqual(
-            info.null_score_diff_threshold,
-            FinetuneSettings(task="squad", output_dir=self.dir).null_score_diff_threshold,
+        # predict gives the answers that were scored; the saved folder rebuilds the same model.
+        predicted = model.predict(test_x)
+        exact = 100 * np.mean(
+            [squad_exact_match(p, a["text"]) for p, a in zip(predicted, test_y, strict=True)]
         )
-        settings = FinetuneSettings(
-            task="squad",
-            output_dir=self.dir,
-            eval_file=test,
-            max_seq_length=48,
-            doc_stride=info.doc_stride,
-        )
-        adapter = make_adapter(settings, tokenizer)
-        [data] = adapter.load("eval")
-        windows, starts, ends = adapter.predict(model, data, batch_size=7).outputs
-        again, _, _ = postprocess(data.meta[1], windows, starts, ends)
-        self.assertEqual(again, predictions)
+        self.assertAllClose(exact, results["exact_match"])
+        again = bert_tf.BertSpanLabeler.from_pretrained(model.save(os.path.join(self.dir, "squad_model")))
+        self.assertEqual((again.task_info.task, again.task_info.max_seq_length), ("squad", 48))
+        self.assertEqual(again.predict(test_x), predicted)
 
     @pytest.mark.slow  # four sequences per example, 20 epochs; ~40 s
     def test_multiple_choice_learns_which_ending_matches(self):
-        train = write_csv(os.path.join(self.dir, "train.csv"), swag_rows(self.rng, 200))
-        test_rows = swag_rows(self.rng, 100)
-        test = write_csv(os.path.join(self.dir, "val.csv"), test_rows)
-        results = run(
-            self.settings(
-                "swag",
-                "swag",
-                train_file=train,
-                eval_file=test,
-                num_train_epochs=20,
-                max_seq_length=16,
-                learning_rate=1e-3,
-            )
-        )
+        def split(rows):
+            x = [(r["sent1"], [f"{r['sent2']} {r[f'ending{i}']}" for i in range(4)]) for r in rows]
+            return x, [int(r["label"]) for r in rows]
+
+        train_rows, test_rows = swag_rows(self.rng, 200), swag_rows(self.rng, 100)
+        model = bert_tf.BertMultipleChoice.from_pretrained(self.checkpoint, max_seq_length=16)
+        self.fit(model, *split(train_rows), epochs=20, learning_rate=1e-3)
+        train, results = model.evaluate(*split(train_rows)), model.evaluate(*split(test_rows))
         baseline = majority_share([r["label"] for r in test_rows])
-        print("swag:", results, "majority baseline", baseline)
-        self.assertGreater(results["train_accuracy"], 0.95)
+        print("swag:", train, results, "majority baseline", baseline)
+        self.assertGreater(train["accuracy"], 0.95)
         self.assertGreater(results["accuracy"], baseline + 0.3)
 
 

@@ -1,0 +1,704 @@
+"""What the task models' Keras-native API does: `from_pretrained`, `compile()`, `fit` on raw text,
+`predict`, `evaluate`, `save` and `export`.
+
+The task model classes (`bert_tf.BertClassifier`, `BertTokenClassifier`, `BertSpanLabeler`,
+`BertMultipleChoice`) hand their calls over to this module, as keras-hub's `from_preset`
+hands over to a loader: the models know nothing about files or data. A model built by
+`from_pretrained` carries its tokenizer and its task description (`FinetunedModelInfo`, what
+task.json holds: task, labels, casing, sequence length); raw text goes through the task
+family's own preprocessor and batching (`bert_tf.tasks.adapters`), the same objects the
+command line (`python -m bert_tf.finetune`) uses, so dynamic padding and packing are the
+CLI's, and `save` writes the folder the CLI writes.
+
+Raw inputs, per family:
+
+- classification / regression: `x` a list (or array, or `tf.data.Dataset`) of texts, or of
+  `(text_a, text_b)` pairs, or a tuple of two lists; `y` label names or ids (regression: numbers);
+- token tagging: `x` a list of sentences, each a list of words (or a string, split on
+  whitespace); `y` one list of tags per sentence;
+- spans (SQuAD): `x` a list of `(question, context)` pairs; `y` one answer per question,
+  `{"text": ..., "answer_start": ...}` or `(text, answer_start)`;
+- multiple choice: `x` a list of `(context, [ending, ...])`; `y` the index of the right ending.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import random
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from bert_tf import fileio
+from bert_tf.checkpoints import from_pretrained as load_checkpoint
+from bert_tf.errors import UsageError
+from bert_tf.models import BertClassifier, BertMultipleChoice, BertSpanLabeler, BertTokenClassifier
+from bert_tf.tasks import classification, ner, squad, swag
+from bert_tf.tasks.adapters import TaskData, make_adapter
+from bert_tf.tasks.features import ConversionStats, TaskDataError
+from bert_tf.tasks.finetuned import FinetunedModelInfo, is_finetuned_dir, load_finetuned, save_finetuned
+from bert_tf.tasks.kinds import TaskKind
+from bert_tf.tasks.settings import FinetuneSettings
+from bert_tf.tokenization import BertTokenizer
+
+# The task a new head is for, by model class (a classifier with one output is regression).
+_DEFAULT_TASK = {
+    BertClassifier: "classification",
+    BertTokenClassifier: "ner",
+    BertSpanLabeler: "squad",
+    BertMultipleChoice: "swag",
+}
+_KINDS = {
+    BertClassifier: (TaskKind.CLASSIFICATION, TaskKind.REGRESSION),
+    BertTokenClassifier: (TaskKind.TOKEN,),
+    BertSpanLabeler: (TaskKind.SPAN,),
+    BertMultipleChoice: (TaskKind.MULTIPLE_CHOICE,),
+}
+_SPAN_OPTIONS = (
+    "doc_stride",
+    "max_query_length",
+    "max_answer_length",
+    "version_2_with_negative",
+    "null_score_diff_threshold",
+)
+
+
+@dataclasses.dataclass
+class Attached:
+    """What a task model carries besides its weights: how its text becomes features."""
+
+    tokenizer: BertTokenizer
+    info: FinetunedModelInfo
+
+
+@dataclasses.dataclass(frozen=True)
+class Recipe:
+    """`compile()` without an optimizer: the original fine-tuning recipe, whose schedule
+    (warmup, then linear decay to 0) is built when `fit` knows how many updates it runs."""
+
+    learning_rate: float = 5e-5
+    warmup_proportion: float = 0.1
+    weight_decay: float = 0.01
+    gradient_accumulation_steps: int = 1
+
+    def __post_init__(self):
+        if not self.learning_rate > 0:
+            raise UsageError(f"learning_rate must be > 0, got {self.learning_rate} (BERT uses 2e-5 to 5e-5)")
+        if not 0.0 <= self.warmup_proportion < 1.0:
+            raise UsageError(f"warmup_proportion must be in [0, 1), got {self.warmup_proportion}")
+        if self.gradient_accumulation_steps < 1:
+            raise UsageError(
+                f"gradient_accumulation_steps must be >= 1, got {self.gradient_accumulation_steps}"
+            )
+
+
+@dataclasses.dataclass
+class Compiled:
+    """The arguments of the last `compile` (loss, metrics, ...) and its pending recipe, if any."""
+
+    kwargs: dict
+    recipe: Recipe | None
+
+
+def _model_class(cls) -> type:
+    for known in _KINDS:
+        if issubclass(cls, known):
+            return known
+    raise TypeError(f"{cls.__name__} is not a bert_tf task model")
+
+
+# --- from_pretrained ---------------------------------------------------------------------
+
+
+def from_pretrained(
+    cls,
+    path,
+    *,
+    num_classes: int | None = None,
+    label_list: Sequence[str] | None = None,
+    task: str | None = None,
+    max_seq_length: int | None = None,
+    vocab_file: str | None = None,
+    lower_case: bool | None = None,
+    dropout_rate: float = 0.1,
+    **span_options,
+):
+    """A task model of class `cls` on the checkpoint at `path`, carrying its preprocessor.
+
+    `path` is anything the toolkit reads: a Google checkpoint folder, a Hugging Face BERT
+    folder, a pretraining export or model_dir, or a fine-tuned folder (`model.save` or the
+    CLI's OUTPUT_DIR/model), which brings its head, labels, vocab and casing along.
+    """
+    base = _model_class(cls)
+    unknown = set(span_options) - set(_SPAN_OPTIONS) if base is BertSpanLabeler else set(span_options)
+    if unknown:
+        raise TypeError(f"{cls.__name__}.from_pretrained got unexpected arguments {sorted(unknown)}")
+    path = os.fspath(path)
+    if is_finetuned_dir(path):
+        return _from_finetuned(cls, path, num_classes, label_list)
+    encoder, checkpoint = load_checkpoint(path, heads="encoder")
+    vocab_file = vocab_file or checkpoint.vocab_file
+    if not vocab_file:
+        raise UsageError(
+            f"{path} has no vocab.txt; pass vocab_file= (the vocab the checkpoint was trained with)"
+        )
+    tokenizer = BertTokenizer(
+        vocab_file, lower_case=checkpoint.lower_case if lower_case is None else lower_case
+    )
+    task = task or _DEFAULT_TASK[base]
+    kind, label_list = _head(base, task, tokenizer, num_classes, label_list)
+    if base is BertSpanLabeler and "squad_v2" == task.lower():
+        span_options.setdefault("version_2_with_negative", True)
+    config = encoder.config
+    if max_seq_length is None:  # fine-tuning's defaults, within what the model was trained for
+        max_seq_length = min(384 if kind == TaskKind.SPAN else 128, config.max_position_embeddings)
+    if not 3 <= max_seq_length <= config.max_position_embeddings:
+        raise UsageError(
+            f"max_seq_length={max_seq_length} must be in [3, {config.max_position_embeddings}] "
+            f"(the model's max_position_embeddings)"
+        )
+    info = FinetunedModelInfo(
+        task=task,
+        kind=kind,
+        label_list=label_list,
+        lower_case=bool(tokenizer.lower_case),
+        max_seq_length=int(max_seq_length),
+        **span_options,
+    )
+    if base is BertClassifier:
+        model = cls(
+            encoder,
+            num_classes=1 if kind == TaskKind.REGRESSION else len(label_list),
+            dropout_rate=dropout_rate,
+        )
+    elif base is BertTokenClassifier:
+        model = cls(encoder, num_classes=len(label_list), dropout_rate=dropout_rate)
+    elif base is BertMultipleChoice:
+        model = cls(encoder, dropout_rate=dropout_rate)
+    else:
+        model = cls(encoder)
+    model.attach(tokenizer, info)
+    return model
+
+
+def _head(base, task: str, tokenizer, num_classes, label_list) -> tuple[TaskKind, list[str] | None]:
+    """(kind, label list) of a new head, checked against the task's family."""
+    if label_list is not None:
+        label_list = [str(label) for label in label_list]
+        if not label_list:
+            raise UsageError(
+                "label_list is empty; give the names of the classes, e.g. label_list=['neg', 'pos']"
+            )
+        duplicates = sorted({label for label in label_list if label_list.count(label) > 1})
+        if duplicates:
+            raise UsageError(f"label_list names {duplicates} more than once; each class once")
+        if num_classes is not None and num_classes != len(label_list):
+            raise UsageError(
+                f"num_classes={num_classes} but label_list has {len(label_list)} names; give one of them"
+            )
+    elif num_classes is not None:
+        if num_classes < 1:
+            raise UsageError(f"num_classes must be >= 1, got {num_classes}")
+        label_list = (
+            None if base is BertClassifier and num_classes == 1 else [str(i) for i in range(num_classes)]
+        )
+    # The task's family decides the kind (and GLUE tasks their labels).
+    try:
+        adapter = make_adapter(FinetuneSettings(task=task, output_dir="-"), tokenizer)
+    except TaskDataError as error:
+        raise UsageError(str(error)) from None
+    kind = adapter.kind
+    if kind == TaskKind.CLASSIFICATION and num_classes == 1 and label_list is None:
+        kind = TaskKind.REGRESSION
+    if kind not in _KINDS[base]:
+        raise UsageError(
+            f"task {task!r} is a {kind.value} task; {base.__name__} is for {_KINDS[base][0].value}"
+        )
+    if adapter.label_list is not None:  # GLUE: the task's own labels
+        if label_list is not None and label_list != list(adapter.label_list):
+            raise UsageError(f"task {task!r} has the labels {adapter.label_list}, not {label_list}")
+        label_list = list(adapter.label_list)
+    if kind in (TaskKind.CLASSIFICATION, TaskKind.TOKEN) and label_list is None:
+        raise UsageError(
+            f"a new {base.__name__} head needs its classes: pass num_classes=N or label_list=[...]"
+        )
+    if kind == TaskKind.REGRESSION:
+        label_list = None
+    return kind, label_list
+
+
+def _from_finetuned(cls, path: str, num_classes, label_list):
+    model, tokenizer, info = load_finetuned(path, compile=False)
+    if not isinstance(model, cls):
+        raise UsageError(
+            f"{path} holds a {type(model).__name__} fine-tuned for task {info.task!r} ({info.kind.value}); "
+            f"load it with bert_tf.{type(model).__name__}.from_pretrained"
+        )
+    if label_list is not None and [str(label) for label in label_list] != info.label_list:
+        raise UsageError(
+            f"{path} was fine-tuned with the labels {info.label_list}, not {list(label_list)}; "
+            "to train a new head, start from a pretrained checkpoint"
+        )
+    if num_classes is not None and num_classes != model.num_classes:
+        raise UsageError(f"{path} has {model.num_classes} classes, not num_classes={num_classes}")
+    model.attach(tokenizer, info)
+    return model
+
+
+# --- compile and fit -----------------------------------------------------------------------
+
+
+def compile_args(model) -> dict:
+    """The family's loss and metrics for `model`."""
+    from bert_tf.tasks import models
+
+    return models.compile_args(task_kind(model))
+
+
+def task_kind(model) -> TaskKind:
+    attached = getattr(model, "_attached", None)
+    if attached is not None:
+        return attached.info.kind
+    base = _model_class(type(model))
+    if base is BertClassifier:
+        return TaskKind.REGRESSION if model.num_classes == 1 else TaskKind.CLASSIFICATION
+    return _KINDS[base][0]
+
+
+def build_optimizer(recipe: Recipe, num_train_steps: int) -> keras.optimizers.Optimizer:
+    from bert_tf.tasks import models
+
+    return models.create_optimizer(
+        recipe.learning_rate,
+        num_train_steps,
+        recipe.warmup_proportion,
+        weight_decay=recipe.weight_decay,
+        gradient_accumulation_steps=recipe.gradient_accumulation_steps,
+    )
+
+
+def fit(model, keras_fit, x, y, *, batch_size, epochs, validation_data, seed, shuffle_buffer_size, **kwargs):
+    """`model.fit` on raw text (see the module docstring); returns Keras' History."""
+    _check_compiled(model, "fit")
+    recipe = _recipe(model)
+    accumulation = recipe.gradient_accumulation_steps if recipe else 1
+    if not is_raw(x):  # model features: plain Keras, with the recipe's schedule over its batches
+        batches = kwargs.get("steps_per_epoch") or _steps_of(x, batch_size)
+        _build_schedule(model, batches * epochs // accumulation if batches else None)
+        return keras_fit(
+            x, y, batch_size=batch_size, epochs=epochs, validation_data=validation_data, **kwargs
+        )
+    if isinstance(x, tf.data.Dataset) and y is None:
+        x, y = _split_dataset(x)
+    if y is None:
+        raise UsageError("fit on raw text needs labels: pass y=[...] (or a dataset of (text, label) pairs)")
+    batch_size = batch_size or 32
+    if batch_size % accumulation:
+        raise UsageError(
+            f"batch_size={batch_size} is not a multiple of gradient_accumulation_steps={accumulation}"
+        )
+    if seed is None:  # keras.utils.set_random_seed seeds Python's random too
+        seed = random.randrange(2**31)
+    adapter, data = task_data(model, x, y, "train", seed=seed, shuffle_buffer_size=shuffle_buffer_size)
+    adapter.count(data)
+    steps_per_epoch = max(1, math.ceil(data.stats.num_features / batch_size))
+    _build_schedule(model, steps_per_epoch * epochs)
+    dataset = adapter.dataset(data, batch_size // accumulation, training=True)
+    validation = None
+    if validation_data is not None:
+        validation = _validation_dataset(model, validation_data, batch_size)
+    return keras_fit(
+        dataset,
+        epochs=epochs,
+        steps_per_epoch=steps_per_epoch * accumulation,
+        validation_data=validation,
+        shuffle=False,  # the dataset shuffles in its buffer
+        **kwargs,
+    )
+
+
+def _recipe(model) -> Recipe | None:
+    compiled = getattr(model, "_compiled_with", None)
+    return None if compiled is None else compiled.recipe
+
+
+def _check_compiled(model, what: str) -> None:
+    if not model.compiled:
+        raise UsageError(
+            f"{what} before compile: call model.compile() first (no arguments: the original recipe, "
+            "AdamW at learning rate 5e-5 with 10% warmup and linear decay; compile(learning_rate=...) "
+            "to change it)"
+        )
+
+
+def _build_schedule(model, num_train_steps: int | None) -> None:
+    """Builds the pending recipe's optimizer for `num_train_steps` optimizer updates (a new
+    one per `fit`)."""
+    recipe = _recipe(model)
+    if recipe is None:
+        return
+    if not num_train_steps:
+        raise UsageError(
+            "compile() without an optimizer decays the learning rate over the steps fit runs, which "
+            "this input does not tell: pass steps_per_epoch= to fit, or compile(optimizer=...)"
+        )
+    model.compile_recipe(build_optimizer(recipe, max(1, num_train_steps)))
+
+
+def _steps_of(x, batch_size) -> int | None:
+    if isinstance(x, tf.data.Dataset):
+        cardinality = int(x.cardinality())
+        return cardinality if cardinality > 0 else None
+    if isinstance(x, dict):
+        x = next(iter(x.values()))
+    if hasattr(x, "__len__"):
+        return max(1, math.ceil(len(x) / (batch_size or 32)))
+    return None
+
+
+def _validation_dataset(model, validation_data, batch_size: int) -> tf.data.Dataset:
+    if isinstance(validation_data, tf.data.Dataset):
+        x, y = _split_dataset(validation_data)
+    elif isinstance(validation_data, tuple) and len(validation_data) == 2:
+        x, y = validation_data
+    else:
+        raise UsageError(
+            "validation_data takes (x, y) of raw text and labels, or a dataset of (text, label) pairs"
+        )
+    adapter, data = task_data(model, x, y, "eval", labelled_spans=True)
+    adapter.count(data)
+    # A known length: Keras then reads it whole at every evaluation, without a warning.
+    batches = math.ceil(data.stats.num_features / batch_size)
+    return adapter.dataset(data, batch_size, training=False).apply(
+        tf.data.experimental.assert_cardinality(batches)
+    )
+
+
+def predict(model, x, batch_size: int | None):
+    """The model's outputs on raw text, one per example in input order (see `TaskModel.predict`)."""
+    adapter, data = task_data(model, x, None, "predict")
+    predictions = adapter.predict(model, data, batch_size or 32)
+    if adapter.kind == TaskKind.SPAN:
+        answers, _, _ = adapter._answers(data, predictions)
+        return [answers[example.qas_id] for example in data.meta[1]]
+    return predictions.outputs
+
+
+def evaluate(model, x, y, batch_size: int | None) -> dict[str, float]:
+    """The task's official metrics (and eval_loss) on raw text and labels."""
+    adapter, data = task_data(model, x, y, "eval")
+    return adapter.evaluate(model, data, batch_size or 32)
+
+
+def label_names(model, outputs):
+    """Label names of classification logits [n, classes] (or token logits per sentence);
+    regression scores and multiple-choice indices as numbers; span answers unchanged."""
+    kind = task_kind(model)
+    if kind == TaskKind.SPAN:
+        return list(outputs)
+    if kind == TaskKind.REGRESSION:
+        return np.asarray(outputs)[:, 0].tolist()
+    if kind == TaskKind.MULTIPLE_CHOICE:
+        return np.asarray(outputs).argmax(axis=-1).tolist()
+    label_list = attached_of(model, "label names").info.label_list
+    if kind == TaskKind.TOKEN:
+        return ner.word_predictions(outputs, label_list)
+    return [label_list[i] for i in np.asarray(outputs).argmax(axis=-1)]
+
+
+def save(model, directory, overwrite: bool = True) -> str:
+    attached = attached_of(model, "save")
+    if not overwrite and fileio.exists(os.fspath(directory)):
+        raise UsageError(f"{directory} exists; pass overwrite=True to replace it, or choose another folder")
+    return save_finetuned(os.fspath(directory), model, attached.tokenizer, attached.info)
+
+
+def export(model, export_dir: str, overwrite: bool = False) -> str:
+    from bert_tf.serving.task import export_task_model
+
+    attached = attached_of(model, "export")
+    return export_task_model(
+        model, attached.tokenizer, attached.info, os.fspath(export_dir), overwrite=overwrite
+    )
+
+
+def attached_of(model, what: str) -> Attached:
+    attached = getattr(model, "_attached", None)
+    if attached is None:
+        raise UsageError(
+            f"{what} needs the model's tokenizer and task: build it with "
+            f"bert_tf.{type(model).__name__}.from_pretrained(...), or call model.attach(tokenizer, info)"
+        )
+    return attached
+
+
+# --- raw inputs -> the family's TaskData -----------------------------------------------------
+
+
+def is_raw(x) -> bool:
+    """Whether `x` is raw text (strings, pairs, word lists), not model features."""
+    if isinstance(x, tf.data.Dataset):
+        spec = x.element_spec
+        first = spec[0] if isinstance(spec, tuple) else spec
+        return any(leaf.dtype == tf.string for leaf in tf.nest.flatten(first))
+    if isinstance(x, dict) or x is None:
+        return False
+    if isinstance(x, np.ndarray):
+        return x.dtype.kind in "OUS"
+    if isinstance(x, (list, tuple)) and x:
+        leaf = x[0]
+        while isinstance(leaf, (list, tuple, np.ndarray)) and len(leaf):
+            leaf = leaf[0]
+        return isinstance(leaf, (str, bytes))
+    return False
+
+
+def _split_dataset(dataset: tf.data.Dataset) -> tuple[list, list | None]:
+    """A dataset of raw elements as Python lists: a 2-tuple element is (x, y), anything else
+    is x alone (unlabelled pairs are then `((text_a, text_b),)`)."""
+    labelled = isinstance(dataset.element_spec, tuple) and len(dataset.element_spec) == 2
+    xs, ys = [], []
+    for element in dataset.as_numpy_iterator():
+        if labelled:
+            xs.append(_decode(element[0]))
+            ys.append(_decode(element[1]))
+        else:
+            xs.append(_decode(element[0] if isinstance(element, tuple) and len(element) == 1 else element))
+    return xs, (ys if labelled else None)
+
+
+def _decode(value):
+    if isinstance(value, bytes):
+        return value.decode("utf-8")
+    if isinstance(value, np.ndarray) and value.dtype.kind in "OS":
+        return [_decode(v) for v in value.tolist()]
+    if isinstance(value, (tuple, list)):
+        return type(value)(_decode(v) for v in value)
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def _rows(x, what: str) -> list:
+    if isinstance(x, np.ndarray):
+        x = x.tolist()
+    if isinstance(x, str) or not isinstance(x, Iterable):
+        raise UsageError(f"{what} takes a list of examples, got {type(x).__name__}: {str(x)[:60]!r}")
+    return [_decode(value) for value in x]
+
+
+def family_of(model, seed: int = 12345, shuffle_buffer_size: int = 10_000):
+    """The task family's adapter for `model`'s task (its preprocessor, batching, scoring)."""
+    attached = attached_of(model, "raw text")
+    info = attached.info
+    settings = FinetuneSettings(
+        task=info.task,
+        output_dir="-",
+        max_seq_length=info.max_seq_length,
+        seed=seed,
+        shuffle_buffer_size=shuffle_buffer_size,
+        text_b_column=info.text_b_column,
+        **{name: getattr(info, name) for name in ("doc_stride", "max_query_length", "max_answer_length")},
+        null_score_diff_threshold=info.null_score_diff_threshold,
+    )
+    adapter = make_adapter(settings, attached.tokenizer)
+    adapter.label_list = list(info.label_list) if info.label_list is not None else None
+    if info.kind in (TaskKind.CLASSIFICATION, TaskKind.REGRESSION):
+        adapter.pair = bool(info.text_b_column) or _glue_pair(info.task)
+    if info.kind == TaskKind.SPAN:
+        adapter.version_2 = info.version_2_with_negative
+    return adapter
+
+
+def task_data(
+    model,
+    x,
+    y,
+    split: str,
+    *,
+    seed: int = 12345,
+    shuffle_buffer_size: int = 10_000,
+    labelled_spans: bool = False,
+) -> tuple[Any, TaskData]:
+    """(the family's adapter, TaskData) of raw `x` and labels `y` (None: unlabelled)."""
+    attached = attached_of(model, "raw text")
+    if isinstance(x, tf.data.Dataset):
+        x, y_from_data = _split_dataset(x)
+        y = y if y is not None else y_from_data
+    info = attached.info
+    kind = info.kind
+    labelled = y is not None
+    if kind in (TaskKind.CLASSIFICATION, TaskKind.REGRESSION):
+        if split == "train" and _holds_pairs(x) and not info.text_b_column and not _glue_pair(info.task):
+            # A new own-data head learns pairs from its first training data (as a CSV's
+            # text_b_column); its task.json then says so.
+            info = attached.info = dataclasses.replace(info, text_b_column="text_b")
+        examples, _ = _classification_examples(x, y, info, split)
+        data = TaskData(split, lambda: iter(examples), labelled, ConversionStats())
+    elif kind == TaskKind.TOKEN:
+        sentences = _sentences(x, y, info, split)
+        data = TaskData(split, lambda: iter(sentences), labelled, ConversionStats())
+    elif kind == TaskKind.MULTIPLE_CHOICE:
+        choices = _choice_examples(x, y, split)
+        data = TaskData(split, lambda: iter(choices), labelled, ConversionStats())
+    else:
+        data = _span_data(x, y, split, info, training=split == "train" or labelled_spans)
+    if not any(True for _ in data.examples()):
+        raise UsageError(f"the {split} data has no examples")
+    return family_of(model, seed, shuffle_buffer_size), data
+
+
+def _classification_examples(x, y, info: FinetunedModelInfo, split: str):
+    if isinstance(x, tuple) and len(x) == 2 and not isinstance(x[0], str):
+        first, second = _rows(x[0], "x"), _rows(x[1], "x")
+        if len(first) != len(second):
+            raise UsageError(
+                f"x holds {len(first)} first texts and {len(second)} second texts; give one of each per pair"
+            )
+        rows = list(zip(first, second, strict=True))
+    else:
+        rows = _rows(x, "x")
+    pair = bool(rows) and not isinstance(rows[0], str)
+    for index, row in enumerate(rows):
+        single = isinstance(row, str)
+        if single == pair or (pair and (len(row) != 2 or not all(isinstance(t, str) for t in row))):
+            raise UsageError(
+                f"x[{index}] is {row!r}: give every example as a text, or every one as a (text_a, text_b) pair"
+            )
+    reads_pairs = bool(info.text_b_column) or _glue_pair(info.task)
+    if reads_pairs != pair:
+        wanted = "(text_a, text_b) pairs" if reads_pairs else "single texts"
+        raise UsageError(f"this model reads {wanted}; x holds {'pairs' if pair else 'single texts'}")
+    labels = _labels(y, len(rows), info) if y is not None else [None] * len(rows)
+    examples = [
+        classification.InputExample(f"x[{i}]", *(row if pair else (row, None)), label)
+        for i, (row, label) in enumerate(zip(rows, labels, strict=True))
+    ]
+    return list(classification.validate(examples, info.label_list, info.kind == TaskKind.REGRESSION)), pair
+
+
+def _holds_pairs(x) -> bool:
+    if isinstance(x, tuple) and len(x) == 2 and not isinstance(x[0], str):
+        return True
+    rows = x.tolist() if isinstance(x, np.ndarray) else x
+    return bool(len(rows)) and isinstance(rows[0], (tuple, list))
+
+
+def _glue_pair(task: str) -> bool:
+    from bert_tf.tasks import glue
+
+    try:
+        return glue.get_task(task.lower()).text_b is not None
+    except TaskDataError:
+        return False
+
+
+def _labels(y, count: int, info: FinetunedModelInfo) -> list:
+    labels = _rows(y, "y")
+    if len(labels) != count:
+        raise UsageError(f"x has {count} examples but y has {len(labels)} labels; give one label per example")
+    if info.kind == TaskKind.REGRESSION:
+        return labels
+    names = info.label_list
+    checked = []
+    for index, label in enumerate(labels):
+        if isinstance(label, (list, tuple)):
+            raise UsageError(f"y[{index}] is a list ({label!r}); a {info.kind.value} example has one label")
+        if isinstance(label, (int, np.integer)) and not isinstance(label, bool):
+            if not 0 <= label < len(names):
+                raise UsageError(f"y[{index}] is label id {label}, outside 0..{len(names) - 1} of {names}")
+            label = names[label]
+        if str(label) not in names:
+            raise UsageError(
+                f"y[{index}] is {label!r}, not one of the model's labels {names}; fix it, or build the "
+                "model with a label_list that includes it"
+            )
+        checked.append(str(label))
+    return checked
+
+
+def _sentences(x, y, info: FinetunedModelInfo, split: str) -> list[ner.Sentence]:
+    rows = [row.split() if isinstance(row, str) else list(row) for row in _rows(x, "x")]
+    tags = _rows(y, "y") if y is not None else [None] * len(rows)
+    if len(tags) != len(rows):
+        raise UsageError(f"x has {len(rows)} sentences but y has {len(tags)} tag lists")
+    known = set(info.label_list)
+    sentences = []
+    for index, (words, sentence_tags) in enumerate(zip(rows, tags, strict=True)):
+        if not words:
+            raise UsageError(f"x[{index}] has no words")
+        if sentence_tags is not None:
+            sentence_tags = [str(tag) for tag in sentence_tags]
+            if len(sentence_tags) != len(words):
+                raise UsageError(
+                    f"x[{index}] has {len(words)} words but y[{index}] has {len(sentence_tags)} tags"
+                )
+            unknown = sorted(set(sentence_tags) - known)
+            if unknown:
+                raise UsageError(f"y[{index}] has tags {unknown} that are not the model's {info.label_list}")
+        sentences.append(ner.Sentence(words, sentence_tags, index))
+    return sentences
+
+
+def _choice_examples(x, y, split: str) -> list[swag.ChoiceExample]:
+    rows = _rows(x, "x")
+    labels = _rows(y, "y") if y is not None else [None] * len(rows)
+    if len(labels) != len(rows):
+        raise UsageError(f"x has {len(rows)} examples but y has {len(labels)} labels")
+    examples = []
+    for index, (row, label) in enumerate(zip(rows, labels, strict=True)):
+        if not (isinstance(row, (tuple, list)) and len(row) == 2 and isinstance(row[0], str)):
+            raise UsageError(f"x[{index}] must be (context, [ending, ...]), got {row!r}")
+        context, endings = row
+        endings = list(endings)
+        if len(endings) < 2:
+            raise UsageError(f"x[{index}] has {len(endings)} endings; multiple choice needs two or more")
+        if label is not None and not (isinstance(label, int) and 0 <= label < len(endings)):
+            raise UsageError(f"y[{index}] is {label!r}: the index of the right ending, 0..{len(endings) - 1}")
+        examples.append(swag.ChoiceExample(f"x[{index}]", context, endings, label))
+    return examples
+
+
+def _span_data(x, y, split: str, info: FinetunedModelInfo, training: bool) -> TaskData:
+    rows = _rows(x, "x")
+    answers = _rows(y, "y") if y is not None else [None] * len(rows)
+    if len(answers) != len(rows):
+        raise UsageError(f"x has {len(rows)} questions but y has {len(answers)} answers")
+    paragraphs = []
+    for index, (row, answer) in enumerate(zip(rows, answers, strict=True)):
+        if not (isinstance(row, (tuple, list)) and len(row) == 2 and all(isinstance(t, str) for t in row)):
+            raise UsageError(f"x[{index}] must be a (question, context) pair, got {row!r}")
+        question, context = row
+        qa: dict[str, Any] = {"id": str(index), "question": question, "answers": []}
+        if answer is not None:
+            if isinstance(answer, dict):
+                text, start = answer.get("text"), answer.get("answer_start")
+            elif isinstance(answer, (tuple, list)) and len(answer) == 2:
+                text, start = answer
+            else:
+                raise UsageError(
+                    f"y[{index}] must be {{'text': ..., 'answer_start': ...}} or (text, start), got {answer!r}"
+                )
+            if text == "" or start is None or start < 0:
+                if not info.version_2_with_negative:
+                    raise UsageError(
+                        f"y[{index}] has no answer; unanswerable questions need a SQuAD 2.0 model (task='squad_v2')"
+                    )
+                qa["is_impossible"] = True
+            else:
+                qa["answers"] = [{"text": text, "answer_start": int(start)}]
+        paragraphs.append({"context": context, "qas": [qa]})
+    dataset = [{"title": split, "paragraphs": paragraphs}]
+    examples, skipped = squad.read_examples(
+        dataset, training, version_2_with_negative=info.version_2_with_negative
+    )
+    if skipped:
+        raise UsageError(
+            f"{skipped} answers of y are not found at their answer_start in their context; fix them"
+        )
+    return TaskData(split, lambda: iter(examples), training, ConversionStats(), (dataset, examples))

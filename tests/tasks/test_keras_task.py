@@ -1,0 +1,173 @@
+"""The task models' Keras-native API: from_pretrained -> compile() -> fit on raw text -> predict
+-> save -> reload -> export, as the fine-tuning docs show it, the same weights as the command
+line, and one clear error for each mistake a user makes."""
+
+import json
+import os
+import pathlib
+import random
+import re
+import subprocess
+import sys
+import tempfile
+
+import keras
+import tensorflow as tf
+
+import bert_tf
+from bert_tf.checkpoints.names import CheckpointError
+from bert_tf.errors import UsageError
+from bert_tf.tasks.runner import FinetuneSettings, run
+
+sys.path.insert(0, os.path.dirname(__file__))
+from test_learning import sentiment_rows, tiny_checkpoint, write_csv, write_vocab  # noqa: E402
+
+DOCS = pathlib.Path(__file__).resolve().parents[2] / "docs" / "fine-tuning.md"
+
+# Serves an export in a fresh interpreter where bert_tf cannot be imported at all.
+SERVE = """
+import json, sys
+sys.modules["bert_tf"] = None  # importing bert_tf now fails: the SavedModel must not need it
+import tensorflow as tf
+import tensorflow_text  # noqa: F401
+serve = tf.saved_model.load(sys.argv[1]).signatures["serving_default"]
+labels = serve(text=tf.constant(json.loads(sys.argv[2])))["label"].numpy()
+print(json.dumps([label.decode() for label in labels]))
+"""
+
+
+def docs_snippet() -> str:
+    """The first Python block of docs/fine-tuning.md."""
+    return re.search(r"```python\n(.*?)```", DOCS.read_text(encoding="utf-8"), re.S).group(1)
+
+
+class KerasTaskTest(tf.test.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.dir = tempfile.mkdtemp(prefix="keras_task_")
+        cls.vocab = write_vocab(cls.dir)
+        keras.utils.set_random_seed(1)
+        cls.checkpoint = tiny_checkpoint(cls.dir, cls.vocab)
+        rng = random.Random(0)
+        cls.train_rows, cls.dev_rows = sentiment_rows(rng, 64), sentiment_rows(rng, 24)
+
+    def texts_labels(self, rows):
+        return [r["text"] for r in rows], [r["label"] for r in rows]
+
+    def test_docs_snippet_runs_and_round_trips(self):
+        """The docs' snippet, on the tiny checkpoint: the reloaded model predicts the same logits,
+        and the export serves the same labels without bert_tf."""
+        root = tempfile.mkdtemp(dir=self.get_temp_dir())
+        code = docs_snippet().replace('"uncased_L-12_H-768_A-12"', repr(self.checkpoint))
+        code = code.replace('"runs/', f'"{root}/runs/').replace('"exports/', f'"{root}/exports/')
+        code = code.replace("epochs=3", "epochs=1")
+        (train_texts, train_labels), (dev_texts, dev_labels) = map(
+            self.texts_labels, (self.train_rows, self.dev_rows)
+        )
+        scope = dict(
+            train_texts=train_texts, train_labels=train_labels, dev_texts=dev_texts, dev_labels=dev_labels
+        )
+        exec(compile(code, str(DOCS), "exec"), scope)  # noqa: S102 - the documented snippet itself
+        trained_logits = scope["logits"]
+        reloaded = scope["model"]
+        texts = ["a quiet, moving film", "two hours I will not get back"]
+        self.assertAllClose(reloaded.predict(texts), trained_logits, atol=1e-6)
+        self.assertEqual(reloaded.label_list, ["neg", "pos"])
+        served = subprocess.run(
+            [sys.executable, "-c", SERVE, f"{root}/exports/reviews", json.dumps(dev_texts)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        self.assertEqual(
+            json.loads(served.stdout.strip().splitlines()[-1]),
+            reloaded.label_names(reloaded.predict(dev_texts)),
+        )
+
+    def test_command_line_and_python_give_the_same_weights(self):
+        root = tempfile.mkdtemp(dir=self.get_temp_dir())
+        train = write_csv(os.path.join(root, "train.csv"), self.train_rows)
+        settings = FinetuneSettings(
+            task="classification",
+            init_checkpoint=self.checkpoint,
+            train_file=train,
+            output_dir=os.path.join(root, "cli"),
+            max_seq_length=32,
+            train_batch_size=16,
+            num_train_epochs=2,
+            learning_rate=1e-3,
+            seed=7,
+            verbose=0,
+        )
+        run(settings)
+        cli = bert_tf.BertClassifier.from_pretrained(os.path.join(root, "cli", "model"))
+
+        keras.utils.set_random_seed(7)
+        model = bert_tf.BertClassifier.from_pretrained(
+            self.checkpoint, label_list=cli.label_list, max_seq_length=32
+        )
+        model.compile(learning_rate=1e-3)
+        model.fit(*self.texts_labels(self.train_rows), batch_size=16, epochs=2, seed=7, verbose=0)
+        self.assertEqual(int(model.optimizer.iterations), 8)  # 64 examples / 16, 2 epochs
+        for ours, theirs in zip(model.weights, cli.weights, strict=True):
+            self.assertAllClose(ours, theirs, atol=1e-6, msg=ours.path)
+
+    def test_pairs_from_lists_tuples_and_datasets(self):
+        model = bert_tf.BertClassifier.from_pretrained(
+            self.checkpoint, label_list=["no", "yes"], max_seq_length=32
+        )
+        model.compile(learning_rate=1e-3)
+        pairs = [("good film", "great plot"), ("bad film", "great plot"), ("nice cast", "fine music")]
+        model.fit(pairs, ["yes", "no", 1], batch_size=2, epochs=1, verbose=0)  # names and ids
+        self.assertEqual(model.task_info.text_b_column, "text_b")  # saved: the model reads pairs
+        from_pairs = model.predict(pairs)
+        from_columns = model.predict(tuple(map(list, zip(*pairs, strict=True))))
+        from_dataset = model.predict(
+            tf.data.Dataset.from_tensor_slices(([a for a, _ in pairs], [b for _, b in pairs])).map(
+                lambda a, b: ((a, b),)
+            )
+        )
+        self.assertAllClose(from_pairs, from_columns)
+        self.assertAllClose(from_pairs, from_dataset)
+        with self.assertRaisesRegex(UsageError, r"reads \(text_a, text_b\) pairs"):
+            model.predict(["good film"])
+
+    def test_mistakes_get_one_clear_error(self):
+        texts, labels = self.texts_labels(self.train_rows[:4])
+        model = bert_tf.BertClassifier.from_pretrained(
+            self.checkpoint, label_list=["neg", "pos"], max_seq_length=32
+        )
+        with self.assertRaisesRegex(UsageError, r"fit before compile: call model.compile\(\)"):
+            model.fit(texts, labels)
+        model.compile()
+        with self.assertRaisesRegex(
+            UsageError, r"y\[1\] is 'meh', not one of the model's labels \['neg', 'pos'\]"
+        ):
+            model.fit(texts, [labels[0], "meh", *labels[2:]], verbose=0)
+        with self.assertRaisesRegex(UsageError, r"y\[0\] is label id 2, outside 0..1"):
+            model.fit(texts, [2, 0, 0, 0], verbose=0)
+        with self.assertRaisesRegex(UsageError, "x has 4 examples but y has 3 labels"):
+            model.fit(texts, labels[:3], verbose=0)
+        mrpc = bert_tf.BertClassifier.from_pretrained(self.checkpoint, task="mrpc", max_seq_length=32)
+        mrpc.compile()
+        with self.assertRaisesRegex(
+            UsageError, r"this model reads \(text_a, text_b\) pairs; x holds single texts"
+        ):
+            mrpc.fit(texts, ["0", "1", "0", "1"], verbose=0)
+        with self.assertRaisesRegex(UsageError, "needs its classes: pass num_classes=N or label_list"):
+            bert_tf.BertClassifier.from_pretrained(self.checkpoint)
+        empty = tempfile.mkdtemp(dir=self.get_temp_dir())
+        with self.assertRaisesRegex(CheckpointError, "holds no BERT checkpoint"):
+            bert_tf.BertClassifier.from_pretrained(empty, num_classes=2)
+        folder = model.save(os.path.join(tempfile.mkdtemp(dir=self.get_temp_dir()), "model"))
+        with self.assertRaisesRegex(
+            UsageError, r"holds a BertClassifier .*load it with bert_tf.BertClassifier"
+        ):
+            bert_tf.BertTokenClassifier.from_pretrained(folder)
+        with self.assertRaisesRegex(UsageError, "needs the model's tokenizer and task"):
+            bert_tf.BertClassifier(model.encoder, num_classes=2).predict(["good"])
+
+
+if __name__ == "__main__":
+    tf.test.main()
