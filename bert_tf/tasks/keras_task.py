@@ -289,7 +289,7 @@ def fit(model, keras_fit, x, y, *, batch_size, epochs, validation_data, seed, sh
     accumulation = recipe.gradient_accumulation_steps if recipe else 1
     if not is_raw(x):  # model features: plain Keras, with the recipe's schedule over its batches
         batches = kwargs.get("steps_per_epoch") or _steps_of(x, batch_size)
-        _build_schedule(model, batches * epochs // accumulation if batches else None)
+        build_schedule(model, batches * epochs // accumulation if batches else None)
         return keras_fit(
             x, y, batch_size=batch_size, epochs=epochs, validation_data=validation_data, **kwargs
         )
@@ -307,7 +307,7 @@ def fit(model, keras_fit, x, y, *, batch_size, epochs, validation_data, seed, sh
     adapter, data = task_data(model, x, y, "train", seed=seed, shuffle_buffer_size=shuffle_buffer_size)
     adapter.count(data)
     steps_per_epoch = max(1, math.ceil(data.stats.num_features / batch_size))
-    _build_schedule(model, steps_per_epoch * epochs)
+    build_schedule(model, steps_per_epoch * epochs)
     dataset = adapter.dataset(data, batch_size // accumulation, training=True)
     validation = None
     if validation_data is not None:
@@ -336,7 +336,7 @@ def _check_compiled(model, what: str) -> None:
         )
 
 
-def _build_schedule(model, num_train_steps: int | None) -> None:
+def build_schedule(model, num_train_steps: int | None) -> None:
     """Builds the pending recipe's optimizer for `num_train_steps` optimizer updates (a new
     one per `fit`)."""
     recipe = _recipe(model)

@@ -44,7 +44,7 @@ from bert_tf.config import load_config
 from bert_tf.errors import UsageError
 from bert_tf.models import BertEncoder
 from bert_tf.outputs import check_output
-from bert_tf.tasks import callbacks, models
+from bert_tf.tasks import callbacks, keras_task
 from bert_tf.tasks.adapters import TaskData, make_adapter
 from bert_tf.tasks.callbacks import TrainingBackup
 from bert_tf.tasks.features import TaskDataError
@@ -53,7 +53,6 @@ from bert_tf.tasks.finetuned import (
     is_finetuned_dir,
     load_finetuned,
     read_info,
-    save_finetuned,
     task_info,
 )
 from bert_tf.tasks.kinds import TaskKind
@@ -309,19 +308,17 @@ def _run(settings: FinetuneSettings, strategy, policy: str, fresh: bool) -> dict
     if policy != settings.mixed_precision:  # said once every check has passed
         logger.info("mixed precision: %s (--mixed_precision=%s)", policy, settings.mixed_precision)
 
-    with strategy.scope():
+    with strategy.scope():  # the task model of the Python API, compiled with the same recipe
         if not finetuned:
             model = adapter.build_model(encoder)
+        model.attach(tokenizer, task_info(settings, adapter, tokenizer))
         model.compile(
-            optimizer=models.create_optimizer(
-                settings.learning_rate,
-                plan.num_train_steps,
-                settings.warmup_proportion,
-                gradient_accumulation_steps=settings.gradient_accumulation_steps,
-            ),
+            learning_rate=settings.learning_rate,
+            warmup_proportion=settings.warmup_proportion,
+            gradient_accumulation_steps=settings.gradient_accumulation_steps,
             jit_compile="auto" if settings.jit_compile is None else settings.jit_compile,
-            **models.compile_args(adapter.kind),
         )
+        keras_task.build_schedule(model, plan.num_train_steps)
 
     if train:
         _train(settings, strategy, model, adapter, train[0], evals, plan)
@@ -344,12 +341,7 @@ def _run(settings: FinetuneSettings, strategy, policy: str, fresh: bool) -> dict
             logger.info("wrote %s", path)
     fileio.write_json(fileio.join(settings.output_dir, "data_stats.json"), data_stats)
     if settings.save_model and train:
-        save_finetuned(
-            fileio.join(settings.output_dir, MODEL_DIR),
-            model,
-            tokenizer,
-            task_info(settings, adapter, tokenizer),
-        )
+        model.save(fileio.join(settings.output_dir, MODEL_DIR))
     # Last: without the backup the folder reads as a finished run.
     fileio.rmtree(fileio.join(settings.output_dir, BACKUP_DIR))
     return results
