@@ -17,6 +17,9 @@ peak RSS:
 - ours: `python -m bert_tf.finetune` (its defaults: each batch's examples packed several to a
   row, `--mixed_precision=auto`, which is float32 on a CPU without AMX; `--ours_flags` adds
   flags);
+- ours from Python: `bert_tf.BertClassifier.from_pretrained(...)`, `compile()` with the same
+  recipe, `fit` on the CSV's texts and labels as Python lists, `evaluate` on the dev texts
+  (whole epochs only; `--nopython_api` leaves it out);
 - Hugging Face, as its examples run it: every example padded to max_length;
 - Hugging Face with dynamic padding (`DataCollatorWithPadding`).
 
@@ -63,6 +66,7 @@ flags.DEFINE_string(
 flags.DEFINE_float("epochs", 3.0, "Training epochs.")
 flags.DEFINE_integer("max_train_rows", None, "Use only this many training rows (smoke runs).")
 flags.DEFINE_bool("skip_hf", False, "Run only ours.")
+flags.DEFINE_bool("python_api", True, "Also run ours through the Python task-model API.")
 flags.DEFINE_list("rss_sizes_mb", ["100", "1000"], "--mode=rss: training file sizes in MB.")
 flags.DEFINE_integer("rss_steps", 50, "--mode=rss: updates of each run.")
 flags.DEFINE_integer(
@@ -177,6 +181,27 @@ with torch.no_grad():
 print(json.dumps({"accuracy": correct / len(dev), "steps": steps}))
 """
 
+PYTHON_API_SCRIPT = r"""
+import csv, json, sys
+import keras
+import bert_tf
+
+model_dir, train_file, dev_file, epochs = sys.argv[1:5]
+max_length, batch_size, lr, warmup, seed = json.loads(sys.argv[5])
+def read(path):
+    with open(path, newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    return [r["text"] for r in rows], [r["label"] for r in rows]
+train_texts, train_labels = read(train_file)
+dev_texts, dev_labels = read(dev_file)
+keras.utils.set_random_seed(seed)
+model = bert_tf.BertClassifier.from_pretrained(
+    model_dir, label_list=sorted(set(train_labels)), max_seq_length=max_length)
+model.compile(learning_rate=lr, warmup_proportion=warmup)
+model.fit(train_texts, train_labels, batch_size=batch_size, epochs=int(float(epochs)), seed=seed, verbose=0)
+print(json.dumps(model.evaluate(dev_texts, dev_labels)))
+"""
+
 
 def standard_error(values: list[float]) -> float:
     return statistics.stdev(values) / len(values) ** 0.5 if len(values) > 1 else float("nan")
@@ -217,7 +242,24 @@ def compare(workdir: Path, model_dir: Path) -> None:
 
         return run
 
+    def python_api(log: Path, seed: int) -> tuple[float, float, float]:
+        command = [
+            sys.executable,
+            str(api_script),
+            str(model_dir),
+            str(paths["train"]),
+            str(paths["dev"]),
+            str(FLAGS.epochs),
+            json.dumps([MAX_SEQ_LENGTH, BATCH_SIZE, LEARNING_RATE, WARMUP, seed]),
+        ]
+        wall, rss = measure(command, log)
+        return wall, rss, json.loads(log.read_text().strip().splitlines()[-1])["accuracy"]
+
+    api_script = workdir / "python_api_finetune.py"
+    api_script.write_text(PYTHON_API_SCRIPT)
     contenders = {"bert_tf": ours}
+    if FLAGS.python_api:
+        contenders["bert_tf Python API"] = python_api
     if not FLAGS.skip_hf:
         contenders["HF padded to max_length"] = hugging_face("max_length")
         contenders["HF DataCollatorWithPadding"] = hugging_face("dynamic")
@@ -236,7 +278,7 @@ def compare(workdir: Path, model_dir: Path) -> None:
     # Hugging Face runs train the same model on the same batches (padding does not change
     # its math), so their accuracies are also pooled.
     accuracies = {name: [v[2] for v in values] for name, values in runs.items()}
-    hf = [a for name, values in accuracies.items() if name != "bert_tf" for a in values]
+    hf = [a for name, values in accuracies.items() if name.startswith("HF") for a in values]
     if hf:
         accuracies["HF, both runs pooled"] = hf
     print(f"{'run':<30} {'median wall s':>13} {'median RSS MB':>14} {'mean accuracy':>14} {'SE':>6}  runs")
@@ -250,8 +292,15 @@ def compare(workdir: Path, model_dir: Path) -> None:
         )
     ours_wall = statistics.median(v[0] for v in runs["bert_tf"])
     ours_accuracy = statistics.mean(accuracies["bert_tf"])
+    if "bert_tf Python API" in runs:
+        api_wall = statistics.median(v[0] for v in runs["bert_tf Python API"])
+        api_accuracy = statistics.mean(accuracies["bert_tf Python API"])
+        print(
+            f"bert_tf Python API / bert_tf: wall {api_wall / ours_wall:.2f}x, "
+            f"accuracy {100 * (api_accuracy - ours_accuracy):+.2f} points"
+        )
     for name, values in accuracies.items():
-        if name == "bert_tf":
+        if name in ("bert_tf", "bert_tf Python API"):
             continue
         ratio = (
             f"wall {ours_wall / statistics.median(v[0] for v in runs[name]):.2f}x, " if name in runs else ""
@@ -259,8 +308,11 @@ def compare(workdir: Path, model_dir: Path) -> None:
         print(
             f"bert_tf / {name}: {ratio}accuracy {100 * (ours_accuracy - statistics.mean(values)):+.2f} points"
         )
+    targets = ["bert_tf Python API / bert_tf: <= 1.1x wall, the same accuracy"] if FLAGS.python_api else []
     if not FLAGS.skip_hf:
-        print("targets: <= 0.33x of HF padded, <= 0.7x of HF dynamic, accuracy within 1 point")
+        targets.append("bert_tf / HF: <= 0.33x of HF padded, <= 0.7x of HF dynamic, accuracy within 1 point")
+    for target in targets:
+        print("target:", target)
 
 
 def rss(workdir: Path, model_dir: Path) -> None:

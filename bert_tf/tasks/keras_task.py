@@ -152,6 +152,8 @@ def from_pretrained(
     )
     task = task or _DEFAULT_TASK[base]
     kind, label_list = _head(base, task, tokenizer, num_classes, label_list)
+    if kind == TaskKind.REGRESSION and task == "classification":
+        task = "regression"  # own data: a one-output head scores
     if base is BertSpanLabeler and "squad_v2" == task.lower():
         span_options.setdefault("version_2_with_negative", True)
     config = encoder.config

@@ -232,6 +232,12 @@ class LearningTest(tf.test.TestCase):
         tf.keras.utils.set_random_seed(1)
         self.checkpoint = tiny_checkpoint(self.dir, self.vocab)
 
+    def model(self, cls, **kwargs):
+        # Seeded as `python -m bert_tf.finetune --seed=1` seeds a run: the head's initial
+        # weights and dropout are those of the command line's run.
+        tf.keras.utils.set_random_seed(1)
+        return cls.from_pretrained(self.checkpoint, **kwargs)
+
     def fit(self, model, x, y, epochs, learning_rate=2e-3, batch_size=16):
         model.compile(learning_rate=learning_rate)
         model.fit(x, y, batch_size=batch_size, epochs=epochs, seed=1, verbose=0)
@@ -239,9 +245,7 @@ class LearningTest(tf.test.TestCase):
 
     def test_classification_learns_sentiment(self):
         train_rows, test_rows = sentiment_rows(self.rng, 200), sentiment_rows(self.rng, 100)
-        model = bert_tf.BertClassifier.from_pretrained(
-            self.checkpoint, label_list=["neg", "pos"], max_seq_length=32
-        )
+        model = self.model(bert_tf.BertClassifier, label_list=["neg", "pos"], max_seq_length=32)
         self.fit(model, [r["text"] for r in train_rows], [r["label"] for r in train_rows], epochs=8)
         train = model.evaluate([r["text"] for r in train_rows], [r["label"] for r in train_rows])
         results = model.evaluate([r["text"] for r in test_rows], [r["label"] for r in test_rows])
@@ -258,7 +262,7 @@ class LearningTest(tf.test.TestCase):
     @pytest.mark.slow  # the classification path with an MSE head; ~40 s
     def test_regression_learns_to_count(self):
         train_rows, test_rows = regression_rows(self.rng, 200), regression_rows(self.rng, 100)
-        model = bert_tf.BertClassifier.from_pretrained(self.checkpoint, num_classes=1, max_seq_length=32)
+        model = self.model(bert_tf.BertClassifier, num_classes=1, max_seq_length=32)
         self.fit(model, [r["text"] for r in train_rows], [float(r["score"]) for r in train_rows], epochs=10)
         train = model.evaluate([r["text"] for r in train_rows], [float(r["score"]) for r in train_rows])
         results = model.evaluate([r["text"] for r in test_rows], [float(r["score"]) for r in test_rows])
@@ -273,9 +277,7 @@ class LearningTest(tf.test.TestCase):
     def test_token_tagging_learns_a_gazetteer(self):
         train_sentences, test_sentences = ner_sentences(self.rng, 200), ner_sentences(self.rng, 100)
         tags = sorted({tag for sentence in train_sentences for _, tag in sentence})
-        model = bert_tf.BertTokenClassifier.from_pretrained(
-            self.checkpoint, label_list=tags, max_seq_length=32
-        )
+        model = self.model(bert_tf.BertTokenClassifier, label_list=tags, max_seq_length=32)
 
         def split(sentences):
             return [[w for w, _ in s] for s in sentences], [[t for _, t in s] for s in sentences]
@@ -293,7 +295,7 @@ class LearningTest(tf.test.TestCase):
     @pytest.mark.slow  # ~40 s; the SQuAD path runs by default in tests/tasks/test_runner.py
     def test_span_labeling_answers_templated_questions(self):
         train_data, test_data = squad_data(self.rng, 300, "t"), squad_data(self.rng, 100, "e")
-        model = bert_tf.BertSpanLabeler.from_pretrained(self.checkpoint, max_seq_length=48)
+        model = self.model(bert_tf.BertSpanLabeler, max_seq_length=48)
         # A model this small either learns to tie the question's name to its sentence or
         # plateaus at ~70% EM for a while; 16 epochs get past that for every seed tried.
         self.fit(model, *squad_pairs(train_data), epochs=16)
@@ -322,7 +324,7 @@ class LearningTest(tf.test.TestCase):
             return x, [int(r["label"]) for r in rows]
 
         train_rows, test_rows = swag_rows(self.rng, 200), swag_rows(self.rng, 100)
-        model = bert_tf.BertMultipleChoice.from_pretrained(self.checkpoint, max_seq_length=16)
+        model = self.model(bert_tf.BertMultipleChoice, max_seq_length=16)
         self.fit(model, *split(train_rows), epochs=20, learning_rate=1e-3)
         train, results = model.evaluate(*split(train_rows)), model.evaluate(*split(test_rows))
         baseline = majority_share([r["label"] for r in test_rows])
