@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.tasks.adapters import make_adapter
+from bert_tf.tasks.families import make_family
 from bert_tf.tasks.finetuned import load_finetuned
 from bert_tf.tasks.runner import FinetuneSettings, run
 from bert_tf.tasks.squad_postprocess import postprocess
@@ -330,7 +330,7 @@ class LearningTest(tf.test.TestCase):
             max_seq_length=48,
             doc_stride=info.doc_stride,
         )
-        adapter = make_adapter(settings, tokenizer)
+        adapter = make_family(settings, tokenizer)
         [data] = adapter.load("eval")
         windows, starts, ends = adapter.predict(model, data, batch_size=7).outputs
         again, _, _ = postprocess(data.meta[1], windows, starts, ends)
