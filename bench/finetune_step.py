@@ -34,7 +34,7 @@ import numpy as np  # noqa: E402
 from bench.finetune_task import default_model_dir, write_task  # noqa: E402
 from bert_tf.checkpoints import from_pretrained  # noqa: E402
 from bert_tf.tasks import models  # noqa: E402
-from bert_tf.tasks.adapters import make_adapter  # noqa: E402
+from bert_tf.tasks.families import make_family  # noqa: E402
 from bert_tf.tasks.settings import FinetuneSettings  # noqa: E402
 from bert_tf.tokenization import BertTokenizer  # noqa: E402
 
@@ -51,7 +51,7 @@ def batches(train_file: Path, tokenizer, packing: bool, count: int) -> list:
         max_seq_length=MAX_SEQ_LENGTH,
         packing=packing,
     )
-    adapter = make_adapter(settings, tokenizer)
+    adapter = make_family(settings, tokenizer)
     data = adapter.load("train")[0]
     return adapter, list(adapter.dataset(data, BATCH_SIZE, training=True).take(count))
 

@@ -32,7 +32,7 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     --init_checkpoint, --vocab_file, ...) can be imported side by side.
     """
     # lazy: importing this module loads no TensorFlow; running the program does
-    from bert_tf.tasks.adapters import TASKS
+    from bert_tf.tasks.families import TASKS
     from bert_tf.training import distribute
 
     cli.define_settings_flags(

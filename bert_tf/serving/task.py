@@ -43,8 +43,6 @@ characters the original deletes (control and format characters) inside, never at
 
 from __future__ import annotations
 
-import dataclasses
-
 import tensorflow as tf
 
 from bert_tf import fileio, preprocessing
@@ -52,27 +50,10 @@ from bert_tf.preprocessing.spans import word_index_of_pieces
 from bert_tf.serving import spans
 from bert_tf.serving.saving import ExportError, check_seq_length, export_module
 from bert_tf.serving.spans import SpanSettings
-from bert_tf.tasks import glue
-from bert_tf.tasks.features import TaskDataError
+from bert_tf.tasks.families import family_for_kind
 from bert_tf.tasks.finetuned import MODEL_FILE, TASK_FILE, FinetunedModelInfo, load_finetuned
 from bert_tf.tasks.kinds import TaskKind
 from bert_tf.tokenization import BertTokenizer
-
-_TEXT_KINDS = (TaskKind.CLASSIFICATION, TaskKind.REGRESSION)
-
-
-def _spec(name: str) -> tf.TensorSpec:
-    return tf.TensorSpec([None], tf.string, name=name)
-
-
-def is_pair_task(info: FinetunedModelInfo) -> bool:
-    """Whether a classification/regression task reads two texts (GLUE definition, or text_b_column)."""
-    if info.text_b_column:
-        return True
-    try:
-        return glue.get_task(info.task.lower()).text_b is not None
-    except TaskDataError:  # not a GLUE task: own data, single text unless task.json says otherwise
-        return False
 
 
 def _char_offset(text: tf.Tensor, byte_offset: tf.Tensor) -> tf.Tensor:
@@ -104,20 +85,13 @@ class TaskServing(tf.Module):
         labels = info.label_list or []
         self._labels = tf.constant(labels if labels else [""], tf.string)
         self._num_labels = len(labels)
-        if kind == TaskKind.SPAN:
-            self._span = SpanSettings.from_task_info(info)
-            self._span.check(seq_length)
+        # The task family decides the preprocessor and the signatures (`trace`).
+        self._family = family_for_kind(kind)
+        # task.json's SQuAD settings, which the span program (`_answer`) reads; the span
+        # family checks them against seq_length before tracing.
+        self._span = SpanSettings.from_task_info(info)
         # The fine-tuning preprocessor of the task family: the same rules, traced here.
-        if kind in _TEXT_KINDS:
-            self.preprocessor = preprocessing.TextClassifierPreprocessor(tokenizer, seq_length)
-        elif kind == TaskKind.SPAN:
-            self.preprocessor = preprocessing.SpanPreprocessor(
-                tokenizer, seq_length, self._span.doc_stride, self._span.max_query_length
-            )
-        elif kind == TaskKind.TOKEN:
-            self.preprocessor = preprocessing.TokenTaggerPreprocessor(tokenizer, seq_length)
-        else:
-            self.preprocessor = preprocessing.MultipleChoicePreprocessor(tokenizer, seq_length)
+        self.preprocessor = self._family.serving_preprocessor(tokenizer, info, seq_length)
 
     # --- classification and regression -----------------------------------------
 
@@ -249,23 +223,9 @@ class TaskServing(tf.Module):
     # --- signatures ----------------------------------------------------------------
 
     def trace(self) -> dict[str, tf.types.experimental.ConcreteFunction]:
-        """Returns the signatures dict for tf.saved_model.save."""
-        if self._kind in _TEXT_KINDS:
-            single = tf.function(lambda text: self._classify([text])).get_concrete_function(_spec("text"))
-            pair = tf.function(lambda text_a, text_b: self._classify([text_a, text_b])).get_concrete_function(
-                _spec("text_a"), _spec("text_b")
-            )
-            default = pair if is_pair_task(self._info) else single
-            return {"serving_default": default, "serving_single": single, "serving_pair": pair}
-        if self._kind == TaskKind.SPAN:
-            answer = tf.function(self._answer).get_concrete_function(_spec("question"), _spec("context"))
-            return {"serving_default": answer}
-        if self._kind == TaskKind.MULTIPLE_CHOICE:
-            endings = tf.TensorSpec([None, None], tf.string, name="endings")
-            choose = tf.function(self._choose).get_concrete_function(_spec("context"), endings)
-            return {"serving_default": choose}
-        entities = tf.function(self._entities).get_concrete_function(_spec("text"))
-        return {"serving_default": entities}
+        """Returns the signatures dict for tf.saved_model.save: the task family's, built
+        from the programs above."""
+        return self._family.serving_signatures(self, self._info, self._seq_length)
 
 
 def _take(rows: tf.RaggedTensor, index: tf.Tensor) -> tf.Tensor:
@@ -339,8 +299,8 @@ def export_task_model(
         "task": info.task,
         "task_kind": info.kind.value,
         "label_list": info.label_list,
-        "pair_input": is_pair_task(info) if info.kind in _TEXT_KINDS else None,
-        **(dataclasses.asdict(SpanSettings.from_task_info(info)) if info.kind == TaskKind.SPAN else {}),
+        "pair_input": None,  # classification and regression: whether the default input is a pair
+        **family_for_kind(info.kind).export_info(info),  # e.g. pair_input, the span settings
         **({"init_checkpoint": source} if source else {}),
     }
     return export_module(

@@ -37,6 +37,7 @@ import bert_tf.training.optimization  # noqa: F401
 from bert_tf import fileio
 from bert_tf.checkpoints.integrity import check_keras_archive
 from bert_tf.errors import damaged
+from bert_tf.tasks.families import family_for_kind
 from bert_tf.tasks.features import TaskDataError
 from bert_tf.tasks.kinds import TaskKind
 from bert_tf.tokenization import BertTokenizer
@@ -44,23 +45,19 @@ from bert_tf.tokenization import BertTokenizer
 MODEL_FILE = "model.keras"
 TASK_FILE = "task.json"
 FORMAT_VERSION = 1
-_SPAN_FIELDS = (
-    "doc_stride",
-    "max_query_length",
-    "max_answer_length",
-    "version_2_with_negative",
-    "null_score_diff_threshold",
-)
+# What every task.json holds; the other fields are a family's (its `task_json_fields`).
+_COMMON_FIELDS = ("task", "kind", "label_list", "lower_case", "max_seq_length", "format_version")
 
 
 @dataclasses.dataclass(frozen=True)
 class FinetunedModelInfo:
     """task.json: the task a model was fine-tuned for and how its text becomes features.
 
-    The span fields (SQuAD) are saved for `kind="span"` only; their defaults are
-    fine-tuning's and the original run_squad's, which a task.json written before they
-    were saved is read with. `text_b_column` is the second text's column of own-data pair
-    tasks (GLUE tasks know theirs).
+    The other fields are a task family's (`bert_tf.tasks.families`), saved for its kinds
+    only: the span fields (SQuAD), whose defaults are fine-tuning's and the original
+    run_squad's, which a task.json written before they were saved is read with;
+    `text_b_column`, the second text's column of own-data pair tasks (GLUE tasks know
+    theirs).
     """
 
     task: str
@@ -77,14 +74,14 @@ class FinetunedModelInfo:
     format_version: int = FORMAT_VERSION
 
     def to_json(self) -> dict[str, Any]:
-        """The task.json content: the span fields for span models, text_b_column when set."""
+        """The task.json content: the common fields, and those of the kind's family that are set
+        (span models: the span fields; own-data pair tasks: text_b_column)."""
         values = dataclasses.asdict(self)
         values["kind"] = self.kind.value
-        if self.kind != TaskKind.SPAN:
-            for name in _SPAN_FIELDS:
+        saved = family_for_kind(self.kind).task_json_fields
+        for name in [name for name in values if name not in _COMMON_FIELDS]:
+            if name not in saved or values[name] is None:
                 del values[name]
-        if self.text_b_column is None:
-            del values["text_b_column"]
         return values
 
     @classmethod
@@ -160,28 +157,17 @@ def read_info(directory: str) -> FinetunedModelInfo:
     return FinetunedModelInfo.from_json(values, path)
 
 
-def task_info(settings, adapter, tokenizer) -> FinetunedModelInfo:
+def task_info(settings, family, tokenizer) -> FinetunedModelInfo:
     """The task.json of a model fine-tuned with `settings` (a run's `FinetuneSettings`),
-    `adapter` (its task family: kind and labels) and `tokenizer`."""
-    kind = TaskKind(adapter.kind)
-    extra: dict[str, Any] = {}
-    if kind in (TaskKind.CLASSIFICATION, TaskKind.REGRESSION) and settings.text_b_column:
-        extra["text_b_column"] = settings.text_b_column
-    if kind == TaskKind.SPAN:
-        extra.update(
-            doc_stride=settings.doc_stride,
-            max_query_length=settings.max_query_length,
-            max_answer_length=settings.max_answer_length,
-            version_2_with_negative=bool(getattr(adapter, "version_2", False)),
-            null_score_diff_threshold=settings.null_score_diff_threshold,
-        )
+    `family` (its task family, `bert_tf.tasks.families`: kind, labels and the family's
+    own fields) and `tokenizer`."""
     return FinetunedModelInfo(
         task=settings.task,
-        kind=kind,
-        label_list=list(adapter.label_list) if adapter.label_list is not None else None,
+        kind=TaskKind(family.kind),
+        label_list=list(family.label_list) if family.label_list is not None else None,
         lower_case=bool(tokenizer.lower_case),
         max_seq_length=settings.max_seq_length,
-        **extra,
+        **family.task_json_values(settings),
     )
 
 

@@ -6,7 +6,7 @@ The task model classes (`bert_tf.BertClassifier`, `BertTokenClassifier`, `BertSp
 hands over to a loader: the models know nothing about files or data. A model built by
 `from_pretrained` carries its tokenizer and its task description (`FinetunedModelInfo`, what
 task.json holds: task, labels, casing, sequence length); raw text goes through the task
-family's own preprocessor and batching (`bert_tf.tasks.adapters`), the same objects the
+family's own preprocessor and batching (`bert_tf.tasks.families`), the same objects the
 command line (`python -m bert_tf.finetune`) uses, so dynamic padding and packing are the
 CLI's, and `save` writes the folder the CLI writes.
 
@@ -39,7 +39,7 @@ from bert_tf.checkpoints import from_pretrained as load_checkpoint
 from bert_tf.errors import UsageError
 from bert_tf.models import BertClassifier, BertMultipleChoice, BertSpanLabeler, BertTokenClassifier
 from bert_tf.tasks import classification, ner, squad, swag
-from bert_tf.tasks.adapters import TaskData, make_adapter
+from bert_tf.tasks.families import TaskData, make_family
 from bert_tf.tasks.features import ConversionStats, TaskDataError
 from bert_tf.tasks.finetuned import FinetunedModelInfo, is_finetuned_dir, load_finetuned, save_finetuned
 from bert_tf.tasks.kinds import TaskKind
@@ -211,7 +211,7 @@ def _head(base, task: str, tokenizer, num_classes, label_list) -> tuple[TaskKind
         )
     # The task's family decides the kind (and GLUE tasks their labels).
     try:
-        adapter = make_adapter(FinetuneSettings(task=task, output_dir="-"), tokenizer)
+        adapter = make_family(FinetuneSettings(task=task, output_dir="-"), tokenizer)
     except TaskDataError as error:
         raise UsageError(str(error)) from None
     kind = adapter.kind
@@ -508,7 +508,7 @@ def family_of(model, seed: int = 12345, shuffle_buffer_size: int = 10_000):
         **{name: getattr(info, name) for name in ("doc_stride", "max_query_length", "max_answer_length")},
         null_score_diff_threshold=info.null_score_diff_threshold,
     )
-    adapter = make_adapter(settings, attached.tokenizer)
+    adapter = make_family(settings, attached.tokenizer)
     adapter.label_list = list(info.label_list) if info.label_list is not None else None
     if info.kind in (TaskKind.CLASSIFICATION, TaskKind.REGRESSION):
         adapter.pair = bool(info.text_b_column) or _glue_pair(info.task)

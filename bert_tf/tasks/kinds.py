@@ -1,6 +1,7 @@
 """`TaskKind`: what a fine-tuned model predicts.
 
-The kind decides the head, the loss and metrics (`bert_tf.tasks.models.compile_args`) and
+A saved model's kind names its task family (`bert_tf.tasks.families.family_for_kind`),
+which decides the head, the loss and metrics (`bert_tf.tasks.models.compile_args`) and
 the signatures of the raw-text export (`bert_tf.serving.task`). A `StrEnum`, so a kind
 equals its string: task.json files written before the enum read back unchanged.
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import os
 
 import keras
-from keras import ops
 
 from bert_tf.checkpoints import from_pretrained
 from bert_tf.config import BertConfig, load_config
@@ -35,10 +34,23 @@ from bert_tf.models import (
     BertSpanLabeler,
     BertTokenClassifier,
 )
+from bert_tf.tasks.families import family_for_kind
+from bert_tf.tasks.families.token import MaskedAccuracy
 from bert_tf.tasks.kinds import TaskKind
 from bert_tf.training import optimization
 
-IGNORE_LABEL = -1  # token labels of word-piece continuations, [CLS], [SEP] and padding
+__all__ = [
+    "MaskedAccuracy",  # the token family's metric, kept importable from here
+    "classifier",
+    "compile_args",
+    "create_optimizer",
+    "load_encoder",
+    "multiple_choice",
+    "span_labeler",
+    "task_loss",
+    "tiny_config",
+    "token_classifier",
+]
 
 
 def tiny_config(vocab_size: int, **changes) -> BertConfig:
@@ -111,85 +123,21 @@ def multiple_choice(
     return BertMultipleChoice(encoder, dropout_rate=dropout_rate)
 
 
-@keras.saving.register_keras_serializable(package="bert_tf")
-class MaskedAccuracy(keras.metrics.Mean):
-    """Accuracy of per-token predictions over the positions whose label is not -1.
-
-    Example:
-
-    >>> import numpy as np
-    >>> metric = MaskedAccuracy()
-    >>> _ = metric.update_state(np.array([[1, -1, 0]]), np.array([[[0.0, 1.0], [1.0, 0.0], [0.0, 1.0]]]))
-    >>> float(metric.result())  # position 0 right, position 2 wrong, position 1 ignored
-    0.5
-    """
-
-    def __init__(self, name: str = "accuracy", ignore_label: int = IGNORE_LABEL, **kwargs):
-        super().__init__(name=name, **kwargs)
-        self.ignore_label = ignore_label
-
-    def update_state(self, y_true, y_pred, sample_weight=None):
-        y_true = ops.cast(y_true, "int32")
-        correct = ops.cast(ops.equal(ops.cast(ops.argmax(y_pred, axis=-1), "int32"), y_true), "float32")
-        weight = ops.cast(ops.not_equal(y_true, self.ignore_label), "float32")
-        if sample_weight is not None:
-            weight = weight * ops.cast(sample_weight, "float32")
-        return super().update_state(correct, sample_weight=weight)
-
-    def get_config(self):
-        return {**super().get_config(), "ignore_label": self.ignore_label}
-
-
 def compile_args(kind: TaskKind | str) -> dict:
-    """`loss`, `metrics` (and `loss_weights`) for `model.compile` of a task model.
+    """`loss`, `metrics` (and `loss_weights`) for `model.compile` of a task model of `kind`.
 
     classification and multiple_choice: softmax cross-entropy on integer labels;
     regression: mean squared error; token: cross-entropy averaged over the labelled
     pieces only (label -1 is ignored); span: the mean of the start and end position
-    cross-entropies, as the original run_squad.py.
+    cross-entropies, as the original run_squad.py. Each is its task family's
+    (`bert_tf.tasks.families`).
     """
-    if kind in (TaskKind.CLASSIFICATION, TaskKind.MULTIPLE_CHOICE):
-        return {
-            "loss": keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-            "metrics": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
-        }
-    if kind == TaskKind.REGRESSION:
-        return {
-            "loss": keras.losses.MeanSquaredError(),
-            "metrics": [keras.metrics.MeanAbsoluteError(name="mae")],
-        }
-    if kind == TaskKind.TOKEN:
-        return {
-            "loss": keras.losses.SparseCategoricalCrossentropy(
-                from_logits=True, ignore_class=IGNORE_LABEL, reduction="mean_with_sample_weight"
-            ),
-            "metrics": [MaskedAccuracy()],
-        }
-    if kind == TaskKind.SPAN:
-        return {
-            "loss": {
-                "start_logits": keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                "end_logits": keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-            },
-            "loss_weights": {"start_logits": 0.5, "end_logits": 0.5},
-            "metrics": {
-                "start_logits": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
-                "end_logits": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
-            },
-        }
-    raise ValueError(f"unknown task kind {kind!r}; use one of {', '.join(TaskKind)}")
+    return family_for_kind(kind).compile_args(TaskKind(kind))
 
 
 def task_loss(kind: TaskKind | str, labels, outputs) -> float:
     """The training loss of `compile_args(kind)` on whole arrays (e.g. eval_loss)."""
-    args = compile_args(kind)
-    loss = args["loss"]
-    if isinstance(loss, dict):
-        weights = args.get("loss_weights", {})
-        return float(
-            sum(weights.get(name, 1.0) * float(fn(labels[name], outputs[name])) for name, fn in loss.items())
-        )
-    return float(loss(labels, outputs))
+    return family_for_kind(kind).task_loss(TaskKind(kind), labels, outputs)
 
 
 def create_optimizer(

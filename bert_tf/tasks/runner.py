@@ -45,8 +45,8 @@ from bert_tf.errors import UsageError
 from bert_tf.models import BertEncoder
 from bert_tf.outputs import check_output
 from bert_tf.tasks import callbacks, keras_task
-from bert_tf.tasks.adapters import TaskData, make_adapter
 from bert_tf.tasks.callbacks import TrainingBackup
+from bert_tf.tasks.families import TaskData, make_family
 from bert_tf.tasks.features import TaskDataError
 from bert_tf.tasks.finetuned import (
     FinetunedModelInfo,
@@ -55,7 +55,6 @@ from bert_tf.tasks.finetuned import (
     read_info,
     task_info,
 )
-from bert_tf.tasks.kinds import TaskKind
 from bert_tf.tasks.settings import FinetuneSettings
 from bert_tf.tokenization import BertTokenizer, load_vocab
 from bert_tf.training import precision
@@ -110,15 +109,8 @@ def is_finished(output_dir: str) -> bool:
 
 
 def main_metric(adapter) -> str:
-    """The metric that picks the best model and stops training early: the task's first."""
-    if adapter.kind == TaskKind.CLASSIFICATION:
-        return adapter.metric_names[0]  # accuracy; Matthews correlation for CoLA
-    return {
-        TaskKind.REGRESSION: "pearson",
-        TaskKind.SPAN: "f1",
-        TaskKind.TOKEN: "f1",
-        TaskKind.MULTIPLE_CHOICE: "accuracy",
-    }[adapter.kind]
+    """The metric that picks the best model and stops training early: the task family's."""
+    return adapter.main_metric
 
 
 @dataclasses.dataclass
@@ -276,7 +268,7 @@ def _run(settings: FinetuneSettings, strategy, policy: str, fresh: bool) -> dict
             config = encoder.config
     check_sequence_lengths(settings, config)
 
-    adapter = make_adapter(settings, tokenizer)
+    adapter = make_family(settings, tokenizer)  # the task's family, on this run's settings
     # TPUs compile one program per shape: pad to max_seq_length, fixed-size batches.
     adapter.static = adapter.static or isinstance(strategy, tf.distribute.TPUStrategy)
     # A distributed batch is split along its first dimension: packed rows and their labels apart.
@@ -292,7 +284,7 @@ def _run(settings: FinetuneSettings, strategy, policy: str, fresh: bool) -> dict
             f"no data for task {settings.task!r}: pass --train_file/--eval_file/--predict_file, "
             "--data_dir (GLUE) or --tfds_name"
         )
-    if adapter.label_list is None and adapter.kind in (TaskKind.CLASSIFICATION, TaskKind.TOKEN):
+    if adapter.label_list is None and adapter.needs_label_list:
         raise TaskDataError(
             f"task {settings.task!r} takes its labels from the training data; pass --train_file"
         )

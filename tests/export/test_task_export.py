@@ -31,7 +31,7 @@ from bert_tf.serving.exporter import export_saved_model
 from bert_tf.serving.saving import ExportError
 from bert_tf.serving.task import TaskServing
 from bert_tf.tasks import squad
-from bert_tf.tasks.adapters import make_adapter
+from bert_tf.tasks.families import make_family
 from bert_tf.tasks.finetuned import FinetunedModelInfo, save_finetuned, task_info
 from bert_tf.tasks.kinds import TaskKind
 from bert_tf.tasks.runner import FinetuneSettings, run
@@ -257,7 +257,7 @@ class TaskExportTest(tf.test.TestCase):
             settings = FinetuneSettings(
                 task=task, output_dir=cls.root, max_seq_length=SEQ_LENGTH, max_query_length=MAX_QUERY_LENGTH
             )
-            adapter = make_adapter(settings, cls.tokenizer)
+            adapter = make_family(settings, cls.tokenizer)
             if task == "ner":
                 adapter.label_list = NER_LABELS
             model = build(BertEncoder(tiny_config()))
@@ -299,7 +299,7 @@ class TaskExportTest(tf.test.TestCase):
             os.path.join(cls.root, "squad_v2", "model"),
             span_model,
             cls.tokenizer,
-            task_info(settings, make_adapter(settings, cls.tokenizer), cls.tokenizer),
+            task_info(settings, make_family(settings, cls.tokenizer), cls.tokenizer),
         )
 
         cls.exports = {

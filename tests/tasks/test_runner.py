@@ -11,7 +11,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from bert_tf.errors import UsageError
-from bert_tf.tasks import adapters, glue, squad, tfds_sources
+from bert_tf.tasks import families, glue, squad, tfds_sources
 from bert_tf.tasks.features import TaskDataError
 from bert_tf.tasks.finetuned import load_finetuned
 from bert_tf.tasks.runner import run
@@ -131,7 +131,7 @@ class GlueRunTest(tf.test.TestCase):
         self.assertEqual(type(optimizer).__name__, "AdamW")
         self.assertContainsSubset(["LayerNorm", "bias"], optimizer.weight_decay_exclusions)
         self.assertFalse(optimizer.presummed_gradients)
-        adapter = adapters.make_adapter(settings, tokenizer)
+        adapter = families.make_family(settings, tokenizer)
         adapter.label_list = info.label_list
         [test_data, _] = adapter.load("predict")
         logits = adapter.predict(model, test_data, batch_size=3).outputs
@@ -209,7 +209,7 @@ class TfdsSourcesTest(tf.test.TestCase):
 
         tokenizer = BertTokenizer(write_vocab(root))
         settings = FinetuneSettings(task="stsb", output_dir=root, tfds_name="glue/stsb", max_seq_length=16)
-        adapter = adapters.make_adapter(settings, tokenizer)
+        adapter = families.make_family(settings, tokenizer)
         with tfds.testing.mock_data(num_examples=6):
             [train] = adapter.load("train")
             evals = adapter.load("eval")
@@ -224,7 +224,7 @@ class TfdsSourcesTest(tf.test.TestCase):
         self.assertLessEqual(inputs["input_ids"].shape[1], 16)
         self.assertEqual([data.name for data in evals], ["eval"])
         with self.assertRaisesRegex(TaskDataError, "--task=mrpc reads glue/mrpc, not --tfds_name=glue/sst2"):
-            adapters.make_adapter(
+            families.make_family(
                 FinetuneSettings(task="mrpc", output_dir=root, tfds_name="glue/sst2"), tokenizer
             )
 

@@ -9,7 +9,7 @@ import tensorflow as tf
 from harness import unpack_sequences
 
 from bert_tf.tasks import models
-from bert_tf.tasks.adapters import make_adapter
+from bert_tf.tasks.families import make_family
 from bert_tf.tasks.features import TaskDataError
 from bert_tf.tasks.settings import FinetuneSettings
 from bert_tf.tokenization import BertTokenizer
@@ -45,7 +45,7 @@ class StreamsTest(tf.test.TestCase):
             max_seq_length=32,
             **changes,
         )
-        adapter = make_adapter(settings, self.tokenizer)
+        adapter = make_family(settings, self.tokenizer)
         return adapter, adapter.load("train")[0], adapter.load("eval")[0]
 
     def test_dynamic_static_and_bucketed_batches(self):
@@ -158,7 +158,7 @@ class StreamsTest(tf.test.TestCase):
         with open(path, "w") as handle:
             json.dump({"data": [{"paragraphs": [{"context": "paris is in france", "qas": [qa]}]}]}, handle)
         settings = FinetuneSettings(task="squad", output_dir=directory, train_file=path, max_seq_length=16)
-        adapter = make_adapter(settings, self.tokenizer)
+        adapter = make_family(settings, self.tokenizer)
         [train] = adapter.load("train")
         with self.assertRaisesRegex(
             TaskDataError,
@@ -172,7 +172,7 @@ class StreamsTest(tf.test.TestCase):
         with open(path, "w") as handle:
             handle.write("Paris B-LOC\nis O\nbig O\n\nRome B-LOC\n\nAlice B-PER\nsat O\n")
         settings = FinetuneSettings(task="ner", output_dir=self.get_temp_dir(), train_file=path)
-        adapter = make_adapter(settings, self.tokenizer)
+        adapter = make_family(settings, self.tokenizer)
         train = adapter.load("train")[0]
         self.assertEqual(adapter.count(train).num_examples, 3)
         x, y = next(iter(adapter.dataset(train, 3, training=False)))[:2]
@@ -191,7 +191,7 @@ class StreamsTest(tf.test.TestCase):
         with open(evaluation, "w") as handle:
             handle.write("Alice B-PER\n")
         settings = FinetuneSettings(task="ner", output_dir=directory, train_file=train, eval_file=evaluation)
-        adapter = make_adapter(settings, self.tokenizer)
+        adapter = make_family(settings, self.tokenizer)
         adapter.load("train")
         with self.assertRaisesRegex(
             TaskDataError, r"eval.txt: sentence at line 1: tag 'B-PER' of word 'Alice'"

@@ -1,0 +1,335 @@
+"""What every task family shares: its data splits, pipelines, counting, running a model.
+
+A task family (classification, span, token, multiple choice; see `bert_tf.tasks.families`)
+is one class: built on a run's settings and tokenizer, it turns them into `TaskData` (a
+source that streams the split's examples from its file or TFDS split), makes `tf.data`
+pipelines of it with the family's in-graph preprocessor (`bert_tf.preprocessing`), builds
+the Keras model on an encoder, runs and scores a model with the task's official metric,
+and writes predictions in the task's official format. Its class methods answer what needs
+no data: the loss and metrics of a kind (`compile_args`), and how a saved model of the
+family is served (`serving_preprocessor`, `serving_signatures`, `export_info`). The
+runner (`bert_tf.tasks.runner`) drives all of them the same way; in Python:
+
+    data = family.load("train")[0]
+    model.fit(family.dataset(data, batch_size=32, training=True), steps_per_epoch=...)
+    scores = family.evaluate(model, family.load("eval")[0], batch_size=32)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from bert_tf.tasks import streams
+from bert_tf.tasks.features import ConversionStats, TaskDataError
+from bert_tf.tasks.kinds import TaskKind
+
+if TYPE_CHECKING:
+    from bert_tf.tasks.finetuned import FinetunedModelInfo
+
+TEXT = tf.TensorSpec([], tf.string)  # one text of a raw record
+
+
+def serving_input(name: str) -> tf.TensorSpec:
+    """A [batch] string input of a served model's signature."""
+    return tf.TensorSpec([None], tf.string, name=name)
+
+
+def softmax_cross_entropy_args() -> dict:
+    """`compile_args` of one choice among classes: softmax cross-entropy on integer labels."""
+    return {
+        "loss": keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        "metrics": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+    }
+
+
+def split_file(settings, split: str) -> str | None:
+    """The file the settings name for `split` ("train", "eval", "predict"), if any."""
+    return {"train": settings.train_file, "eval": settings.eval_file, "predict": settings.predict_file}[split]
+
+
+@dataclasses.dataclass
+class TaskData:
+    """One split of a task's data, read again from its source on every pass.
+
+    `examples()` streams the examples (InputExample, Sentence, SquadExample,
+    ChoiceExample); nothing holds them all, except SQuAD's, whose JSON file is one
+    document parsed whole. `stats` counts examples, features (SQuAD: windows), truncated
+    and skipped examples once `TaskFamily.count` has run.
+    """
+
+    name: str  # "train", "eval", "eval_mismatched", "predict", ...
+    examples: Callable[[], Iterator[Any]]
+    labelled: bool
+    stats: ConversionStats
+    meta: Any = None  # SQuAD: the `data` list, for the official scores
+
+
+@dataclasses.dataclass
+class Predictions:
+    """A model's outputs on a TaskData, in example order.
+
+    outputs: classification / regression / multiple choice: [examples, classes] array;
+      token: one [words, labels] logits array per sentence (NaN rows for cut words);
+      span: (window features, start logits, end logits), per window.
+    labels: the examples' labels where the data has them (not span, not token).
+    loss: the training loss on the data (labelled data; not span).
+    """
+
+    outputs: Any
+    labels: np.ndarray | None = None
+    loss: float | None = None
+
+
+class TaskFamily:
+    """What the families share: pipelines, counting, running a model, the loss.
+
+    A family declares the kinds it makes (`kinds`) and the task names it reads (`tasks`,
+    the command line's; `aliases`, other spellings), which the registry files it under.
+    Subclasses set `kind` (per instance where the family has several), and define `load`,
+    `preprocessor`, `signature` (of the raw records), `record` (example -> raw record),
+    `build_model`, how outputs are gathered, scored and written, `compile_args` and the
+    serving hooks.
+    """
+
+    kinds: ClassVar[tuple[TaskKind, ...]] = ()
+    tasks: ClassVar[tuple[str, ...]] = ()
+    aliases: ClassVar[tuple[str, ...]] = ()
+    # The optional FinetunedModelInfo fields this family saves in task.json (the values
+    # come from `task_json_values`); other families' are left out of the file.
+    task_json_fields: ClassVar[tuple[str, ...]] = ()
+
+    kind: TaskKind
+    main_metric: str  # the metric that picks the best model and stops training early
+    label_list: list[str] | None = None
+    keep: tuple[str, ...] = ()  # preprocessor features that prediction needs
+    # Whether predict() batches for less padding (packed, or rows by length) and `gather`
+    # puts the outputs back in order by meta["index"]: for families of one row per example.
+    predict_by_length = False
+    # Whether batches can be packed (`streams.Batching.pack`): families of one label per
+    # row, whose model reads packed rows.
+    packable = False
+    ignore_label: int | None = None
+    has_eval_loss = True  # whether `predict` computes the training loss on labelled data
+
+    def __init__(self, settings, tokenizer):
+        self.settings, self.tokenizer = settings, tokenizer
+        # Static shapes (TPUs, or settings.static_shapes): rows padded to max_seq_length,
+        # fixed-size batches. The runner sets it for TPUStrategy.
+        self.static = bool(getattr(settings, "static_shapes", False))
+        # Packed batches for training and prediction (settings.packing). The runner turns it
+        # off under a multi-replica strategy, which splits a batch's rows and labels apart.
+        self.pack = self.packable and bool(getattr(settings, "packing", True))
+        self._predictor = None  # (model, input spec, traced call): see _batch_predictor
+
+    @property
+    def needs_label_list(self) -> bool:
+        """Whether the model's classes come from the training data (or a fine-tuned model)."""
+        return False
+
+    def task_json_values(self, settings) -> dict[str, Any]:
+        """The `task_json_fields` of a model fine-tuned with `settings` (a run's settings)."""
+        return {}
+
+    # -- pipelines -------------------------------------------------------------------------
+    @property
+    def pad_to_multiple_of(self) -> int | None:
+        return None if self.static else getattr(self.settings, "pad_to_multiple_of", 8)
+
+    def record_chunks(self, data: TaskData) -> tf.data.Dataset:
+        record, labelled = self.record, data.labelled
+
+        def source():
+            for example in data.examples():
+                yield record(example, labelled)
+
+        return streams.record_chunks(source, self.signature(labelled), labelled)
+
+    def batches(
+        self, data: TaskData, batch_size: int, training: bool = False, keep=(), by_length: bool = False
+    ) -> tf.data.Dataset:
+        """{"inputs", "labels", "weight", "meta"} batches (see `streams.batches`).
+
+        Less padding, for training and (`by_length`) prediction: packed rows where the
+        family packs (`self.pack`), else (`by_length`, or training with length_buckets)
+        rows grouped by length, out of order. Static shapes (a TPU) take neither.
+        """
+        length_buckets = training and getattr(self.settings, "length_buckets", False)
+        pack = self.pack and not self.static and not length_buckets and (training or by_length)
+        buckets = None
+        if (by_length or length_buckets) and not pack and not self.static:
+            buckets = streams.length_buckets(self.settings.max_seq_length, self.pad_to_multiple_of or 8)
+        batching = streams.Batching(
+            batch_size,
+            training=training,
+            static=self.static,
+            bucket_boundaries=buckets,
+            seed=self.settings.seed,
+            shuffle_buffer=getattr(self.settings, "shuffle_buffer_size", 10_000),
+            pack=pack,
+        )
+        return streams.batches(
+            self.record_chunks(data), self.preprocessor(), batching, keep, self.ignore_label
+        )
+
+    def dataset(self, data: TaskData, batch_size: int, training: bool = False) -> tf.data.Dataset:
+        """For Keras: `(inputs, labels)` batches, shuffled and repeated when `training`;
+        else `(inputs, labels, sample_weight)` (weight 0 on the rows that only fill a
+        static-shape batch)."""
+        if not data.labelled:
+            raise TaskDataError(f"the {data.name} data has no labels to train or evaluate on")
+        return streams.keras_inputs(self.batches(data, batch_size, training), with_weights=not training)
+
+    def count(self, data: TaskData) -> ConversionStats:
+        """Fills `data.stats` (features, truncated examples) with one pass of the preprocessor."""
+        preprocessor = self.preprocessor()
+
+        @tf.autograph.experimental.do_not_convert  # plain graph code: seconds less start-up
+        def counts(batch):
+            features = preprocessor.features(batch["x"])
+            rows = tf.shape(features["input_ids"], out_type=tf.int64)[0]
+            trimmed = features["trimmed"]
+            if "example_index" in features:  # windows: an example is truncated once
+                trimmed = tf.math.unsorted_segment_max(
+                    tf.cast(trimmed, tf.int64), features["example_index"], tf.shape(batch["index"])[0]
+                )
+            return tf.stack(
+                [
+                    tf.shape(batch["index"], out_type=tf.int64)[0],
+                    rows,
+                    tf.reduce_sum(tf.cast(trimmed, tf.int64)),
+                ]
+            )
+
+        try:
+            totals = (
+                self.record_chunks(data)
+                .map(counts, num_parallel_calls=tf.data.AUTOTUNE)
+                .reduce(tf.zeros([3], tf.int64), lambda total, value: total + value)
+                .numpy()
+            )
+        except tf.errors.InvalidArgumentError as error:
+            # The preprocessor's own checks (a SQuAD question that leaves no room for its
+            # context, a label outside the label set): their message, without the graph dump.
+            message = error.message.split("assertion failed: [", 1)[-1].split("]", 1)[0].strip(" .")
+            raise TaskDataError(f"the {data.name} data: {message}") from None
+        data.stats.num_examples, data.stats.num_features, data.stats.num_truncated = (int(v) for v in totals)
+        if not data.stats.num_examples:
+            raise TaskDataError(f"the {data.name} data has no examples")
+        return data.stats
+
+    # -- running a model -------------------------------------------------------------------
+    def predict(self, model, data: TaskData, batch_size: int) -> Predictions:
+        """Runs `model` over the data in batches; outputs in example order."""
+        parts: list[tuple] = []
+        loss_sum, loss_count = 0.0, 0.0
+        batches = self.batches(data, batch_size, keep=self.keep, by_length=self.predict_by_length)
+        run = self._batch_predictor(model, batches.element_spec["inputs"])
+        for element in batches:
+            outputs = run(element["inputs"])
+            real = element["weight"].numpy() > 0
+            labels = element.get("labels")
+            if labels is not None and self.has_eval_loss:
+                loss, count = self._batch_loss(labels, outputs, real)
+                loss_sum, loss_count = loss_sum + loss * count, loss_count + count
+            parts.append((outputs, labels, element["meta"], real))
+        predictions = self.gather(parts)
+        if loss_count:
+            predictions.loss = loss_sum / loss_count
+        return predictions
+
+    def _batch_predictor(self, model, input_spec) -> Callable:
+        """model(inputs) -> numpy outputs, for batches of `input_spec`.
+
+        On TensorFlow one graph for every batch shape, traced once (kept for the next
+        evaluation of the same model), as `fit` traces its step: `predict_on_batch` traces
+        a graph per new batch shape, three or four per evaluation of packed or dynamically
+        padded batches, seconds each on a CPU. Other Keras backends (JAX) take numpy arrays.
+        """
+        if keras.backend.backend() != "tensorflow":
+            return lambda inputs: model.predict_on_batch(
+                {name: value.numpy() for name, value in inputs.items()}
+            )
+        cached = self._predictor
+        if cached is None or cached[0] is not model or cached[1] != input_spec:
+            call = tf.function(lambda inputs: model(inputs, training=False), input_signature=[input_spec])
+            cached = self._predictor = (model, input_spec, call)
+        call = cached[2]
+        return lambda inputs: tf.nest.map_structure(lambda tensor: tensor.numpy(), call(inputs))
+
+    def _batch_loss(self, labels, outputs, real) -> tuple[float, float]:
+        labels = tf.nest.map_structure(lambda t: np.asarray(t)[real], labels)
+        outputs = tf.nest.map_structure(lambda t: np.asarray(t)[real], outputs)
+        if not real.any():
+            return 0.0, 0.0
+        # The loss is a mean over the labelled positions: rows, or (token labels) the
+        # pieces whose label is not ignore_label.
+        count = (
+            float((labels != self.ignore_label).sum()) if self.ignore_label is not None else float(real.sum())
+        )
+        return self.task_loss(self.kind, labels, outputs), count
+
+    def gather(self, parts) -> Predictions:
+        """Row outputs of classification-like tasks: [examples, ...] arrays, in example order."""
+        order = np.argsort(
+            np.concatenate([np.asarray(m["index"])[real] for _, _, m, real in parts]), kind="stable"
+        )
+        outputs = np.concatenate([np.asarray(o)[real] for o, _, _, real in parts])[order]
+        labels = None
+        if parts and parts[0][1] is not None:
+            labels = np.concatenate([np.asarray(y)[real] for _, y, _, real in parts])[order]
+        return Predictions(outputs, labels)
+
+    def evaluate(self, model, data: TaskData, batch_size: int) -> dict[str, float]:
+        """The task's official metrics (and `eval_loss` for labelled data) of `model`."""
+        predictions = self.predict(model, data, batch_size)
+        scores = self.score(data, predictions)
+        if predictions.loss is not None:
+            scores["eval_loss"] = float(predictions.loss)
+        return scores
+
+    # -- loss and metrics --------------------------------------------------------------------
+    @classmethod
+    def compile_args(cls, kind: TaskKind) -> dict:
+        """`loss`, `metrics` (and `loss_weights`) for `model.compile` of a model of `kind`."""
+        raise NotImplementedError(f"{cls.__name__} defines no loss")
+
+    @classmethod
+    def task_loss(cls, kind: TaskKind, labels, outputs) -> float:
+        """The training loss of `compile_args(kind)` on whole arrays (e.g. eval_loss)."""
+        args = cls.compile_args(kind)
+        loss = args["loss"]
+        if isinstance(loss, dict):
+            weights = args.get("loss_weights", {})
+            return float(
+                sum(
+                    weights.get(name, 1.0) * float(fn(labels[name], outputs[name]))
+                    for name, fn in loss.items()
+                )
+            )
+        return float(loss(labels, outputs))
+
+    # -- serving (bert_tf.serving.task) ------------------------------------------------------
+    @classmethod
+    def serving_preprocessor(cls, tokenizer, info: FinetunedModelInfo, seq_length: int):
+        """The fine-tuning preprocessor of a saved model of this family: the same rules,
+        traced into its SavedModel."""
+        raise NotImplementedError(f"{cls.__name__} is not served")
+
+    @classmethod
+    def serving_signatures(
+        cls, serving, info: FinetunedModelInfo, seq_length: int
+    ) -> dict[str, tf.types.experimental.ConcreteFunction]:
+        """The SavedModel's signatures (`serving_default` first) of `serving`, the
+        `bert_tf.serving.task.TaskServing` being exported, from its graph programs."""
+        raise NotImplementedError(f"{cls.__name__} is not served")
+
+    @classmethod
+    def export_info(cls, info: FinetunedModelInfo) -> dict[str, Any]:
+        """What this family adds to the export's assets.extra/export_info.json."""
+        return {}

@@ -1,0 +1,103 @@
+"""The multiple-choice family: SWAG, the most likely of a context's endings.
+
+Reads SWAG CSV files; each choice is packed `[CLS] context [SEP] ending [SEP]` (inputs
+[batch, choices, seq]); a `BertMultipleChoice` head; accuracy; served as context,
+endings -> probabilities and choice.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+import numpy as np
+import tensorflow as tf
+
+from bert_tf import fileio, preprocessing
+from bert_tf.models import BertMultipleChoice
+from bert_tf.tasks import metrics, swag
+from bert_tf.tasks.families.base import (
+    TEXT,
+    Predictions,
+    TaskData,
+    TaskFamily,
+    serving_input,
+    softmax_cross_entropy_args,
+    split_file,
+)
+from bert_tf.tasks.features import ConversionStats, TaskDataError
+from bert_tf.tasks.kinds import TaskKind
+
+if TYPE_CHECKING:
+    from bert_tf.tasks.finetuned import FinetunedModelInfo
+
+
+class ChoiceFamily(TaskFamily):
+    """SWAG-style multiple choice (CSV files): the most likely of a context's endings."""
+
+    kinds = (TaskKind.MULTIPLE_CHOICE,)
+    tasks = ("swag",)
+    kind = TaskKind.MULTIPLE_CHOICE
+    main_metric = "accuracy"
+
+    def load(self, split: str) -> list[TaskData]:
+        file = split_file(self.settings, split)
+        if not file:
+            return []
+        labelled = split != "predict"
+        num_choices = None
+        for example in swag.iter_swag(file):  # validates every row
+            num_choices = num_choices or len(example.endings)
+            if labelled and example.label is None:
+                raise TaskDataError(f"{example.guid}: the {split} data needs a label column")
+        self.num_choices = num_choices
+        return [TaskData(split, lambda: swag.iter_swag(file), labelled, ConversionStats())]
+
+    def preprocessor(self):
+        return preprocessing.MultipleChoicePreprocessor(
+            self.tokenizer, self.settings.max_seq_length, self.pad_to_multiple_of
+        )
+
+    def signature(self, labelled: bool) -> tuple:
+        x = (TEXT, tf.TensorSpec([None], tf.string))
+        return (x, tf.TensorSpec([], tf.int32)) if labelled else (x,)
+
+    def record(self, example, labelled: bool) -> tuple:
+        x = (example.context, example.endings)
+        return (x, example.label) if labelled else (x,)
+
+    def build_model(self, encoder):
+        return BertMultipleChoice(encoder)
+
+    def score(self, data: TaskData, predictions: Predictions) -> dict[str, float]:
+        return metrics.classification_metrics(
+            predictions.labels, np.asarray(predictions.outputs).argmax(axis=-1), ("accuracy",)
+        )
+
+    def write(self, data: TaskData, predictions: Predictions, output_dir: str) -> list[str]:
+        path = os.path.join(output_dir, f"{data.name}_predictions.tsv")
+        with fileio.writing(path) as handle:
+            handle.write("id\tprediction\n")
+            for example, choice in zip(
+                data.examples(), np.asarray(predictions.outputs).argmax(axis=-1), strict=True
+            ):
+                handle.write(f"{example.guid}\t{int(choice)}\n")
+        return [path]
+
+    # -- loss and metrics ----------------------------------------------------------------
+    @classmethod
+    def compile_args(cls, kind: TaskKind) -> dict:
+        """Softmax cross-entropy over the choices."""
+        return softmax_cross_entropy_args()
+
+    # -- serving ---------------------------------------------------------------------------
+    @classmethod
+    def serving_preprocessor(cls, tokenizer, info: FinetunedModelInfo, seq_length: int):
+        return preprocessing.MultipleChoicePreprocessor(tokenizer, seq_length)
+
+    @classmethod
+    def serving_signatures(cls, serving, info: FinetunedModelInfo, seq_length: int) -> dict:
+        """context [batch], endings [batch, choices] -> probabilities, choice."""
+        endings = tf.TensorSpec([None, None], tf.string, name="endings")
+        choose = tf.function(serving._choose).get_concrete_function(serving_input("context"), endings)
+        return {"serving_default": choose}

@@ -1,0 +1,274 @@
+"""The classification family: GLUE and own-data classification and regression.
+
+Reads GLUE TSV files, a GLUE data_dir or TFDS glue/*, and users' CSV/TSV/JSONL; one row
+per example, packed batches; a `BertClassifier` head; GLUE's metrics and submission files;
+served as `text` or `text_a`, `text_b` -> probabilities and label (or score).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from bert_tf import fileio, preprocessing
+from bert_tf.models import BertClassifier
+from bert_tf.tasks import classification, glue, metrics
+from bert_tf.tasks.families.base import (
+    TEXT,
+    Predictions,
+    TaskData,
+    TaskFamily,
+    serving_input,
+    softmax_cross_entropy_args,
+    split_file,
+)
+from bert_tf.tasks.features import ConversionStats, TaskDataError
+from bert_tf.tasks.kinds import TaskKind
+
+if TYPE_CHECKING:
+    from bert_tf.tasks.finetuned import FinetunedModelInfo
+
+logger = logging.getLogger(__name__)
+
+
+def _suffix(name: str) -> str:
+    return name.split("_", 1)[1] if "_" in name else ""
+
+
+def is_pair_task(info: FinetunedModelInfo) -> bool:
+    """Whether a saved classification/regression model reads two texts (its GLUE task's
+    definition, or task.json's text_b_column)."""
+    if info.text_b_column:
+        return True
+    try:
+        return glue.get_task(info.task.lower()).text_b is not None
+    except TaskDataError:  # not a GLUE task: own data, single text unless task.json says otherwise
+        return False
+
+
+class ClassificationFamily(TaskFamily):
+    """GLUE (TSV files, a GLUE data_dir or TFDS glue/*) and users' own CSV/TSV/JSONL:
+    classes (`TaskKind.CLASSIFICATION`) or one score (`TaskKind.REGRESSION`)."""
+
+    kinds = (TaskKind.CLASSIFICATION, TaskKind.REGRESSION)
+    tasks = (*glue.GLUE_TASKS, "classification", "regression")
+    aliases = ("sst-2", "sts-b")  # GLUE's spellings
+    task_json_fields = ("text_b_column",)
+
+    predict_by_length = True
+    packable = True
+
+    def __init__(self, settings, tokenizer):
+        super().__init__(settings, tokenizer)
+        task = settings.task.lower()
+        self.glue = glue.get_task(task) if task not in ("classification", "regression") else None
+        if settings.tfds_name and (self.glue is None or settings.tfds_name != f"glue/{self.glue.name}"):
+            expected = f"glue/{self.glue.name}" if self.glue else "files (--train_file/--eval_file)"
+            raise TaskDataError(
+                f"--task={settings.task} reads {expected}, not --tfds_name={settings.tfds_name}; "
+                "TFDS sources are glue/* (GLUE tasks), squad/v1.1 and squad/v2.0 (squad, squad_v2), "
+                "conll2003 (ner)"
+            )
+        regression = task == "regression" or (self.glue is not None and self.glue.is_regression)
+        self.kind = TaskKind.REGRESSION if regression else TaskKind.CLASSIFICATION
+        self.metric_names = self.glue.metrics if self.glue else ("accuracy",)
+        self.label_list = list(self.glue.label_list) if self.glue and self.glue.label_list else None
+        self.pair = None  # whether examples have a second text: known from the first example
+
+    @property
+    def main_metric(self) -> str:
+        if self.kind == TaskKind.REGRESSION:
+            return "pearson"
+        return self.metric_names[0]  # accuracy; Matthews correlation for CoLA
+
+    @property
+    def needs_label_list(self) -> bool:
+        return self.kind == TaskKind.CLASSIFICATION
+
+    def task_json_values(self, settings) -> dict[str, Any]:
+        # Own-data pair tasks: the second text's column (GLUE tasks know theirs).
+        return {"text_b_column": settings.text_b_column} if settings.text_b_column else {}
+
+    # -- sources -----------------------------------------------------------------------
+    def _readers(self, split: str) -> dict[str, Callable[[], Iterator[classification.InputExample]]]:
+        """split ("train", "eval", "predict") → {data name: function streaming its examples}."""
+        s = self.settings
+        labelled = split != "predict"
+        file = split_file(s, split)
+        # Each reader takes a list where rows the format allows to skip are noted (QQP's).
+        if file and self.glue is not None:
+            return {split: lambda skipped=None: glue.iter_examples(self.glue, file, labelled, skipped)}
+        if file:
+            label_column = s.label_column if labelled else None
+            return {
+                split: lambda skipped=None: classification.iter_table(
+                    file, s.text_column, s.text_b_column, label_column
+                )
+            }
+        if self.glue is None:
+            return {}
+        if s.data_dir:  # a GLUE task directory as distributed
+            splits = {"train": ("train",), "eval": self.glue.eval_splits, "predict": self.glue.test_splits}[
+                split
+            ]
+            files = glue.split_files(self.glue, s.data_dir)
+            readers = {
+                name: (
+                    lambda skipped=None, path=files[name]: glue.iter_examples(
+                        self.glue, path, labelled, skipped
+                    )
+                )
+                for name in splits
+                if fileio.isfile(files[name])
+            }
+        elif s.tfds_name or s.tfds_data_dir:
+            tfds_splits = {"eval": self.glue.tfds_eval_splits, "predict": self.glue.tfds_test_splits}
+            splits = tfds_splits.get(split, ("train",))
+            readers = {
+                name: (
+                    lambda skipped=None, name=name: glue.iter_tfds_examples(self.glue, name, s.tfds_data_dir)
+                )
+                for name in splits
+            }
+        else:
+            return {}
+        # MNLI: "eval" is the matched dev set, "eval_mismatched" the other one.
+        return {
+            (split if index == 0 else f"{split}_{_suffix(name)}"): reader
+            for index, (name, reader) in enumerate(readers.items())
+        }
+
+    def load(self, split: str) -> list[TaskData]:
+        """The split's data, after one validating pass (labels, empty texts, the label set)."""
+        result = []
+        labelled = split != "predict"
+        for name, reader in self._readers(split).items():
+            collect = split == "train" and self.label_list is None and self.kind == TaskKind.CLASSIFICATION
+            known = None if collect else self.label_list
+            labels: set[str] = set()
+            first = None
+            skipped: list[int] = []
+            for example in classification.validate(
+                reader(skipped), known if labelled else None, self.kind == TaskKind.REGRESSION and labelled
+            ):
+                first = first or example
+                if collect and example.label is not None:
+                    labels.add(str(example.label))
+            if first is None:
+                raise TaskDataError(f"the {name} data has no examples")
+            if skipped:
+                logger.warning(
+                    "the %s data: skipped %d rows with too few columns (lines %s)",
+                    name,
+                    len(skipped),
+                    ", ".join(map(str, skipped[:10])) + (", ..." if len(skipped) > 10 else ""),
+                )
+            if collect:
+                self.label_list = classification.label_list_from(
+                    [classification.InputExample("", "", None, label) for label in labels]
+                )
+            if self.pair is None:
+                self.pair = first.text_b is not None
+
+            def examples(reader=reader, labelled=labelled):
+                for example in reader():
+                    yield example if labelled else dataclasses.replace(example, label=None)
+
+            result.append(TaskData(name, examples, labelled, ConversionStats(num_skipped=len(skipped))))
+        return result
+
+    def preprocessor(self):
+        return preprocessing.TextClassifierPreprocessor(
+            self.tokenizer,
+            self.settings.max_seq_length,
+            self.label_list if self.kind == TaskKind.CLASSIFICATION else None,
+            self.pad_to_multiple_of,
+        )
+
+    def signature(self, labelled: bool) -> tuple:
+        x = (TEXT, TEXT) if self.pair else TEXT
+        if not labelled:
+            return (x,)
+        return (x, TEXT if self.kind == TaskKind.CLASSIFICATION else tf.TensorSpec([], tf.float32))
+
+    def record(self, example, labelled: bool) -> tuple:
+        x = (example.text_a, example.text_b or "") if self.pair else example.text_a
+        if not labelled:
+            return (x,)
+        return (x, str(example.label) if self.kind == TaskKind.CLASSIFICATION else float(example.label))
+
+    # -- model and outputs ---------------------------------------------------------------
+    def build_model(self, encoder):
+        return BertClassifier(
+            encoder, num_classes=1 if self.kind == TaskKind.REGRESSION else len(self.label_list)
+        )
+
+    def _values(self, outputs):
+        outputs = np.asarray(outputs)
+        return outputs[:, 0] if self.kind == TaskKind.REGRESSION else outputs.argmax(axis=-1)
+
+    def score(self, data: TaskData, predictions: Predictions) -> dict[str, float]:
+        values = self._values(predictions.outputs)
+        if self.kind == TaskKind.REGRESSION:
+            return metrics.regression_metrics(predictions.labels, values)
+        return metrics.classification_metrics(predictions.labels, values, self.metric_names)
+
+    def write(self, data: TaskData, predictions: Predictions, output_dir: str) -> list[str]:
+        values = self._values(predictions.outputs)
+        if self.glue is not None:
+            names = self.glue.submission_names
+            name = names[1] if data.name.endswith("mismatched") and len(names) > 1 else names[0]
+            # Leaderboard files for the test sets; eval_<name>.tsv for the dev sets.
+            file_name = f"{name}.tsv" if data.name.startswith("predict") else f"eval_{name}.tsv"
+            path = os.path.join(output_dir, file_name)
+            glue.write_submission(path, self.glue, data.examples(), values)
+            return [path]
+        path = os.path.join(output_dir, f"{data.name}_predictions.tsv")
+        with fileio.writing(path) as handle:
+            handle.write("id\tprediction\n")
+            for example, value in zip(data.examples(), values, strict=True):
+                label = (
+                    f"{float(value):.6g}" if self.kind == TaskKind.REGRESSION else self.label_list[int(value)]
+                )
+                handle.write(f"{example.guid}\t{label}\n")
+        return [path]
+
+    # -- loss and metrics ----------------------------------------------------------------
+    @classmethod
+    def compile_args(cls, kind: TaskKind) -> dict:
+        """classification: softmax cross-entropy on integer labels; regression: mean squared error."""
+        if kind == TaskKind.REGRESSION:
+            return {
+                "loss": keras.losses.MeanSquaredError(),
+                "metrics": [keras.metrics.MeanAbsoluteError(name="mae")],
+            }
+        return softmax_cross_entropy_args()
+
+    # -- serving ---------------------------------------------------------------------------
+    @classmethod
+    def serving_preprocessor(cls, tokenizer, info: FinetunedModelInfo, seq_length: int):
+        return preprocessing.TextClassifierPreprocessor(tokenizer, seq_length)
+
+    @classmethod
+    def serving_signatures(cls, serving, info: FinetunedModelInfo, seq_length: int) -> dict:
+        """`text` or `text_a`, `text_b` (pair tasks) by default; both forms as
+        `serving_single` and `serving_pair`."""
+        single = tf.function(lambda text: serving._classify([text])).get_concrete_function(
+            serving_input("text")
+        )
+        pair = tf.function(lambda text_a, text_b: serving._classify([text_a, text_b])).get_concrete_function(
+            serving_input("text_a"), serving_input("text_b")
+        )
+        default = pair if is_pair_task(info) else single
+        return {"serving_default": default, "serving_single": single, "serving_pair": pair}
+
+    @classmethod
+    def export_info(cls, info: FinetunedModelInfo) -> dict[str, Any]:
+        return {"pair_input": is_pair_task(info)}

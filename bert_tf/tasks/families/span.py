@@ -1,0 +1,213 @@
+"""The span family: SQuAD v1.1 and v2.0, answers as spans of a context.
+
+Reads SQuAD JSON (parsed whole) or TFDS squad/*; a context is read in windows every
+doc_stride pieces (several features per example); a `BertSpanLabeler` head; the original
+run_squad post-processing and the official EM/F1; served as question, context -> answer.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import TYPE_CHECKING, Any
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from bert_tf import preprocessing
+from bert_tf.models import BertSpanLabeler
+from bert_tf.tasks import metrics, squad, tfds_sources
+from bert_tf.tasks.families.base import TEXT, Predictions, TaskData, TaskFamily, serving_input, split_file
+from bert_tf.tasks.features import ConversionStats, TaskDataError
+from bert_tf.tasks.kinds import TaskKind
+from bert_tf.tasks.squad_postprocess import postprocess, write_predictions
+
+if TYPE_CHECKING:
+    from bert_tf.tasks.finetuned import FinetunedModelInfo
+
+logger = logging.getLogger(__name__)
+
+# The SQuAD settings a span model is saved with (task.json) and served by, in the order
+# the export lists them.
+SPAN_FIELDS = (
+    "max_query_length",
+    "doc_stride",
+    "max_answer_length",
+    "version_2_with_negative",
+    "null_score_diff_threshold",
+)
+
+
+class SpanFamily(TaskFamily):
+    """SQuAD v1.1 and v2.0 (JSON files or TFDS squad/*): answer spans in a context."""
+
+    kinds = (TaskKind.SPAN,)
+    tasks = ("squad", "squad_v2")
+    task_json_fields = SPAN_FIELDS
+    kind = TaskKind.SPAN
+    main_metric = "f1"
+    has_eval_loss = False  # the labels are answer texts, not the model's positions
+    keep = ("token_to_orig", "token_is_max_context", "input_ids")
+
+    def __init__(self, settings, tokenizer):
+        super().__init__(settings, tokenizer)
+        self.version_2 = settings.task.lower() == "squad_v2" or (
+            bool(settings.tfds_name) and tfds_sources.squad_version(settings.tfds_name)
+        )
+
+    def load(self, split: str) -> list[TaskData]:
+        """SQuAD JSON is one document: it is parsed whole (the examples stay in memory)."""
+        s = self.settings
+        file = split_file(s, split)
+        if file:
+            dataset = squad.load_dataset(file)
+        elif s.tfds_name and split != "predict":
+            tfds_split = "train" if split == "train" else "validation"
+            dataset = tfds_sources.squad_dataset(s.tfds_name, tfds_split, s.tfds_data_dir)
+        else:
+            return []
+        training = split == "train"
+        examples, skipped = squad.read_examples(dataset, training, version_2_with_negative=self.version_2)
+        if skipped:
+            logger.warning("%s: %d answers not found in their context were skipped", split, skipped)
+        if not examples:
+            raise TaskDataError(f"no usable SQuAD examples in the {split} data ({skipped} skipped)")
+        return [
+            TaskData(
+                split,
+                lambda: iter(examples),
+                training,
+                ConversionStats(num_skipped=skipped),
+                (dataset, examples),
+            )
+        ]
+
+    def preprocessor(self):
+        s = self.settings
+        return preprocessing.SpanPreprocessor(
+            self.tokenizer, s.max_seq_length, s.doc_stride, s.max_query_length, self.pad_to_multiple_of
+        )
+
+    def signature(self, labelled: bool) -> tuple:
+        x = (TEXT, TEXT)
+        return (x, (TEXT, tf.TensorSpec([], tf.int64))) if labelled else (x,)
+
+    def record(self, example, labelled: bool) -> tuple:
+        x = (example.question_text, example.context)
+        if not labelled:
+            return (x,)
+        return (x, (example.orig_answer_text or "", -1 if example.is_impossible else example.answer_start))
+
+    def task_json_values(self, settings) -> dict[str, Any]:
+        return {
+            "doc_stride": settings.doc_stride,
+            "max_query_length": settings.max_query_length,
+            "max_answer_length": settings.max_answer_length,
+            "version_2_with_negative": bool(self.version_2),
+            "null_score_diff_threshold": settings.null_score_diff_threshold,
+        }
+
+    def count(self, data: TaskData) -> ConversionStats:
+        skipped = data.stats.num_skipped
+        stats = super().count(data)
+        stats.num_skipped = skipped
+        return stats
+
+    def build_model(self, encoder):
+        return BertSpanLabeler(encoder)
+
+    def gather(self, parts) -> Predictions:
+        vocab = self.tokenizer.vocab
+        features, starts, ends = [], [], []
+        for outputs, _, meta, real in parts:
+            meta = {name: np.asarray(value) for name, value in meta.items()}
+            start_logits, end_logits = np.asarray(outputs["start_logits"]), np.asarray(outputs["end_logits"])
+            for row in np.flatnonzero(real):
+                to_orig, max_context = meta["token_to_orig"][row], meta["token_is_max_context"][row]
+                context = np.flatnonzero(to_orig >= 0)
+                ids = meta["input_ids"][row]
+                length = int((ids != self.tokenizer.pad_id).sum())  # [PAD] is never a real piece
+                features.append(
+                    squad.SquadFeature(
+                        unique_id=1000000000 + len(features),
+                        example_index=int(meta["index"][row]),
+                        doc_span_index=0,
+                        tokens=[vocab[i] for i in ids[:length]],
+                        token_to_orig_map={int(p): int(to_orig[p]) for p in context},
+                        token_is_max_context={int(p): bool(max_context[p]) for p in context},
+                        input_ids=[],
+                        input_mask=[],
+                        segment_ids=[],
+                    )
+                )
+                starts.append(start_logits[row, :length])
+                ends.append(end_logits[row, :length])
+        return Predictions((features, starts, ends))
+
+    def _answers(self, data: TaskData, predictions: Predictions):
+        _, examples = data.meta
+        features, starts, ends = predictions.outputs
+        s = self.settings
+        return postprocess(
+            examples,
+            features,
+            starts,
+            ends,
+            n_best_size=s.n_best_size,
+            max_answer_length=s.max_answer_length,
+            lower_case=self.tokenizer.lower_case,
+            version_2_with_negative=self.version_2,
+            null_score_diff_threshold=s.null_score_diff_threshold,
+        )
+
+    def score(self, data: TaskData, predictions: Predictions) -> dict[str, float]:
+        answers, _, null_odds = self._answers(data, predictions)
+        return metrics.squad_scores(
+            data.meta[0],
+            answers,
+            null_odds if self.version_2 else None,
+            version_2_with_negative=self.version_2,
+        )
+
+    def write(self, data: TaskData, predictions: Predictions, output_dir: str) -> list[str]:
+        answers, nbest, null_odds = self._answers(data, predictions)
+        # predictions.json of the predict file at the top; the eval file's beside it only
+        # when there is no predict file, else in eval/.
+        separate = data.name != "predict" and self.settings.predict_file
+        directory = os.path.join(output_dir, "eval") if separate else output_dir
+        return write_predictions(directory, answers, nbest, null_odds if self.version_2 else None)
+
+    # -- loss and metrics ----------------------------------------------------------------
+    @classmethod
+    def compile_args(cls, kind: TaskKind) -> dict:
+        """The mean of the start and end position cross-entropies, as the original run_squad.py."""
+        return {
+            "loss": {
+                "start_logits": keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                "end_logits": keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            },
+            "loss_weights": {"start_logits": 0.5, "end_logits": 0.5},
+            "metrics": {
+                "start_logits": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+                "end_logits": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+            },
+        }
+
+    # -- serving ---------------------------------------------------------------------------
+    @classmethod
+    def serving_preprocessor(cls, tokenizer, info: FinetunedModelInfo, seq_length: int):
+        return preprocessing.SpanPreprocessor(tokenizer, seq_length, info.doc_stride, info.max_query_length)
+
+    @classmethod
+    def serving_signatures(cls, serving, info: FinetunedModelInfo, seq_length: int) -> dict:
+        """question, context -> answer, score, answer_start, answer_end."""
+        serving._span.check(seq_length)  # before tracing: the error names the flag to change
+        answer = tf.function(serving._answer).get_concrete_function(
+            serving_input("question"), serving_input("context")
+        )
+        return {"serving_default": answer}
+
+    @classmethod
+    def export_info(cls, info: FinetunedModelInfo) -> dict[str, Any]:
+        return {name: getattr(info, name) for name in SPAN_FIELDS}

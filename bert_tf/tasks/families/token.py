@@ -1,0 +1,166 @@
+"""The token family: CoNLL-2003 NER, a tag per word.
+
+Reads CoNLL files or TFDS conll2003; a word is tagged at its first word piece (the others
+get `IGNORE_LABEL`, which the loss and `MaskedAccuracy` skip); a `BertTokenClassifier` head;
+seqeval-style entity F1; served as text -> entities with character offsets.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+import keras
+import numpy as np
+import tensorflow as tf
+from keras import ops
+
+from bert_tf import preprocessing
+from bert_tf.models import BertTokenClassifier
+from bert_tf.tasks import metrics, ner, tfds_sources
+from bert_tf.tasks.families.base import Predictions, TaskData, TaskFamily, serving_input, split_file
+from bert_tf.tasks.features import ConversionStats, TaskDataError
+from bert_tf.tasks.kinds import TaskKind
+
+if TYPE_CHECKING:
+    from bert_tf.tasks.finetuned import FinetunedModelInfo
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class MaskedAccuracy(keras.metrics.Mean):
+    """Accuracy of per-token predictions over the positions whose label is not -1.
+
+    Example:
+
+    >>> import numpy as np
+    >>> metric = MaskedAccuracy()
+    >>> _ = metric.update_state(np.array([[1, -1, 0]]), np.array([[[0.0, 1.0], [1.0, 0.0], [0.0, 1.0]]]))
+    >>> float(metric.result())  # position 0 right, position 2 wrong, position 1 ignored
+    0.5
+    """
+
+    def __init__(self, name: str = "accuracy", ignore_label: int = preprocessing.IGNORE_LABEL, **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.ignore_label = ignore_label
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        y_true = ops.cast(y_true, "int32")
+        correct = ops.cast(ops.equal(ops.cast(ops.argmax(y_pred, axis=-1), "int32"), y_true), "float32")
+        weight = ops.cast(ops.not_equal(y_true, self.ignore_label), "float32")
+        if sample_weight is not None:
+            weight = weight * ops.cast(sample_weight, "float32")
+        return super().update_state(correct, sample_weight=weight)
+
+    def get_config(self):
+        return {**super().get_config(), "ignore_label": self.ignore_label}
+
+
+class TokenFamily(TaskFamily):
+    """CoNLL-2003 NER (CoNLL files or TFDS conll2003): a tag per word."""
+
+    kinds = (TaskKind.TOKEN,)
+    tasks = ("ner",)
+    kind = TaskKind.TOKEN
+    main_metric = "f1"
+    keep = ("word_positions",)
+    ignore_label = preprocessing.IGNORE_LABEL
+
+    def load(self, split: str) -> list[TaskData]:
+        s = self.settings
+        file = split_file(s, split)
+        labelled = split != "predict"
+        if file:
+
+            def reader():
+                return ner.iter_conll(file, labelled=labelled)
+
+        elif s.tfds_name:
+            tfds_split = {"train": "train", "eval": "validation", "predict": "test"}[split]
+
+            def reader():
+                return tfds_sources.iter_conll_sentences(s.tfds_name, tfds_split, s.tfds_data_dir)
+
+        else:
+            return []
+        if split == "train":
+            self.label_list = ner.label_list_from(reader())
+        elif labelled and self.label_list is not None:
+            _check_tags(reader(), self.label_list, file or s.tfds_name)
+        return [TaskData(split, reader, labelled, ConversionStats())]
+
+    @property
+    def needs_label_list(self) -> bool:
+        return True
+
+    def preprocessor(self):
+        return preprocessing.TokenTaggerPreprocessor(
+            self.tokenizer, self.settings.max_seq_length, self.label_list, self.pad_to_multiple_of
+        )
+
+    def signature(self, labelled: bool) -> tuple:
+        words = tf.TensorSpec([None], tf.string)
+        return (words, tf.TensorSpec([None], tf.string)) if labelled else (words,)
+
+    def record(self, sentence, labelled: bool) -> tuple:
+        return (sentence.words, sentence.tags) if labelled else (sentence.words,)
+
+    def build_model(self, encoder):
+        return BertTokenClassifier(encoder, num_classes=len(self.label_list))
+
+    def gather(self, parts) -> Predictions:
+        word_logits = []
+        for outputs, _, meta, real in parts:
+            logits = np.asarray(outputs)
+            positions = meta["word_positions"]
+            positions = positions.to_list() if hasattr(positions, "to_list") else positions
+            for row in np.flatnonzero(real):
+                where = np.asarray(positions[row], dtype=np.int64)
+                rows = logits[row, np.maximum(where, 0)].astype(np.float64)
+                rows[where < 0] = np.nan
+                word_logits.append(rows)
+        return Predictions(word_logits)
+
+    def score(self, data: TaskData, predictions: Predictions) -> dict[str, float]:
+        predicted = ner.word_predictions(predictions.outputs, self.label_list)
+        return metrics.ner_metrics([sentence.tags for sentence in data.examples()], predicted)
+
+    def write(self, data: TaskData, predictions: Predictions, output_dir: str) -> list[str]:
+        path = os.path.join(output_dir, f"{data.name}_predictions.txt")
+        ner.write_predictions(
+            path, data.examples(), ner.word_predictions(predictions.outputs, self.label_list)
+        )
+        return [path]
+
+    # -- loss and metrics ----------------------------------------------------------------
+    @classmethod
+    def compile_args(cls, kind: TaskKind) -> dict:
+        """Cross-entropy averaged over the labelled pieces only (IGNORE_LABEL is skipped)."""
+        return {
+            "loss": keras.losses.SparseCategoricalCrossentropy(
+                from_logits=True, ignore_class=preprocessing.IGNORE_LABEL, reduction="mean_with_sample_weight"
+            ),
+            "metrics": [MaskedAccuracy()],
+        }
+
+    # -- serving ---------------------------------------------------------------------------
+    @classmethod
+    def serving_preprocessor(cls, tokenizer, info: FinetunedModelInfo, seq_length: int):
+        return preprocessing.TokenTaggerPreprocessor(tokenizer, seq_length)
+
+    @classmethod
+    def serving_signatures(cls, serving, info: FinetunedModelInfo, seq_length: int) -> dict:
+        """text -> entity_text, entity_label, entity_start, entity_end, entity_score, num_entities."""
+        entities = tf.function(serving._entities).get_concrete_function(serving_input("text"))
+        return {"serving_default": entities}
+
+
+def _check_tags(sentences: Iterable[ner.Sentence], label_list, source) -> None:
+    known = set(label_list)
+    for sentence in sentences:
+        for word, tag in zip(sentence.words, sentence.tags or [], strict=False):
+            if tag not in known:
+                raise TaskDataError(
+                    f"{source}: sentence at line {sentence.line}: tag {tag!r} of word {word!r} is not one "
+                    f"of the training data's tags {list(label_list)}; add it to the training data or fix the tag"
+                )
