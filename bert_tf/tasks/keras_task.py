@@ -27,8 +27,7 @@ import dataclasses
 import math
 import os
 import random
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import keras
 import numpy as np
@@ -37,35 +36,23 @@ import tensorflow as tf
 from bert_tf import fileio
 from bert_tf.checkpoints import from_pretrained as load_checkpoint
 from bert_tf.errors import UsageError
-from bert_tf.models import BertClassifier, BertMultipleChoice, BertSpanLabeler, BertTokenClassifier
-from bert_tf.tasks import classification, ner, squad, swag
-from bert_tf.tasks.families import TaskData, make_family
-from bert_tf.tasks.features import ConversionStats, TaskDataError
-from bert_tf.tasks.finetuned import FinetunedModelInfo, is_finetuned_dir, load_finetuned, save_finetuned
+from bert_tf.models import BertClassifier
+from bert_tf.tasks import families, ner, python_inputs
+from bert_tf.tasks.families.classification import is_pair_task
+from bert_tf.tasks.features import TaskDataError
+from bert_tf.tasks.finetuned import (
+    FinetunedModelInfo,
+    is_finetuned_dir,
+    load_finetuned,
+    save_finetuned,
+    task_info,
+)
 from bert_tf.tasks.kinds import TaskKind
 from bert_tf.tasks.settings import FinetuneSettings
 from bert_tf.tokenization import BertTokenizer
 
-# The task a new head is for, by model class (a classifier with one output is regression).
-_DEFAULT_TASK = {
-    BertClassifier: "classification",
-    BertTokenClassifier: "ner",
-    BertSpanLabeler: "squad",
-    BertMultipleChoice: "swag",
-}
-_KINDS = {
-    BertClassifier: (TaskKind.CLASSIFICATION, TaskKind.REGRESSION),
-    BertTokenClassifier: (TaskKind.TOKEN,),
-    BertSpanLabeler: (TaskKind.SPAN,),
-    BertMultipleChoice: (TaskKind.MULTIPLE_CHOICE,),
-}
-_SPAN_OPTIONS = (
-    "doc_stride",
-    "max_query_length",
-    "max_answer_length",
-    "version_2_with_negative",
-    "null_score_diff_threshold",
-)
+# The SQuAD settings a new span head takes (task="squad_v2" makes a SQuAD 2.0 model).
+SPAN_OPTIONS = ("doc_stride", "max_query_length", "max_answer_length", "null_score_diff_threshold")
 
 
 @dataclasses.dataclass
@@ -105,13 +92,6 @@ class Compiled:
     recipe: Recipe | None
 
 
-def _model_class(cls) -> type:
-    for known in _KINDS:
-        if issubclass(cls, known):
-            return known
-    raise TypeError(f"{cls.__name__} is not a bert_tf task model")
-
-
 # --- from_pretrained ---------------------------------------------------------------------
 
 
@@ -125,7 +105,6 @@ def from_pretrained(
     max_seq_length: int | None = None,
     vocab_file: str | None = None,
     lower_case: bool | None = None,
-    dropout_rate: float = 0.1,
     **span_options,
 ):
     """A task model of class `cls` on the checkpoint at `path`, carrying its preprocessor.
@@ -134,13 +113,26 @@ def from_pretrained(
     folder, a pretraining export or model_dir, or a fine-tuned folder (`model.save` or the
     CLI's OUTPUT_DIR/model), which brings its head, labels, vocab and casing along.
     """
-    base = _model_class(cls)
-    unknown = set(span_options) - set(_SPAN_OPTIONS) if base is BertSpanLabeler else set(span_options)
+    family_class = families.family_for_model(cls)
+    allowed = SPAN_OPTIONS if family_class is families.SpanFamily else ()
+    unknown = sorted(set(span_options) - set(allowed))
     if unknown:
-        raise TypeError(f"{cls.__name__}.from_pretrained got unexpected arguments {sorted(unknown)}")
+        raise TypeError(f"{cls.__name__}.from_pretrained got unexpected arguments {unknown}")
     path = os.fspath(path)
     if is_finetuned_dir(path):
         return _from_finetuned(cls, path, num_classes, label_list)
+    task = task or family_class.default_task
+    try:
+        task_family = families.family_for_task(task)
+    except TaskDataError as error:
+        raise UsageError(str(error)) from None
+    if task_family is not family_class:
+        raise UsageError(
+            f"task {task!r} is for bert_tf.{task_family.model_class.__name__}, not {cls.__name__}"
+        )
+    label_list = _new_labels(cls, num_classes, label_list)
+    if family_class is families.ClassificationFamily and task == "classification" and num_classes == 1:
+        task = "regression"  # own data, one output: a score
     encoder, checkpoint = load_checkpoint(path, heads="encoder")
     vocab_file = vocab_file or checkpoint.vocab_file
     if not vocab_file:
@@ -150,46 +142,38 @@ def from_pretrained(
     tokenizer = BertTokenizer(
         vocab_file, lower_case=checkpoint.lower_case if lower_case is None else lower_case
     )
-    task = task or _DEFAULT_TASK[base]
-    kind, label_list = _head(base, task, tokenizer, num_classes, label_list)
-    if kind == TaskKind.REGRESSION and task == "classification":
-        task = "regression"  # own data: a one-output head scores
-    if base is BertSpanLabeler and "squad_v2" == task.lower():
-        span_options.setdefault("version_2_with_negative", True)
     config = encoder.config
     if max_seq_length is None:  # fine-tuning's defaults, within what the model was trained for
-        max_seq_length = min(384 if kind == TaskKind.SPAN else 128, config.max_position_embeddings)
+        max_seq_length = min(
+            FinetuneSettings(task=task, output_dir="-").max_seq_length, config.max_position_embeddings
+        )
     if not 3 <= max_seq_length <= config.max_position_embeddings:
         raise UsageError(
             f"max_seq_length={max_seq_length} must be in [3, {config.max_position_embeddings}] "
             f"(the model's max_position_embeddings)"
         )
-    info = FinetunedModelInfo(
-        task=task,
-        kind=kind,
-        label_list=label_list,
-        lower_case=bool(tokenizer.lower_case),
-        max_seq_length=int(max_seq_length),
-        **span_options,
-    )
-    if base is BertClassifier:
-        model = cls(
-            encoder,
-            num_classes=1 if kind == TaskKind.REGRESSION else len(label_list),
-            dropout_rate=dropout_rate,
-        )
-    elif base is BertTokenClassifier:
-        model = cls(encoder, num_classes=len(label_list), dropout_rate=dropout_rate)
-    elif base is BertMultipleChoice:
-        model = cls(encoder, dropout_rate=dropout_rate)
-    else:
-        model = cls(encoder)
-    model.attach(tokenizer, info)
+    settings = FinetuneSettings(task=task, output_dir="-", max_seq_length=max_seq_length, **span_options)
+    family = families.make_family(settings, tokenizer)
+    if family.label_list is not None:  # a GLUE task's own labels
+        if label_list is not None and label_list != list(family.label_list):
+            raise UsageError(f"task {task!r} has the labels {family.label_list}, not {label_list}")
+    elif family.kind == TaskKind.REGRESSION:
+        if label_list is not None:
+            raise UsageError(f"task {task!r} is a regression task: it has no label_list")
+    elif family.needs_label_list:
+        if label_list is None:
+            raise UsageError(
+                f"a new {cls.__name__} head needs its classes: pass num_classes=N or label_list=[...]"
+            )
+        family.label_list = label_list
+    model = family.build_model(encoder)
+    model.attach(tokenizer, task_info(settings, family, tokenizer))
     return model
 
 
-def _head(base, task: str, tokenizer, num_classes, label_list) -> tuple[TaskKind, list[str] | None]:
-    """(kind, label list) of a new head, checked against the task's family."""
+def _new_labels(cls, num_classes: int | None, label_list) -> list[str] | None:
+    """The class names of a new head from `label_list` or `num_classes` (ids as names);
+    None for one output (regression)."""
     if label_list is not None:
         label_list = [str(label) for label in label_list]
         if not label_list:
@@ -203,35 +187,14 @@ def _head(base, task: str, tokenizer, num_classes, label_list) -> tuple[TaskKind
             raise UsageError(
                 f"num_classes={num_classes} but label_list has {len(label_list)} names; give one of them"
             )
-    elif num_classes is not None:
-        if num_classes < 1:
-            raise UsageError(f"num_classes must be >= 1, got {num_classes}")
-        label_list = (
-            None if base is BertClassifier and num_classes == 1 else [str(i) for i in range(num_classes)]
-        )
-    # The task's family decides the kind (and GLUE tasks their labels).
-    try:
-        adapter = make_family(FinetuneSettings(task=task, output_dir="-"), tokenizer)
-    except TaskDataError as error:
-        raise UsageError(str(error)) from None
-    kind = adapter.kind
-    if kind == TaskKind.CLASSIFICATION and num_classes == 1 and label_list is None:
-        kind = TaskKind.REGRESSION
-    if kind not in _KINDS[base]:
-        raise UsageError(
-            f"task {task!r} is a {kind.value} task; {base.__name__} is for {_KINDS[base][0].value}"
-        )
-    if adapter.label_list is not None:  # GLUE: the task's own labels
-        if label_list is not None and label_list != list(adapter.label_list):
-            raise UsageError(f"task {task!r} has the labels {adapter.label_list}, not {label_list}")
-        label_list = list(adapter.label_list)
-    if kind in (TaskKind.CLASSIFICATION, TaskKind.TOKEN) and label_list is None:
-        raise UsageError(
-            f"a new {base.__name__} head needs its classes: pass num_classes=N or label_list=[...]"
-        )
-    if kind == TaskKind.REGRESSION:
-        label_list = None
-    return kind, label_list
+        return label_list
+    if num_classes is None:
+        return None
+    if num_classes < 1:
+        raise UsageError(f"num_classes must be >= 1, got {num_classes}")
+    if num_classes == 1 and issubclass(cls, BertClassifier):
+        return None
+    return [str(i) for i in range(num_classes)]
 
 
 def _from_finetuned(cls, path: str, num_classes, label_list):
@@ -263,13 +226,15 @@ def compile_args(model) -> dict:
 
 
 def task_kind(model) -> TaskKind:
+    """The kind of `model`'s task: its task.json's, else its class's (a one-output
+    classifier scores: regression)."""
     attached = getattr(model, "_attached", None)
     if attached is not None:
         return attached.info.kind
-    base = _model_class(type(model))
-    if base is BertClassifier:
-        return TaskKind.REGRESSION if model.num_classes == 1 else TaskKind.CLASSIFICATION
-    return _KINDS[base][0]
+    kinds = families.family_for_model(type(model)).kinds
+    if TaskKind.REGRESSION in kinds and model.num_classes == 1:
+        return TaskKind.REGRESSION
+    return kinds[0]
 
 
 def build_optimizer(recipe: Recipe, num_train_steps: int) -> keras.optimizers.Optimizer:
@@ -372,7 +337,7 @@ def _validation_dataset(model, validation_data, batch_size: int) -> tf.data.Data
         raise UsageError(
             "validation_data takes (x, y) of raw text and labels, or a dataset of (text, label) pairs"
         )
-    adapter, data = task_data(model, x, y, "eval", labelled_spans=True)
+    adapter, data = task_data(model, x, y, "eval")
     adapter.count(data)
     # A known length: Keras then reads it whole at every evaluation, without a warning.
     batches = math.ceil(data.stats.num_features / batch_size)
@@ -383,12 +348,8 @@ def _validation_dataset(model, validation_data, batch_size: int) -> tf.data.Data
 
 def predict(model, x, batch_size: int | None):
     """The model's outputs on raw text, one per example in input order (see `TaskModel.predict`)."""
-    adapter, data = task_data(model, x, None, "predict")
-    predictions = adapter.predict(model, data, batch_size or 32)
-    if adapter.kind == TaskKind.SPAN:
-        answers, _, _ = adapter._answers(data, predictions)
-        return [answers[example.qas_id] for example in data.meta[1]]
-    return predictions.outputs
+    family, data = task_data(model, x, None, "predict")
+    return family.python_outputs(data, family.predict(model, data, batch_size or 32))
 
 
 def evaluate(model, x, y, batch_size: int | None) -> dict[str, float]:
@@ -467,121 +428,49 @@ def _split_dataset(dataset: tf.data.Dataset) -> tuple[list, list | None]:
     xs, ys = [], []
     for element in dataset.as_numpy_iterator():
         if labelled:
-            xs.append(_decode(element[0]))
-            ys.append(_decode(element[1]))
+            xs.append(python_inputs.decode(element[0]))
+            ys.append(python_inputs.decode(element[1]))
         else:
-            xs.append(_decode(element[0] if isinstance(element, tuple) and len(element) == 1 else element))
+            xs.append(
+                python_inputs.decode(
+                    element[0] if isinstance(element, tuple) and len(element) == 1 else element
+                )
+            )
     return xs, (ys if labelled else None)
 
 
-def _decode(value):
-    if isinstance(value, bytes):
-        return value.decode("utf-8")
-    if isinstance(value, np.ndarray) and value.dtype.kind in "OS":
-        return [_decode(v) for v in value.tolist()]
-    if isinstance(value, (tuple, list)):
-        return type(value)(_decode(v) for v in value)
-    if isinstance(value, np.generic):
-        return value.item()
-    return value
-
-
-def _rows(x, what: str) -> list:
-    if isinstance(x, np.ndarray):
-        x = x.tolist()
-    if isinstance(x, str) or not isinstance(x, Iterable):
-        raise UsageError(f"{what} takes a list of examples, got {type(x).__name__}: {str(x)[:60]!r}")
-    return [_decode(value) for value in x]
-
-
-def family_of(model, seed: int = 12345, shuffle_buffer_size: int = 10_000):
-    """The task family's adapter for `model`'s task (its preprocessor, batching, scoring)."""
+def family_of(model, seed: int = 12345, shuffle_buffer_size: int = 10_000) -> families.TaskFamily:
+    """The task family of `model`'s task, on its task.json (preprocessor, batching, scoring)."""
     attached = attached_of(model, "raw text")
-    info = attached.info
-    settings = FinetuneSettings(
-        task=info.task,
-        output_dir="-",
-        max_seq_length=info.max_seq_length,
-        seed=seed,
-        shuffle_buffer_size=shuffle_buffer_size,
-        text_b_column=info.text_b_column,
-        **{name: getattr(info, name) for name in ("doc_stride", "max_query_length", "max_answer_length")},
-        null_score_diff_threshold=info.null_score_diff_threshold,
+    family = families.family_for_kind(attached.info.kind)
+    return family.for_model(
+        attached.info, attached.tokenizer, seed=seed, shuffle_buffer_size=shuffle_buffer_size
     )
-    adapter = make_family(settings, attached.tokenizer)
-    adapter.label_list = list(info.label_list) if info.label_list is not None else None
-    if info.kind in (TaskKind.CLASSIFICATION, TaskKind.REGRESSION):
-        adapter.pair = bool(info.text_b_column) or _glue_pair(info.task)
-    if info.kind == TaskKind.SPAN:
-        adapter.version_2 = info.version_2_with_negative
-    return adapter
 
 
 def task_data(
-    model,
-    x,
-    y,
-    split: str,
-    *,
-    seed: int = 12345,
-    shuffle_buffer_size: int = 10_000,
-    labelled_spans: bool = False,
-) -> tuple[Any, TaskData]:
-    """(the family's adapter, TaskData) of raw `x` and labels `y` (None: unlabelled)."""
+    model, x, y, split: str, *, seed: int = 12345, shuffle_buffer_size: int = 10_000
+) -> tuple[families.TaskFamily, families.TaskData]:
+    """(the model's task family, TaskData) of raw `x` and labels `y` (None: unlabelled)."""
     attached = attached_of(model, "raw text")
     if isinstance(x, tf.data.Dataset):
         x, y_from_data = _split_dataset(x)
         y = y if y is not None else y_from_data
     info = attached.info
-    kind = info.kind
-    labelled = y is not None
-    if kind in (TaskKind.CLASSIFICATION, TaskKind.REGRESSION):
-        if split == "train" and _holds_pairs(x) and not info.text_b_column and not _glue_pair(info.task):
-            # A new own-data head learns pairs from its first training data (as a CSV's
-            # text_b_column); its task.json then says so.
-            info = attached.info = dataclasses.replace(info, text_b_column="text_b")
-        examples, _ = _classification_examples(x, y, info, split)
-        data = TaskData(split, lambda: iter(examples), labelled, ConversionStats())
-    elif kind == TaskKind.TOKEN:
-        sentences = _sentences(x, y, info, split)
-        data = TaskData(split, lambda: iter(sentences), labelled, ConversionStats())
-    elif kind == TaskKind.MULTIPLE_CHOICE:
-        choices = _choice_examples(x, y, split)
-        data = TaskData(split, lambda: iter(choices), labelled, ConversionStats())
-    else:
-        data = _span_data(x, y, split, info, training=split == "train" or labelled_spans)
+    if (
+        split == "train"
+        and info.kind == TaskKind.CLASSIFICATION
+        and not is_pair_task(info)
+        and _holds_pairs(x)
+    ):
+        # A new own-data head learns pairs from its first training data (as the command
+        # line does from a CSV's text_b_column); its task.json then says so.
+        attached.info = dataclasses.replace(info, text_b_column="text_b")
+    family = family_of(model, seed, shuffle_buffer_size)
+    data = family.python_data(x, y, split)
     if not any(True for _ in data.examples()):
         raise UsageError(f"the {split} data has no examples")
-    return family_of(model, seed, shuffle_buffer_size), data
-
-
-def _classification_examples(x, y, info: FinetunedModelInfo, split: str):
-    if isinstance(x, tuple) and len(x) == 2 and not isinstance(x[0], str):
-        first, second = _rows(x[0], "x"), _rows(x[1], "x")
-        if len(first) != len(second):
-            raise UsageError(
-                f"x holds {len(first)} first texts and {len(second)} second texts; give one of each per pair"
-            )
-        rows = list(zip(first, second, strict=True))
-    else:
-        rows = _rows(x, "x")
-    pair = bool(rows) and not isinstance(rows[0], str)
-    for index, row in enumerate(rows):
-        single = isinstance(row, str)
-        if single == pair or (pair and (len(row) != 2 or not all(isinstance(t, str) for t in row))):
-            raise UsageError(
-                f"x[{index}] is {row!r}: give every example as a text, or every one as a (text_a, text_b) pair"
-            )
-    reads_pairs = bool(info.text_b_column) or _glue_pair(info.task)
-    if reads_pairs != pair:
-        wanted = "(text_a, text_b) pairs" if reads_pairs else "single texts"
-        raise UsageError(f"this model reads {wanted}; x holds {'pairs' if pair else 'single texts'}")
-    labels = _labels(y, len(rows), info) if y is not None else [None] * len(rows)
-    examples = [
-        classification.InputExample(f"x[{i}]", *(row if pair else (row, None)), label)
-        for i, (row, label) in enumerate(zip(rows, labels, strict=True))
-    ]
-    return list(classification.validate(examples, info.label_list, info.kind == TaskKind.REGRESSION)), pair
+    return family, data
 
 
 def _holds_pairs(x) -> bool:
@@ -589,118 +478,3 @@ def _holds_pairs(x) -> bool:
         return True
     rows = x.tolist() if isinstance(x, np.ndarray) else x
     return bool(len(rows)) and isinstance(rows[0], (tuple, list))
-
-
-def _glue_pair(task: str) -> bool:
-    from bert_tf.tasks import glue
-
-    try:
-        return glue.get_task(task.lower()).text_b is not None
-    except TaskDataError:
-        return False
-
-
-def _labels(y, count: int, info: FinetunedModelInfo) -> list:
-    labels = _rows(y, "y")
-    if len(labels) != count:
-        raise UsageError(f"x has {count} examples but y has {len(labels)} labels; give one label per example")
-    if info.kind == TaskKind.REGRESSION:
-        return labels
-    names = info.label_list
-    checked = []
-    for index, label in enumerate(labels):
-        if isinstance(label, (list, tuple)):
-            raise UsageError(f"y[{index}] is a list ({label!r}); a {info.kind.value} example has one label")
-        if isinstance(label, (int, np.integer)) and not isinstance(label, bool):
-            if not 0 <= label < len(names):
-                raise UsageError(f"y[{index}] is label id {label}, outside 0..{len(names) - 1} of {names}")
-            label = names[label]
-        if str(label) not in names:
-            raise UsageError(
-                f"y[{index}] is {label!r}, not one of the model's labels {names}; fix it, or build the "
-                "model with a label_list that includes it"
-            )
-        checked.append(str(label))
-    return checked
-
-
-def _sentences(x, y, info: FinetunedModelInfo, split: str) -> list[ner.Sentence]:
-    rows = [row.split() if isinstance(row, str) else list(row) for row in _rows(x, "x")]
-    tags = _rows(y, "y") if y is not None else [None] * len(rows)
-    if len(tags) != len(rows):
-        raise UsageError(f"x has {len(rows)} sentences but y has {len(tags)} tag lists")
-    known = set(info.label_list)
-    sentences = []
-    for index, (words, sentence_tags) in enumerate(zip(rows, tags, strict=True)):
-        if not words:
-            raise UsageError(f"x[{index}] has no words")
-        if sentence_tags is not None:
-            sentence_tags = [str(tag) for tag in sentence_tags]
-            if len(sentence_tags) != len(words):
-                raise UsageError(
-                    f"x[{index}] has {len(words)} words but y[{index}] has {len(sentence_tags)} tags"
-                )
-            unknown = sorted(set(sentence_tags) - known)
-            if unknown:
-                raise UsageError(f"y[{index}] has tags {unknown} that are not the model's {info.label_list}")
-        sentences.append(ner.Sentence(words, sentence_tags, index))
-    return sentences
-
-
-def _choice_examples(x, y, split: str) -> list[swag.ChoiceExample]:
-    rows = _rows(x, "x")
-    labels = _rows(y, "y") if y is not None else [None] * len(rows)
-    if len(labels) != len(rows):
-        raise UsageError(f"x has {len(rows)} examples but y has {len(labels)} labels")
-    examples = []
-    for index, (row, label) in enumerate(zip(rows, labels, strict=True)):
-        if not (isinstance(row, (tuple, list)) and len(row) == 2 and isinstance(row[0], str)):
-            raise UsageError(f"x[{index}] must be (context, [ending, ...]), got {row!r}")
-        context, endings = row
-        endings = list(endings)
-        if len(endings) < 2:
-            raise UsageError(f"x[{index}] has {len(endings)} endings; multiple choice needs two or more")
-        if label is not None and not (isinstance(label, int) and 0 <= label < len(endings)):
-            raise UsageError(f"y[{index}] is {label!r}: the index of the right ending, 0..{len(endings) - 1}")
-        examples.append(swag.ChoiceExample(f"x[{index}]", context, endings, label))
-    return examples
-
-
-def _span_data(x, y, split: str, info: FinetunedModelInfo, training: bool) -> TaskData:
-    rows = _rows(x, "x")
-    answers = _rows(y, "y") if y is not None else [None] * len(rows)
-    if len(answers) != len(rows):
-        raise UsageError(f"x has {len(rows)} questions but y has {len(answers)} answers")
-    paragraphs = []
-    for index, (row, answer) in enumerate(zip(rows, answers, strict=True)):
-        if not (isinstance(row, (tuple, list)) and len(row) == 2 and all(isinstance(t, str) for t in row)):
-            raise UsageError(f"x[{index}] must be a (question, context) pair, got {row!r}")
-        question, context = row
-        qa: dict[str, Any] = {"id": str(index), "question": question, "answers": []}
-        if answer is not None:
-            if isinstance(answer, dict):
-                text, start = answer.get("text"), answer.get("answer_start")
-            elif isinstance(answer, (tuple, list)) and len(answer) == 2:
-                text, start = answer
-            else:
-                raise UsageError(
-                    f"y[{index}] must be {{'text': ..., 'answer_start': ...}} or (text, start), got {answer!r}"
-                )
-            if text == "" or start is None or start < 0:
-                if not info.version_2_with_negative:
-                    raise UsageError(
-                        f"y[{index}] has no answer; unanswerable questions need a SQuAD 2.0 model (task='squad_v2')"
-                    )
-                qa["is_impossible"] = True
-            else:
-                qa["answers"] = [{"text": text, "answer_start": int(start)}]
-        paragraphs.append({"context": context, "qas": [qa]})
-    dataset = [{"title": split, "paragraphs": paragraphs}]
-    examples, skipped = squad.read_examples(
-        dataset, training, version_2_with_negative=info.version_2_with_negative
-    )
-    if skipped:
-        raise UsageError(
-            f"{skipped} answers of y are not found at their answer_start in their context; fix them"
-        )
-    return TaskData(split, lambda: iter(examples), training, ConversionStats(), (dataset, examples))

@@ -35,6 +35,7 @@ __all__ = [
     "TaskFamily",
     "TokenFamily",
     "family_for_kind",
+    "family_for_model",
     "family_for_task",
     "make_family",
     "register",
@@ -82,6 +83,14 @@ def family_for_kind(kind: TaskKind | str) -> type[TaskFamily]:
     if family is None:
         raise ValueError(f"unknown task kind {kind!r}; use one of {', '.join(_BY_KIND)}")
     return family
+
+
+def family_for_model(model_class: type) -> type[TaskFamily]:
+    """The family whose heads are `model_class` (a task model class or a subclass of one)."""
+    for family in _BY_KIND.values():
+        if issubclass(model_class, family.model_class):
+            return family
+    raise TypeError(f"{model_class.__name__} is not the task model of a task family")
 
 
 def make_family(settings, tokenizer) -> TaskFamily:

@@ -103,6 +103,9 @@ class TaskFamily:
     # The optional FinetunedModelInfo fields this family saves in task.json (the values
     # come from `task_json_values`); other families' are left out of the file.
     task_json_fields: ClassVar[tuple[str, ...]] = ()
+    # The task model class of the family's heads, and the task a new head is for.
+    model_class: ClassVar[type]
+    default_task: ClassVar[str]
 
     kind: TaskKind
     main_metric: str  # the metric that picks the best model and stops training early
@@ -126,6 +129,40 @@ class TaskFamily:
         # off under a multi-replica strategy, which splits a batch's rows and labels apart.
         self.pack = self.packable and bool(getattr(settings, "packing", True))
         self._predictor = None  # (model, input spec, traced call): see _batch_predictor
+
+    @classmethod
+    def for_model(cls, info: FinetunedModelInfo, tokenizer, **settings) -> TaskFamily:
+        """The family of a fine-tuned model described by `info` (its task.json), on
+        `settings` (FinetuneSettings fields: seed, batch sizes, ...)."""
+        from bert_tf.tasks.settings import FinetuneSettings
+
+        span = {name: getattr(info, name) for name in ("doc_stride", "max_query_length", "max_answer_length")}
+        run = FinetuneSettings(
+            task=info.task,
+            output_dir="-",
+            max_seq_length=info.max_seq_length,
+            text_b_column=info.text_b_column,
+            null_score_diff_threshold=info.null_score_diff_threshold,
+            **span,
+            **settings,
+        )
+        family = cls(run, tokenizer)
+        family.label_list = list(info.label_list) if info.label_list is not None else None
+        family.restore(info)
+        return family
+
+    def restore(self, info: FinetunedModelInfo) -> None:
+        """Takes what a family learns from its training data (and saves in task.json) from `info`."""
+
+    def python_data(self, x, y, split: str) -> TaskData:
+        """TaskData of raw Python examples `x` with labels `y` (None: unlabelled), as the task
+        models' `fit`/`predict`/`evaluate` take them (see `bert_tf.tasks.keras_task`); each
+        example checked with a message naming it (`x[3]`, `y[3]`)."""
+        raise NotImplementedError
+
+    def python_outputs(self, data: TaskData, predictions: Predictions):
+        """What the task models' `predict` returns on raw text: the outputs in example order."""
+        return predictions.outputs
 
     @property
     def needs_label_list(self) -> bool:

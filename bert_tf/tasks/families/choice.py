@@ -14,8 +14,9 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import fileio, preprocessing
+from bert_tf.errors import UsageError
 from bert_tf.models import BertMultipleChoice
-from bert_tf.tasks import metrics, swag
+from bert_tf.tasks import metrics, python_inputs, swag
 from bert_tf.tasks.families.base import (
     TEXT,
     Predictions,
@@ -36,6 +37,8 @@ class ChoiceFamily(TaskFamily):
     """SWAG-style multiple choice (CSV files): the most likely of a context's endings."""
 
     kinds = (TaskKind.MULTIPLE_CHOICE,)
+    model_class = BertMultipleChoice
+    default_task = "swag"
     tasks = ("swag",)
     kind = TaskKind.MULTIPLE_CHOICE
     main_metric = "accuracy"
@@ -65,6 +68,24 @@ class ChoiceFamily(TaskFamily):
     def record(self, example, labelled: bool) -> tuple:
         x = (example.context, example.endings)
         return (x, example.label) if labelled else (x,)
+
+    def python_data(self, x, y, split: str) -> TaskData:
+        """(context, [ending, ...]) examples with the index of the right ending."""
+        rows = python_inputs.rows(x, "x")
+        labels = python_inputs.labels_for(y, len(rows))
+        examples = []
+        for index, (row, label) in enumerate(zip(rows, labels, strict=True)):
+            if not (isinstance(row, (tuple, list)) and len(row) == 2 and isinstance(row[0], str)):
+                raise UsageError(f"x[{index}] must be (context, [ending, ...]), got {row!r}")
+            context, endings = row[0], list(row[1])
+            if len(endings) < 2 or not all(isinstance(ending, str) for ending in endings):
+                raise UsageError(f"x[{index}] needs two or more endings (strings), got {endings!r}")
+            if label is not None and not (isinstance(label, int) and 0 <= label < len(endings)):
+                raise UsageError(
+                    f"y[{index}] is {label!r}: the index of the right ending, 0..{len(endings) - 1}"
+                )
+            examples.append(swag.ChoiceExample(f"x[{index}]", context, endings, label))
+        return TaskData(split, lambda: iter(examples), y is not None, ConversionStats())
 
     def build_model(self, encoder):
         return BertMultipleChoice(encoder)

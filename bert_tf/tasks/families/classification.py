@@ -18,8 +18,9 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import fileio, preprocessing
+from bert_tf.errors import UsageError
 from bert_tf.models import BertClassifier
-from bert_tf.tasks import classification, glue, metrics
+from bert_tf.tasks import classification, glue, metrics, python_inputs
 from bert_tf.tasks.families.base import (
     TEXT,
     Predictions,
@@ -58,6 +59,8 @@ class ClassificationFamily(TaskFamily):
     classes (`TaskKind.CLASSIFICATION`) or one score (`TaskKind.REGRESSION`)."""
 
     kinds = (TaskKind.CLASSIFICATION, TaskKind.REGRESSION)
+    model_class = BertClassifier
+    default_task = "classification"
     tasks = (*glue.GLUE_TASKS, "classification", "regression")
     aliases = ("sst-2", "sts-b")  # GLUE's spellings
     task_json_fields = ("text_b_column",)
@@ -183,6 +186,58 @@ class ClassificationFamily(TaskFamily):
 
             result.append(TaskData(name, examples, labelled, ConversionStats(num_skipped=len(skipped))))
         return result
+
+    def restore(self, info) -> None:
+        self.pair = is_pair_task(info)
+
+    def python_data(self, x, y, split: str) -> TaskData:
+        """Texts, or (text_a, text_b) pairs (or a tuple of two lists), with label names or ids
+        (regression: numbers)."""
+        if isinstance(x, tuple) and len(x) == 2 and not isinstance(x[0], str):
+            first, second = python_inputs.rows(x[0], "x"), python_inputs.rows(x[1], "x")
+            if len(first) != len(second):
+                raise UsageError(
+                    f"x holds {len(first)} first texts and {len(second)} second texts; give one of each per pair"
+                )
+            rows = list(zip(first, second, strict=True))
+        else:
+            rows = python_inputs.rows(x, "x")
+        pair = bool(rows) and not isinstance(rows[0], str)
+        for index, row in enumerate(rows):
+            if isinstance(row, str) == pair or (
+                pair and (len(row) != 2 or not all(isinstance(text, str) for text in row))
+            ):
+                raise UsageError(
+                    f"x[{index}] is {row!r}: give every example as a text, or every one as a (text_a, text_b) pair"
+                )
+        if bool(self.pair) != pair:
+            wanted = "(text_a, text_b) pairs" if self.pair else "single texts"
+            raise UsageError(f"this model reads {wanted}; x holds {'pairs' if pair else 'single texts'}")
+        labels = python_inputs.labels_for(y, len(rows))
+        if y is not None and self.kind == TaskKind.CLASSIFICATION:
+            labels = [self._label_name(index, label) for index, label in enumerate(labels)]
+        examples = [
+            classification.InputExample(f"x[{i}]", *(row if pair else (row, None)), label)
+            for i, (row, label) in enumerate(zip(rows, labels, strict=True))
+        ]
+        examples = list(classification.validate(examples, self.label_list, self.kind == TaskKind.REGRESSION))
+        return TaskData(split, lambda: iter(examples), y is not None, ConversionStats())
+
+    def _label_name(self, index: int, label) -> str:
+        """A label of y[index] as one of `label_list`: a name, or an id into the list."""
+        names = self.label_list
+        if isinstance(label, (list, tuple)):
+            raise UsageError(f"y[{index}] is a list ({label!r}); a {self.kind.value} example has one label")
+        if isinstance(label, int) and not isinstance(label, bool):
+            if not 0 <= label < len(names):
+                raise UsageError(f"y[{index}] is label id {label}, outside 0..{len(names) - 1} of {names}")
+            return names[label]
+        if str(label) not in names:
+            raise UsageError(
+                f"y[{index}] is {label!r}, not one of the model's labels {names}; fix it, or build the "
+                "model with a label_list that includes it"
+            )
+        return str(label)
 
     def preprocessor(self):
         return preprocessing.TextClassifierPreprocessor(

@@ -16,8 +16,9 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import preprocessing
+from bert_tf.errors import UsageError
 from bert_tf.models import BertSpanLabeler
-from bert_tf.tasks import metrics, squad, tfds_sources
+from bert_tf.tasks import metrics, python_inputs, squad, tfds_sources
 from bert_tf.tasks.families.base import TEXT, Predictions, TaskData, TaskFamily, serving_input, split_file
 from bert_tf.tasks.features import ConversionStats, TaskDataError
 from bert_tf.tasks.kinds import TaskKind
@@ -43,6 +44,8 @@ class SpanFamily(TaskFamily):
     """SQuAD v1.1 and v2.0 (JSON files or TFDS squad/*): answer spans in a context."""
 
     kinds = (TaskKind.SPAN,)
+    model_class = BertSpanLabeler
+    default_task = "squad"
     tasks = ("squad", "squad_v2")
     task_json_fields = SPAN_FIELDS
     kind = TaskKind.SPAN
@@ -113,6 +116,53 @@ class SpanFamily(TaskFamily):
         stats = super().count(data)
         stats.num_skipped = skipped
         return stats
+
+    def python_outputs(self, data: TaskData, predictions: Predictions) -> list[str]:
+        """The answers, in question order: a span model's logits are per window."""
+        answers, _, _ = self._answers(data, predictions)
+        return [answers[example.qas_id] for example in data.meta[1]]
+
+    def restore(self, info) -> None:
+        self.version_2 = info.version_2_with_negative
+
+    def python_data(self, x, y, split: str) -> TaskData:
+        """(question, context) pairs with {"text", "answer_start"} (or (text, answer_start))
+        answers; labelled data reads as SQuAD training data (answers located in the context)."""
+        rows = python_inputs.rows(x, "x")
+        answers = python_inputs.labels_for(y, len(rows))
+        paragraphs = []
+        for index, (row, answer) in enumerate(zip(rows, answers, strict=True)):
+            if not (
+                isinstance(row, (tuple, list)) and len(row) == 2 and all(isinstance(t, str) for t in row)
+            ):
+                raise UsageError(f"x[{index}] must be a (question, context) pair, got {row!r}")
+            qa: dict[str, Any] = {"id": str(index), "question": row[0], "answers": []}
+            if answer is not None:
+                if isinstance(answer, dict):
+                    text, start = answer.get("text"), answer.get("answer_start")
+                elif isinstance(answer, (tuple, list)) and len(answer) == 2:
+                    text, start = answer
+                else:
+                    raise UsageError(
+                        f"y[{index}] must be {{'text': ..., 'answer_start': ...}} or (text, start), got {answer!r}"
+                    )
+                if not text or start is None or start < 0:
+                    if not self.version_2:
+                        raise UsageError(
+                            f"y[{index}] has no answer; unanswerable questions need a SQuAD 2.0 model (task='squad_v2')"
+                        )
+                    qa["is_impossible"] = True
+                else:
+                    qa["answers"] = [{"text": text, "answer_start": int(start)}]
+            paragraphs.append({"context": row[1], "qas": [qa]})
+        dataset = [{"title": split, "paragraphs": paragraphs}]
+        labelled = y is not None
+        examples, skipped = squad.read_examples(dataset, labelled, version_2_with_negative=self.version_2)
+        if skipped:
+            raise UsageError(
+                f"{skipped} answers of y are not found at their answer_start in their context; fix them"
+            )
+        return TaskData(split, lambda: iter(examples), labelled, ConversionStats(), (dataset, examples))
 
     def build_model(self, encoder):
         return BertSpanLabeler(encoder)

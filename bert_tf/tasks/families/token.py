@@ -17,8 +17,9 @@ import tensorflow as tf
 from keras import ops
 
 from bert_tf import preprocessing
+from bert_tf.errors import UsageError
 from bert_tf.models import BertTokenClassifier
-from bert_tf.tasks import metrics, ner, tfds_sources
+from bert_tf.tasks import metrics, ner, python_inputs, tfds_sources
 from bert_tf.tasks.families.base import Predictions, TaskData, TaskFamily, serving_input, split_file
 from bert_tf.tasks.features import ConversionStats, TaskDataError
 from bert_tf.tasks.kinds import TaskKind
@@ -60,6 +61,8 @@ class TokenFamily(TaskFamily):
     """CoNLL-2003 NER (CoNLL files or TFDS conll2003): a tag per word."""
 
     kinds = (TaskKind.TOKEN,)
+    model_class = BertTokenClassifier
+    default_task = "ner"
     tasks = ("ner",)
     kind = TaskKind.TOKEN
     main_metric = "f1"
@@ -104,6 +107,35 @@ class TokenFamily(TaskFamily):
 
     def record(self, sentence, labelled: bool) -> tuple:
         return (sentence.words, sentence.tags) if labelled else (sentence.words,)
+
+    def python_data(self, x, y, split: str) -> TaskData:
+        """Sentences as lists of words (or strings, split on whitespace), with one tag per word."""
+        sentences_words = [
+            row.split() if isinstance(row, str) else list(row) for row in python_inputs.rows(x, "x")
+        ]
+        tags = python_inputs.labels_for(y, len(sentences_words))
+        known = set(self.label_list)
+        sentences = []
+        for index, (words, sentence_tags) in enumerate(zip(sentences_words, tags, strict=True)):
+            if not words:
+                raise UsageError(f"x[{index}] has no words")
+            if sentence_tags is not None:
+                if isinstance(sentence_tags, str):
+                    raise UsageError(
+                        f"y[{index}] is one tag ({sentence_tags!r}); give one tag per word of x[{index}]"
+                    )
+                sentence_tags = [str(tag) for tag in sentence_tags]
+                if len(sentence_tags) != len(words):
+                    raise UsageError(
+                        f"x[{index}] has {len(words)} words but y[{index}] has {len(sentence_tags)} tags"
+                    )
+                unknown = sorted(set(sentence_tags) - known)
+                if unknown:
+                    raise UsageError(
+                        f"y[{index}] has tags {unknown} that are not the model's {self.label_list}"
+                    )
+            sentences.append(ner.Sentence(words, sentence_tags, index))
+        return TaskData(split, lambda: iter(sentences), y is not None, ConversionStats())
 
     def build_model(self, encoder):
         return BertTokenClassifier(encoder, num_classes=len(self.label_list))
