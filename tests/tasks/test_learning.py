@@ -317,7 +317,7 @@ class LearningTest(tf.test.TestCase):
         self.assertEqual((again.task_info.task, again.task_info.max_seq_length), ("squad", 48))
         self.assertEqual(again.predict(test_x), predicted)
 
-    @pytest.mark.slow  # four sequences per example, 20 epochs; ~40 s
+    @pytest.mark.slow  # four sequences per example, 40 epochs (20 left it at 0.885 on train); ~70 s
     def test_multiple_choice_learns_which_ending_matches(self):
         def split(rows):
             x = [(r["sent1"], [f"{r['sent2']} {r[f'ending{i}']}" for i in range(4)]) for r in rows]
@@ -325,7 +325,7 @@ class LearningTest(tf.test.TestCase):
 
         train_rows, test_rows = swag_rows(self.rng, 200), swag_rows(self.rng, 100)
         model = self.model(bert_tf.BertMultipleChoice, max_seq_length=16)
-        self.fit(model, *split(train_rows), epochs=20, learning_rate=1e-3)
+        self.fit(model, *split(train_rows), epochs=40, learning_rate=1e-3)
         train, results = model.evaluate(*split(train_rows)), model.evaluate(*split(test_rows))
         baseline = majority_share([r["label"] for r in test_rows])
         print("swag:", train, results, "majority baseline", baseline)
