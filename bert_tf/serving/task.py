@@ -48,11 +48,9 @@ import dataclasses
 import tensorflow as tf
 
 from bert_tf import fileio, preprocessing
-from bert_tf.preprocessing.spans import word_index_of_pieces
-from bert_tf.serving import spans
 from bert_tf.serving.saving import ExportError, check_seq_length, export_module
 from bert_tf.serving.spans import SpanSettings
-from bert_tf.tasks import glue
+from bert_tf.tasks import glue, squad_answers
 from bert_tf.tasks.features import TaskDataError
 from bert_tf.tasks.finetuned import MODEL_FILE, TASK_FILE, FinetunedModelInfo, load_finetuned
 from bert_tf.tasks.kinds import TaskKind
@@ -212,27 +210,63 @@ class TaskServing(tf.Module):
         features = self.preprocessor.features((question, context))
         inputs = {name: features[name] for name in preprocessing.base.MODEL_INPUTS}
         outputs = self.model(inputs, training=False)  # all windows of all examples in one batch
-        best = spans.best_spans(
+        # Fine-tuning's evaluation post-processing (bert_tf.tasks.squad_answers), on these logits.
+        settings = self._span
+        num_examples = tf.shape(context, out_type=tf.int64)[0]
+        input_ids = features["input_ids"]
+        ranked = squad_answers.ranked_spans(
             outputs["start_logits"],
             outputs["end_logits"],
-            features["_windows"],
-            features["_query_length"],
-            self._span,
+            features["token_to_orig"],
+            features["token_is_max_context"],
+            tf.reduce_sum(tf.cast(tf.not_equal(input_ids, self.tokenizer.pad_id), tf.int64), axis=1),
+            features["example_index"],
+            num_examples,
+            n_best_size=settings.n_best_size,
+            max_answer_length=settings.max_answer_length,
         )
-        # The context's pieces are the same split into the tokenizer's words (whitespace
-        # splits words in both), which carry byte offsets.
-        pieces, begin, end = self._word_pieces(context)
-        # Pieces -> their words -> the words' bytes in the context.
-        word_of_piece = word_index_of_pieces(pieces)  # [b, (p)]
-        first_byte = tf.cast(_take(begin, _take(word_of_piece, best.first_piece)), tf.int32)
-        last_byte = tf.cast(_take(end, _take(word_of_piece, best.last_piece)), tf.int32)
-        answer = tf.strings.substr(context, first_byte, last_byte - first_byte)
+        null = None
+        if settings.version_2_with_negative:
+            null = squad_answers.null_answers(
+                outputs["start_logits"], outputs["end_logits"], features["example_index"], num_examples
+            )
+        best = squad_answers.best_answers(
+            ranked,
+            null,
+            n_best_size=settings.n_best_size,
+            null_score_diff_threshold=settings.null_score_diff_threshold,
+        )
+        # The text of the questions that have a span (get_final_text), and where it lies.
+        doc_words, word_begin, _ = self.preprocessor.context_words(context)  # [b, (doc tokens)]
+        answered = tf.where(best.has_span)[:, 0]  # [a]
+        texts = squad_answers.answer_texts(
+            tf.gather(tf.constant(self.tokenizer.vocab), input_ids),
+            features["token_to_orig"],
+            tf.gather(best.window, answered),
+            tf.gather(best.start, answered),
+            tf.gather(best.end, answered),
+            doc_words,
+            features["example_index"],
+            self.tokenizer.split_words,
+        )
+        answered_context = tf.gather(context, answered)
+        begins = tf.gather(word_begin, answered)  # [a, (doc tokens)] byte offsets
+
+        def char_offset(word, chars):  # the context's character offset of a doc token's character
+            byte = tf.gather(begins.flat_values, begins.row_starts() + word)
+            return _char_offset(answered_context, tf.cast(byte, tf.int32)) + tf.cast(chars, tf.int32)
+
+        shape = tf.reshape(num_examples, [1])
+        index = answered[:, None]
+        answer = tf.scatter_nd(index, texts.text, shape)
+        answer_start = tf.scatter_nd(index, char_offset(texts.first_word, texts.first_char) + 1, shape) - 1
+        answer_end = tf.scatter_nd(index, char_offset(texts.last_word, texts.last_char) + 2, shape) - 1
         has_answer = best.has_answer
         return {
             "answer": tf.where(has_answer, answer, ""),
-            "score": tf.cast(tf.where(tf.math.is_finite(best.score), best.score, 0.0), tf.float32),
-            "answer_start": tf.where(has_answer, _char_offset(context, first_byte), -1),
-            "answer_end": tf.where(has_answer, _char_offset(context, last_byte), -1),
+            "score": tf.cast(tf.where(best.has_span, best.score, 0.0), tf.float32),
+            "answer_start": tf.where(has_answer, answer_start, -1),
+            "answer_end": tf.where(has_answer, answer_end, -1),
         }
 
     # --- multiple choice (SWAG) ------------------------------------------------------
@@ -266,14 +300,6 @@ class TaskServing(tf.Module):
             return {"serving_default": choose}
         entities = tf.function(self._entities).get_concrete_function(_spec("text"))
         return {"serving_default": entities}
-
-
-def _take(rows: tf.RaggedTensor, index: tf.Tensor) -> tf.Tensor:
-    """rows[i, index[i]] for every row i of ragged [b, (n)]; 0 where index[i] is not in the row."""
-    inside = (index >= 0) & (index < rows.row_lengths())
-    padded = tf.concat([rows.flat_values, tf.zeros([1], rows.dtype)], axis=0)
-    flat_index = tf.where(inside, rows.row_starts() + index, tf.size(rows.flat_values, out_type=tf.int64))
-    return tf.gather(padded, flat_index)
 
 
 def _tag_tables(label_list: list[str]) -> tuple[dict[str, tf.Tensor], tf.Tensor]:

@@ -48,6 +48,7 @@ _SPAN_FIELDS = (
     "doc_stride",
     "max_query_length",
     "max_answer_length",
+    "n_best_size",
     "version_2_with_negative",
     "null_score_diff_threshold",
 )
@@ -72,6 +73,7 @@ class FinetunedModelInfo:
     doc_stride: int = 128
     max_query_length: int = 64
     max_answer_length: int = 30
+    n_best_size: int = 20
     version_2_with_negative: bool = False
     null_score_diff_threshold: float = 0.0
     format_version: int = FORMAT_VERSION
@@ -172,6 +174,7 @@ def task_info(settings, adapter, tokenizer) -> FinetunedModelInfo:
             doc_stride=settings.doc_stride,
             max_query_length=settings.max_query_length,
             max_answer_length=settings.max_answer_length,
+            n_best_size=settings.n_best_size,
             version_2_with_negative=bool(getattr(adapter, "version_2", False)),
             null_score_diff_threshold=settings.null_score_diff_threshold,
         )

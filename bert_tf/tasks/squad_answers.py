@@ -302,3 +302,46 @@ def answer_texts(
     )
     texts = final_texts(piece_text(pieces), words, split_words)
     return texts._replace(first_word=texts.first_word + first_word, last_word=texts.last_word + first_word)
+
+
+class BestAnswers(typing.NamedTuple):
+    """The answer of each question, [examples] (what evaluation's predictions.json holds)."""
+
+    window: tf.Tensor  # int64: the best span (0 where there is none)
+    start: tf.Tensor
+    end: tf.Tensor
+    score: tf.Tensor  # float64 start + end logit of the best span (-inf: none)
+    has_span: tf.Tensor  # bool: a valid span exists (and is in the n-best list)
+    has_answer: tf.Tensor  # bool: has_span and, SQuAD 2.0, null odds <= the threshold
+    null_odds: tf.Tensor  # float64 SQuAD 2.0 null score - best span score (0 without a span)
+
+
+def best_answers(
+    ranked: RankedSpans,
+    null: NullAnswers | None,
+    *,
+    n_best_size: int,
+    null_score_diff_threshold: float = 0.0,
+) -> BestAnswers:
+    """The first span of each question's ranking, and for SQuAD 2.0 (`null` given) whether
+    it beats the null answer: null score - its start logit - its end logit <= threshold."""
+    count = ranked.window.row_lengths()
+    has_span = count > 0
+
+    def first(values, default):
+        padded = tf.concat([values.flat_values, [default]], axis=0)
+        return tf.gather(
+            padded, tf.where(has_span, values.row_starts(), tf.size(values.flat_values, tf.int64))
+        )
+
+    window, start, end = first(ranked.window, 0), first(ranked.start, 0), first(ranked.end, 0)
+    start_logit, end_logit = first(ranked.start_logit, 0.0), first(ranked.end_logit, 0.0)
+    score = tf.where(has_span, start_logit + end_logit, -np.inf)
+    if null is None:
+        return BestAnswers(window, start, end, score, has_span, has_span, tf.zeros_like(score))
+    # The null answer ranks after the spans scoring at least as much; with n_best_size 1 it
+    # can fill the n-best list alone, which then holds no span.
+    has_span &= (n_best_size > 1) | ~(score < null.score)
+    null_odds = tf.where(has_span, null.score - start_logit - end_logit, 0.0)
+    has_answer = has_span & (null_odds <= null_score_diff_threshold)
+    return BestAnswers(window, start, end, score, has_span, has_answer, null_odds)

@@ -43,6 +43,76 @@ def _basic_tokenizer(lower_case: bool) -> BasicTokenizer:
     return BasicTokenizer(lower_case=lower_case)
 
 
+_MATRIX = tf.TensorSpec([None, None], tf.int64)
+_VECTOR = tf.TensorSpec([None], tf.int64)
+
+
+@functools.lru_cache(maxsize=4)
+def _ranked_spans(n_best_size: int, max_answer_length: int):
+    """squad_answers.ranked_spans as one graph (eager ragged ops cost seconds here)."""
+
+    def ranked(start_logits, end_logits, token_to_orig, max_context, num_tokens, example_index, num_examples):
+        return squad_answers.ranked_spans(
+            start_logits,
+            end_logits,
+            token_to_orig,
+            max_context,
+            num_tokens,
+            example_index,
+            num_examples,
+            n_best_size=n_best_size,
+            max_answer_length=max_answer_length,
+        )
+
+    logits = tf.TensorSpec([None, None], tf.float64)
+    return tf.function(  # plain graph code: no AutoGraph conversion (seconds per trace)
+        ranked,
+        input_signature=[
+            logits,
+            logits,
+            _MATRIX,
+            tf.TensorSpec([None, None], tf.bool),
+            _VECTOR,
+            _VECTOR,
+            tf.TensorSpec([], tf.int64),
+        ],
+        autograph=False,
+    )
+
+
+@functools.lru_cache(maxsize=2)
+def _answer_texts(lower_case: bool):
+    """squad_answers.answer_texts with the basic tokenizer of `lower_case`, as one graph."""
+    split_words = _basic_tokenizer(lower_case).tokenize
+
+    def texts(token_strings, token_ids, token_to_orig, window, start, end, doc_words, example_index):
+        # Only the spans' windows become strings: [n, seq].
+        tokens = tf.gather(token_strings, tf.gather(token_ids, window))
+        return squad_answers.answer_texts(
+            tokens,
+            tf.gather(token_to_orig, window),
+            tf.range(tf.shape(window, out_type=tf.int64)[0]),
+            start,
+            end,
+            doc_words,
+            tf.gather(example_index, window),
+            split_words,
+        )
+
+    words = tf.RaggedTensorSpec([None, None], tf.string, ragged_rank=1, row_splits_dtype=tf.int64)
+    signature = [
+        tf.TensorSpec([None], tf.string),
+        _MATRIX,
+        _MATRIX,
+        _VECTOR,
+        _VECTOR,
+        _VECTOR,
+        words,
+        _VECTOR,
+    ]
+    return tf.function(texts, input_signature=signature, autograph=False)
+
+
 def _softmax(scores: Sequence[float]) -> list[float]:
     if not scores:
         return []
@@ -58,7 +128,7 @@ def final_text(predicted: str, original: str, lower_case: bool) -> str:
     `bert_tf.tasks.squad_answers`."""
     words = tf.strings.split(tf.constant([original]), sep=" ")
     texts = squad_answers.final_texts(tf.constant([predicted]), words, _basic_tokenizer(lower_case).tokenize)
-    return texts.text.numpy()[0].decode()
+    return texts.text.numpy()[0].decode()  # eager: for single spans (tests, examples)
 
 
 class _Windows:
@@ -67,7 +137,10 @@ class _Windows:
     def __init__(self, features, start_logits, end_logits) -> None:
         count = len(features)
         seq = max([len(feature.tokens) for feature in features], default=1)
-        self.tokens = np.full([count, seq], "[PAD]", dtype=object)
+        # The pieces as numbers into `token_strings` (the distinct pieces): 4 million strings
+        # for SQuAD dev would cost hundreds of MB.
+        number = {"[PAD]": 0}
+        self.token_ids = np.zeros([count, seq], np.int64)
         self.token_to_orig = np.full([count, seq], -1, np.int64)
         self.max_context = np.zeros([count, seq], bool)
         self.start_logits = np.zeros([count, seq], np.float64)
@@ -76,7 +149,7 @@ class _Windows:
         self.example_index = np.zeros([count], np.int64)
         for row, feature in enumerate(features):
             length = len(feature.tokens)
-            self.tokens[row, :length] = feature.tokens
+            self.token_ids[row, :length] = [number.setdefault(token, len(number)) for token in feature.tokens]
             for position, word in feature.token_to_orig_map.items():
                 self.token_to_orig[row, position] = word
                 self.max_context[row, position] = feature.token_is_max_context.get(position, False)
@@ -91,6 +164,7 @@ class _Windows:
                 target[row, :kept] = values[:kept]
             self.num_tokens[row] = length
             self.example_index[row] = feature.example_index
+        self.token_strings = list(number)
 
 
 def postprocess(
@@ -118,16 +192,14 @@ def postprocess(
         )
     windows = _Windows(features, start_logits, end_logits)
     num_examples = len(examples)
-    ranked = squad_answers.ranked_spans(
+    ranked = _ranked_spans(n_best_size, max_answer_length)(
         windows.start_logits,
         windows.end_logits,
         windows.token_to_orig,
         windows.max_context,
         windows.num_tokens,
         windows.example_index,
-        num_examples,
-        n_best_size=n_best_size,
-        max_answer_length=max_answer_length,
+        tf.constant(num_examples, tf.int64),
     )
     splits = ranked.window.row_splits.numpy()
     window, start, end, start_logit, end_logit = (values.flat_values.numpy() for values in ranked)
@@ -215,8 +287,8 @@ class _TextsOnDemand:
         self._window, self._start, self._end = window, start, end
         self._texts: dict[int, str] = {}
         self._windows = windows
-        self._tokens = tf.constant(windows.tokens.astype(str)) if windows.tokens.size else None
-        self._split_words = _basic_tokenizer(lower_case).tokenize
+        self._token_strings = tf.constant(windows.token_strings, tf.string)
+        self._answer_texts = _answer_texts(lower_case)
         self._doc_words = None
         self._examples = examples
 
@@ -233,15 +305,15 @@ class _TextsOnDemand:
                 tf.constant(flat, tf.string, shape=[len(flat)]), tf.constant(lengths, tf.int64)
             )
         index = np.asarray(candidates, np.int64)
-        texts = squad_answers.answer_texts(
-            self._tokens,
+        texts = self._answer_texts(
+            self._token_strings,
+            self._windows.token_ids,
             self._windows.token_to_orig,
             self._window[index],
             self._start[index],
             self._end[index],
             self._doc_words,
             self._windows.example_index,
-            self._split_words,
         )
         for candidate, text in zip(candidates, texts.text.numpy(), strict=True):
             self._texts[candidate] = text.decode()
