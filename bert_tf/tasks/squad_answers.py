@@ -194,9 +194,22 @@ def piece_text(pieces: tf.RaggedTensor) -> tf.Tensor:
     return tf.strings.regex_replace(text, "^ | $", "")
 
 
+def _per_row(values: tf.Tensor, rows: tf.RaggedTensor) -> tf.Tensor:
+    """[n] -> one value per element of ragged `rows` [n, (k)], flat: the row's value.
+
+    Flat arithmetic instead of ragged broadcasting, whose shape checks cost seconds per trace.
+    """
+    return tf.gather(values, rows.value_rowids())
+
+
 def _take(rows: tf.RaggedTensor, index: tf.Tensor) -> tf.Tensor:
     """rows[i, index[i]] (index in range)."""
     return tf.gather(rows.flat_values, rows.row_starts() + index)
+
+
+def _row_sum(values: tf.Tensor, rows: tf.RaggedTensor) -> tf.Tensor:
+    """Sums of flat `values` laid out as `rows` [n, (k)] -> [n]."""
+    return tf.math.unsorted_segment_sum(values, rows.value_rowids(), rows.nrows())
 
 
 def final_texts(predicted: tf.Tensor, doc_words: tf.RaggedTensor, split_words: Callable) -> AnswerTexts:
@@ -213,47 +226,55 @@ def final_texts(predicted: tf.Tensor, doc_words: tf.RaggedTensor, split_words: C
     pred_length = pred.row_lengths()
     n = tf.shape(predicted, out_type=tf.int64)[0]
 
-    # tok_text.find(pred_text): positions holding pred's first character, then checked whole.
+    # tok_text.find(pred_text): the positions holding pred's first character, checked whole.
     padded = tf.concat([pred.flat_values, [-1]], axis=0)  # an empty prediction's "first character": -1
     first_char = tf.gather(
         padded, tf.where(pred_length > 0, pred.row_starts(), tf.size(pred.flat_values, tf.int64))
     )
-    tok_positions = tf.ragged.range(tok.row_lengths())  # [n, (chars)]
-    tok_rows = tok.value_rowids()
-    fits = tok_positions.flat_values + tf.gather(pred_length, tok_rows) <= tf.gather(
-        tok.row_lengths(), tok_rows
-    )
-    at_first = tf.equal(tok.flat_values, tf.gather(first_char, tok_rows))
-    is_candidate = fits & at_first
-    candidate = tf.boolean_mask(tok_positions.flat_values, is_candidate)  # [c]
+    tok_position = tf.ragged.range(tok.row_lengths()).flat_values  # flat, like tok.flat_values
+    fits = tok_position + _per_row(pred_length, tok) <= _per_row(tok.row_lengths(), tok)
+    is_candidate = fits & tf.equal(tok.flat_values, _per_row(first_char, tok))
+    candidate = tf.boolean_mask(tok_position, is_candidate)  # [c]
     row = tf.boolean_mask(tok.value_rowids(), is_candidate)  # [c]
-    offsets = tf.ragged.range(tf.gather(pred_length, row))  # [c, (pred chars)]
-    tok_chars = tf.gather(
-        tok.flat_values, tf.gather(tok.row_starts(), row)[:, None] + candidate[:, None] + offsets
+    # Each candidate's characters against pred's: [c, (pred chars)], flat.
+    compared = tf.ragged.range(tf.gather(pred_length, row))
+    offset, of_candidate = compared.flat_values, compared.value_rowids()
+    tok_char = tf.gather(
+        tok.flat_values, tf.gather(tf.gather(tok.row_starts(), row) + candidate, of_candidate) + offset
     )
-    pred_chars = tf.gather(pred.flat_values, tf.gather(pred.row_starts(), row)[:, None] + offsets)
-    matches = tf.reduce_all(tf.equal(tok_chars, pred_chars), axis=1)  # [c]
-    found_at = tf.math.unsorted_segment_min(tf.where(matches, candidate, tf.int64.max), row, n)  # [n]
+    pred_char = tf.gather(
+        pred.flat_values, tf.gather(tf.gather(pred.row_starts(), row), of_candidate) + offset
+    )
+    mismatches = tf.math.unsorted_segment_sum(
+        tf.cast(tf.not_equal(tok_char, pred_char), tf.int64),
+        of_candidate,
+        tf.shape(candidate, out_type=tf.int64)[0],
+    )
+    found_at = tf.math.unsorted_segment_min(tf.where(mismatches == 0, candidate, tf.int64.max), row, n)  # [n]
     found = found_at < tf.int64.max
     start_position = tf.where(found, found_at, 0)
 
     # Align the two texts without their spaces: the k-th non-space characters correspond.
     def non_space_positions(chars):  # [n, (non-space chars)] positions of the non-space chars
-        positions = tf.ragged.range(chars.row_lengths())
-        return tf.ragged.boolean_mask(positions, tf.not_equal(chars, _SPACE))
+        kept = tf.not_equal(chars.flat_values, _SPACE)
+        positions = tf.ragged.range(chars.row_lengths()).flat_values
+        return tf.RaggedTensor.from_value_rowids(
+            tf.boolean_mask(positions, kept), tf.boolean_mask(chars.value_rowids(), kept), nrows=n
+        )
 
     orig_kept, tok_kept = non_space_positions(orig), non_space_positions(tok)
     same_length = tf.equal(orig_kept.row_lengths(), tok_kept.row_lengths())
-    spaces_before = tf.reduce_sum(
-        tf.cast(tf.equal(tok, _SPACE) & (tok_positions < start_position[:, None]), tf.int64), axis=1
+    tok_space = tf.equal(tok.flat_values, _SPACE)
+    spaces_before = _row_sum(
+        tf.cast(tok_space & (tok_position < _per_row(start_position, tok)), tf.int64), tok
     )
-    pred_kept = pred_length - tf.reduce_sum(tf.cast(tf.equal(pred, _SPACE), tf.int64), axis=1)
+    pred_kept = pred_length - _row_sum(tf.cast(tf.equal(pred.flat_values, _SPACE), tf.int64), pred)
     ns_start = start_position - spaces_before
     ns_end = ns_start + pred_kept - 1
     ok = found & same_length & (pred_length > 0)
-    safe = tf.maximum(orig_kept.row_lengths() - 1, 0)
-    orig_start = _take(orig_kept, tf.clip_by_value(tf.where(ok, ns_start, 0), 0, safe))
-    orig_end = _take(orig_kept, tf.clip_by_value(tf.where(ok, ns_end, 0), 0, safe))
+    last_kept = tf.maximum(orig_kept.row_lengths() - 1, 0)
+    orig_start = _take(orig_kept, tf.clip_by_value(tf.where(ok, ns_start, 0), 0, last_kept))
+    orig_end = _take(orig_kept, tf.clip_by_value(tf.where(ok, ns_end, 0), 0, last_kept))
     # Otherwise the doc tokens' whole text, as the original.
     orig_start = tf.where(ok, orig_start, 0)
     orig_end = tf.where(ok, orig_end, orig.row_lengths() - 1)
@@ -265,12 +286,14 @@ def final_texts(predicted: tf.Tensor, doc_words: tf.RaggedTensor, split_words: C
     )
 
     # Where the text lies: the doc token holding each end, and the offset inside it.
-    word_lengths = tf.strings.length(doc_words, unit="UTF8_CHAR")
-    word_starts = tf.cumsum(tf.cast(word_lengths + 1, tf.int64), axis=1, exclusive=True)  # [n, (words)]
+    word_length = tf.cast(tf.strings.length(doc_words.flat_values, unit="UTF8_CHAR"), tf.int64)
+    before = tf.cumsum(word_length + 1, exclusive=True)  # flat, over all rows
+    row_base = tf.gather(tf.concat([before, [0]], axis=0), doc_words.row_starts())
+    word_start = before - _per_row(row_base, doc_words)  # in its row's orig_text
 
     def word_and_char(position):
-        word = tf.reduce_sum(tf.cast(word_starts <= position[:, None], tf.int64), axis=1) - 1
-        return word, position - _take(word_starts, word)
+        word = _row_sum(tf.cast(word_start <= _per_row(position, doc_words), tf.int64), doc_words) - 1
+        return word, position - tf.gather(word_start, doc_words.row_starts() + word)
 
     first_word, first_offset = word_and_char(orig_start)
     last_word, last_offset = word_and_char(orig_end)
@@ -291,14 +314,14 @@ def answer_texts(
     seq_length = tf.shape(tokens, out_type=tf.int64)[1]
     window, start, end = (tf.cast(v, tf.int64) for v in (window, start, end))
     to_orig = tf.cast(token_to_orig, tf.int64)
-    span_positions = tf.ragged.range(start, end + 1)  # [n, (pieces)]
-    pieces = tf.gather(tf.reshape(tokens, [-1]), window[:, None] * seq_length + span_positions)
+    row_start = window * seq_length
+    pieces = tf.gather(tf.reshape(tokens, [-1]), tf.ragged.range(row_start + start, row_start + end + 1))
     first_word = tf.gather_nd(to_orig, tf.stack([window, start], axis=1))
     last_word = tf.gather_nd(to_orig, tf.stack([window, end], axis=1))
     example = tf.gather(tf.cast(example_index, tf.int64), window)
+    words_start = tf.gather(doc_words.row_starts(), example)
     words = tf.gather(
-        doc_words.flat_values,
-        tf.gather(doc_words.row_starts(), example)[:, None] + tf.ragged.range(first_word, last_word + 1),
+        doc_words.flat_values, tf.ragged.range(words_start + first_word, words_start + last_word + 1)
     )
     texts = final_texts(piece_text(pieces), words, split_words)
     return texts._replace(first_word=texts.first_word + first_word, last_word=texts.last_word + first_word)

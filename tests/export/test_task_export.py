@@ -170,9 +170,9 @@ def spread_out(model, head: str) -> None:
 def squad_reference(model, tokenizer, questions, contexts, doc_stride, **postprocess_args):
     """Answers, scores and character offsets by bert_tf.tasks: its windows, model.predict, its post-processing.
 
-    n_best_size = SEQ_LENGTH makes every position a candidate, so the original's best span
-    is the best of all valid spans, which the export searches. Also returns the number of
-    windows and the SQuAD 2.0 null odds of each example.
+    n_best_size = SEQ_LENGTH (20, task.json's default that the export ranks with) makes every
+    position a candidate. Also returns the number of windows and the SQuAD 2.0 null odds of
+    each example.
     """
     dataset = [
         {"paragraphs": [{"context": context, "qas": [{"id": str(i), "question": question, "answers": []}]}]}

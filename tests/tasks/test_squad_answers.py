@@ -10,6 +10,7 @@ import random
 import re
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from bert_tf.serving.task import TaskServing
@@ -238,6 +239,7 @@ class ServedEqualsScoredTest(tf.test.TestCase):
         self.assertGreater(sum(bool(a) for a in answers), 30)
         self.assertGreater(sum(a.count(" ") for a in answers), 5)  # spans over several words
 
+    @pytest.mark.slow  # ~20 s more on 2 cores: its own traces of the serving graph
     def test_squad_v2(self):
         answers = self.check(
             {"version_2_with_negative": True, "null_score_diff_threshold": 0.5, "max_answer_length": 5},
