@@ -1,12 +1,14 @@
 """SQuAD post-processing: start/end logits of every window → answer text per question.
 
-As the original run_squad.py: for each question, the `n_best_size` highest start and
-end logits of each window form candidate spans (inside the context, end ≥ start, at most
-`max_answer_length` pieces, starting where the window has the most context for that
-piece); candidates are ranked by start + end logit, their pieces are mapped back to the
-original context text, and duplicates are dropped. For SQuAD 2.0 the null answer
-(`[CLS]`, the lowest-scoring null over the windows) competes too, and the question is
-answered "" when null score − best span score > `null_score_diff_threshold`.
+The original run_squad.py's `write_predictions`, on the ops the task SavedModel runs too
+(`bert_tf.tasks.squad_answers`), so that a SavedModel answers what evaluation scores: for
+each question, the `n_best_size` highest start and end logits of each window form
+candidate spans (inside the context, end ≥ start, at most `max_answer_length` pieces,
+starting where the window has the most context for that piece); candidates are ranked
+by start + end logit, their text is the original's `get_final_text`, and duplicates are
+dropped. For SQuAD 2.0 the null answer (`[CLS]`, the lowest-scoring null over the
+windows) competes too, and the question is answered "" when null score − best span score
+> `null_score_diff_threshold`.
 
 Example (window pieces `[CLS] where ? [SEP] in paris [SEP]`, context "In Paris."):
 
