@@ -20,17 +20,17 @@ answers what evaluation scores. The rules are the original run_squad.py's:
 
 Example (one window `[CLS] where ? [SEP] in paris . [SEP]`, doc tokens "In Paris."):
 
->>> import numpy as np
 >>> tokens = tf.constant([["[CLS]", "where", "?", "[SEP]", "in", "paris", ".", "[SEP]"]])
 >>> to_orig = tf.constant([[-1, -1, -1, -1, 0, 1, 1, -1]])
 >>> start = tf.constant([[0, 0, 0, 0, 1, 5, 0, 0]], tf.float32)
 >>> end = tf.constant([[0, 0, 0, 0, 1, 5, 2, 0]], tf.float32)
 >>> spans = ranked_spans(start, end, to_orig, to_orig >= 0, tf.constant([8]), tf.constant([0]), 1,
 ...     n_best_size=20, max_answer_length=30)
->>> spans.start[:, 0].numpy().tolist(), spans.end[:, 0].numpy().tolist()
-([5], [5])
+>>> spans.start.to_list(), spans.end.to_list()  # (5, 5) scores 10, (5, 6) 7, (4, 5) 6, ...
+([[5, 5, 4, 4, 4, 6]], [[5, 6, 5, 6, 4, 6]])
+>>> best = best_answers(spans, None, n_best_size=20)
 >>> from bert_tf.basic_tokenizer import BasicTokenizer
->>> texts = answer_texts(tokens, to_orig, spans.window[:, 0], spans.start[:, 0], spans.end[:, 0],
+>>> texts = answer_texts(tokens, to_orig, best.window, best.start, best.end,
 ...     tf.ragged.constant([["In", "Paris."]]), tf.constant([0]), BasicTokenizer().tokenize)
 >>> texts.text.numpy().tolist()
 [b'Paris']

@@ -95,8 +95,8 @@ NER_TEXTS = [
 NER_LABELS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
 MAX_QUERY_LENGTH = 6
 # Each word of these contexts (as the basic tokenizer splits them: "(1895)" is three) is one
-# word piece, so a span's pieces are whole words, and the export's answer (whole words of the
-# original text) is what the original post-processing makes of the pieces.
+# word piece; answers inside words, ties and the original's text rule on random logits are
+# tested in tests/tasks/test_squad_answers.py.
 _SQUAD_WORDS = ["the", "old", "house", "by", "river.", "John", "went", "to", "(1895)", "city,", "is", "in",
                 "north", "Café", "naïve", "Zoë", "東京", "Paris", "sea"]  # fmt: skip
 _rng = random.Random(7)
