@@ -11,23 +11,23 @@ classification (GLUE tasks, own CSV/TSV/JSONL data):
   -> probabilities float32 [batch, num_classes], label string [batch], label_id int32
      [batch], label_names string [batch, num_classes] (the class order).
 regression (STS-B, own data): same inputs -> score float32 [batch].
-span (SQuAD): question, context -> answer string [batch] (a substring of the context;
-  "" when the model finds no answer, SQuAD 2.0), score float32 [batch] (start + end
-  logit of the best span), answer_start, answer_end int32 [batch] (character offsets in
-  the context, end exclusive; -1 when no answer). The context is read in windows, every
-  doc_stride pieces, and the best span over all windows is chosen as the fine-tuning
-  post-processing (the original run_squad) does: see `bert_tf.serving.spans`. doc_stride,
-  max_query_length, max_answer_length and the SQuAD 2.0 null_score_diff_threshold are
-  task.json's (128, 64, 30, 0.0 where an older task.json lacks them). The answer is whole
-  words of the context as it is written (case, accents, whitespace): where the best span
-  starts or ends inside a word (at a "##" piece), the original post-processing returns
-  part of the word and this returns all of it. An empty context has no answer (score 0).
+span (SQuAD): question, context -> answer string [batch] (the original run_squad's
+  get_final_text; "" when there is no answer), score float32 [batch] (start + end logit of
+  the best span), answer_start, answer_end int32 [batch] (character offsets in the
+  context, end exclusive; -1 when no answer: `answer` is the context between them with
+  each whitespace run written as one space). The context is read in windows, every
+  doc_stride pieces, and the answer is chosen and written by the ops fine-tuning's
+  evaluation runs (`bert_tf.tasks.squad_answers`), so it is the answer evaluation scores
+  on the same logits. doc_stride, max_query_length, max_answer_length, n_best_size and the
+  SQuAD 2.0 null_score_diff_threshold are task.json's (128, 64, 30, 20, 0.0 where an
+  older task.json lacks them). An empty context has no answer (score 0).
 token (NER): text -> entities: entity_text, entity_label string [batch, max_entities],
   entity_start, entity_end int32 [batch, max_entities] (character offsets, end
   exclusive), entity_score float32 (mean tag probability of its words), num_entities
   int32 [batch]; padding is "" / -1 / 0. Words are split like the original basic
-  tokenizer (whitespace, punctuation, CJK), tagged at their first word piece, and B-/I-
-  (or S-/E-) tags grouped into entities.
+  tokenizer (whitespace, punctuation, CJK), tagged and grouped into entities as
+  evaluation reads them (`bert_tf.tasks.ner_entities`: the first piece's highest logit,
+  seqeval's chunk rules).
 multiple_choice (SWAG): context [batch], endings [batch, num_choices] -> probabilities
   float32 [batch, num_choices] (softmax over the choices), choice int32 [batch] (the
   most probable). As fine-tuning (`bert_tf.tasks.swag`): each choice is packed
@@ -46,10 +46,9 @@ from __future__ import annotations
 import tensorflow as tf
 
 from bert_tf import fileio, preprocessing
-from bert_tf.preprocessing.spans import word_index_of_pieces
-from bert_tf.serving import spans
 from bert_tf.serving.saving import ExportError, check_seq_length, export_module
 from bert_tf.serving.spans import SpanSettings
+from bert_tf.tasks import ner_entities, squad_answers
 from bert_tf.tasks.families import family_for_kind
 from bert_tf.tasks.finetuned import MODEL_FILE, TASK_FILE, FinetunedModelInfo, load_finetuned
 from bert_tf.tasks.kinds import TaskKind
@@ -128,34 +127,24 @@ class TaskServing(tf.Module):
         features = self.preprocessor.features(words)
         inputs = {name: features[name] for name in preprocessing.base.MODEL_INPUTS}
         logits = tf.cast(self.model(inputs, training=False), tf.float32)  # [b, length, labels]
-        probabilities = tf.nn.softmax(logits, axis=-1)
-        # Each word's first piece (-1: cut by seq_length), as fine-tuning reads predictions.
-        num_words = words.row_lengths()
-        first = features["word_positions"].to_tensor(default_value=-1)  # [b, W]
-        kept = first >= 0
-        word_probs = tf.gather(probabilities, tf.maximum(first, 0), batch_dims=1)  # [b, W, labels]
-        tag = tf.argmax(word_probs, axis=-1, output_type=tf.int32)  # [b, W]
-        tag_prob = tf.reduce_max(word_probs, axis=-1)
-        types, begins_entity = _tag_tables(self._info.label_list)
-        entity_type = tf.where(kept, tf.gather(types["ids"], tag), -1)  # -1: outside an entity
-        is_b = tf.gather(begins_entity, tag)
-        previous = tf.pad(entity_type[:, :-1], [[0, 0], [1, 0]], constant_values=-1)
-        starts = (entity_type >= 0) & (is_b | tf.not_equal(previous, entity_type))
-        # Back to one flat list of the real words of all texts, in order.
-        entity_type = tf.RaggedTensor.from_tensor(entity_type, lengths=num_words)
-        starts = tf.RaggedTensor.from_tensor(starts, lengths=num_words)
-        tag_prob = tf.RaggedTensor.from_tensor(tag_prob, lengths=num_words)
-        flat_type = entity_type.flat_values
-        flat_start = starts.flat_values
-        inside = flat_type >= 0
-        entity_index = tf.cumsum(tf.cast(flat_start, tf.int32)) - 1  # id of the entity each word is in
-        member = tf.boolean_mask(entity_index, inside)
-        num = tf.reduce_sum(tf.cast(flat_start, tf.int32))
-        first_byte = tf.math.unsorted_segment_min(tf.boolean_mask(begin.flat_values, inside), member, num)
-        last_byte = tf.math.unsorted_segment_max(tf.boolean_mask(end.flat_values, inside), member, num)
-        score = tf.math.unsorted_segment_mean(tf.boolean_mask(tag_prob.flat_values, inside), member, num)
-        label_type = tf.boolean_mask(flat_type, flat_start)
-        row = tf.boolean_mask(entity_type.value_rowids(), flat_start)
+        # Each word's first piece (-1: cut by seq_length), as fine-tuning reads predictions;
+        # tags and entities by evaluation's rules (bert_tf.tasks.ner_entities).
+        first = features["word_positions"]  # [b, (w)]
+        kept = first.flat_values >= 0
+        where = tf.stack([first.value_rowids(), tf.maximum(tf.cast(first.flat_values, tf.int64), 0)], axis=1)
+        word_logits = tf.gather_nd(logits, where)  # [all words, labels]
+        tag = tf.where(kept, ner_entities.word_tag_ids(word_logits), -1)
+        tag_prob = tf.reduce_max(tf.nn.softmax(word_logits, axis=-1), axis=-1)
+        found = ner_entities.entity_words(first.with_flat_values(tag), self._info.label_list)
+        row = found.row
+        num = tf.shape(row, out_type=tf.int64)[0]
+        member = found.word_entity.flat_values
+        inside = member >= 0
+        score = tf.math.unsorted_segment_mean(
+            tf.boolean_mask(tag_prob, inside), tf.boolean_mask(member, inside), num
+        )
+        first_byte = tf.gather(begin.flat_values, tf.gather(begin.row_starts(), row) + found.first_word)
+        last_byte = tf.gather(end.flat_values, tf.gather(end.row_starts(), row) + found.last_word)
         batch = tf.shape(text, out_type=tf.int64)[0]
         source = tf.gather(text, row)
         start_char = _char_offset(source, tf.cast(first_byte, tf.int32))
@@ -171,7 +160,7 @@ class TaskServing(tf.Module):
 
         return {
             "entity_text": per_text(entity_text, ""),
-            "entity_label": per_text(tf.gather(types["names"], label_type), ""),
+            "entity_label": per_text(found.type_name, ""),
             "entity_start": per_text(start_char, -1),
             "entity_end": per_text(end_char, -1),
             "entity_score": per_text(score, 0.0),
@@ -186,27 +175,63 @@ class TaskServing(tf.Module):
         features = self.preprocessor.features((question, context))
         inputs = {name: features[name] for name in preprocessing.base.MODEL_INPUTS}
         outputs = self.model(inputs, training=False)  # all windows of all examples in one batch
-        best = spans.best_spans(
+        # Fine-tuning's evaluation post-processing (bert_tf.tasks.squad_answers), on these logits.
+        settings = self._span
+        num_examples = tf.shape(context, out_type=tf.int64)[0]
+        input_ids = features["input_ids"]
+        ranked = squad_answers.ranked_spans(
             outputs["start_logits"],
             outputs["end_logits"],
-            features["_windows"],
-            features["_query_length"],
-            self._span,
+            features["token_to_orig"],
+            features["token_is_max_context"],
+            tf.reduce_sum(tf.cast(tf.not_equal(input_ids, self.tokenizer.pad_id), tf.int64), axis=1),
+            features["example_index"],
+            num_examples,
+            n_best_size=settings.n_best_size,
+            max_answer_length=settings.max_answer_length,
         )
-        # The context's pieces are the same split into the tokenizer's words (whitespace
-        # splits words in both), which carry byte offsets.
-        pieces, begin, end = self._word_pieces(context)
-        # Pieces -> their words -> the words' bytes in the context.
-        word_of_piece = word_index_of_pieces(pieces)  # [b, (p)]
-        first_byte = tf.cast(_take(begin, _take(word_of_piece, best.first_piece)), tf.int32)
-        last_byte = tf.cast(_take(end, _take(word_of_piece, best.last_piece)), tf.int32)
-        answer = tf.strings.substr(context, first_byte, last_byte - first_byte)
+        null = None
+        if settings.version_2_with_negative:
+            null = squad_answers.null_answers(
+                outputs["start_logits"], outputs["end_logits"], features["example_index"], num_examples
+            )
+        best = squad_answers.best_answers(
+            ranked,
+            null,
+            n_best_size=settings.n_best_size,
+            null_score_diff_threshold=settings.null_score_diff_threshold,
+        )
+        # The text of the questions that have a span (get_final_text), and where it lies.
+        doc_words, word_begin, _ = self.preprocessor.context_words(context)  # [b, (doc tokens)]
+        answered = tf.where(best.has_span)[:, 0]  # [a]
+        texts = squad_answers.answer_texts(
+            tf.gather(tf.constant(self.tokenizer.vocab), input_ids),
+            features["token_to_orig"],
+            tf.gather(best.window, answered),
+            tf.gather(best.start, answered),
+            tf.gather(best.end, answered),
+            doc_words,
+            features["example_index"],
+            self.tokenizer.split_words,
+        )
+        answered_context = tf.gather(context, answered)
+        begins = tf.gather(word_begin, answered)  # [a, (doc tokens)] byte offsets
+
+        def char_offset(word, chars):  # the context's character offset of a doc token's character
+            byte = tf.gather(begins.flat_values, begins.row_starts() + word)
+            return _char_offset(answered_context, tf.cast(byte, tf.int32)) + tf.cast(chars, tf.int32)
+
+        shape = tf.reshape(num_examples, [1])
+        index = answered[:, None]
+        answer = tf.scatter_nd(index, texts.text, shape)
+        answer_start = tf.scatter_nd(index, char_offset(texts.first_word, texts.first_char) + 1, shape) - 1
+        answer_end = tf.scatter_nd(index, char_offset(texts.last_word, texts.last_char) + 2, shape) - 1
         has_answer = best.has_answer
         return {
             "answer": tf.where(has_answer, answer, ""),
-            "score": tf.cast(tf.where(tf.math.is_finite(best.score), best.score, 0.0), tf.float32),
-            "answer_start": tf.where(has_answer, _char_offset(context, first_byte), -1),
-            "answer_end": tf.where(has_answer, _char_offset(context, last_byte), -1),
+            "score": tf.cast(tf.where(best.has_span, best.score, 0.0), tf.float32),
+            "answer_start": tf.where(has_answer, answer_start, -1),
+            "answer_end": tf.where(has_answer, answer_end, -1),
         }
 
     # --- multiple choice (SWAG) ------------------------------------------------------
@@ -226,34 +251,6 @@ class TaskServing(tf.Module):
         """Returns the signatures dict for tf.saved_model.save: the task family's, built
         from the programs above."""
         return self._family.serving_signatures(self, self._info, self._seq_length)
-
-
-def _take(rows: tf.RaggedTensor, index: tf.Tensor) -> tf.Tensor:
-    """rows[i, index[i]] for every row i of ragged [b, (n)]; 0 where index[i] is not in the row."""
-    inside = (index >= 0) & (index < rows.row_lengths())
-    padded = tf.concat([rows.flat_values, tf.zeros([1], rows.dtype)], axis=0)
-    flat_index = tf.where(inside, rows.row_starts() + index, tf.size(rows.flat_values, out_type=tf.int64))
-    return tf.gather(padded, flat_index)
-
-
-def _tag_tables(label_list: list[str]) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
-    """Entity type id of every tag (-1 for O) and whether the tag always begins an entity."""
-    names: list[str] = []
-    type_ids, begins = [], []
-    for label in label_list:
-        prefix, _, entity = label.partition("-")
-        if not entity or label.upper() == "O":
-            type_ids.append(-1)
-            begins.append(False)
-            continue
-        if entity not in names:
-            names.append(entity)
-        type_ids.append(names.index(entity))
-        begins.append(prefix.upper() in ("B", "S", "U"))
-    return {
-        "ids": tf.constant(type_ids, tf.int32),
-        "names": tf.constant(names or [""], tf.string),
-    }, tf.constant(begins)
 
 
 def export_task(

@@ -69,6 +69,7 @@ class FinetunedModelInfo:
     doc_stride: int = 128
     max_query_length: int = 64
     max_answer_length: int = 30
+    n_best_size: int = 20
     version_2_with_negative: bool = False
     null_score_diff_threshold: float = 0.0
     format_version: int = FORMAT_VERSION

@@ -26,6 +26,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from bert_tf import fileio
+from bert_tf.tasks import ner_entities
 from bert_tf.tasks.features import TaskDataError
 
 
@@ -92,11 +93,16 @@ def label_list_from(sentences: Sequence[Sentence]) -> list[str]:
 
 def word_predictions(word_logits: Sequence[np.ndarray], label_list: Sequence[str]) -> list[list[str]]:
     """Per-word tags from each sentence's word logits [words, labels] (read at each word's
-    first piece); words cut off by max_seq_length (their row is NaN) get "O"."""
-    return [
-        [label_list[int(row.argmax())] if np.isfinite(row).all() else "O" for row in np.asarray(logits)]
-        for logits in word_logits
-    ]
+    first piece), by the SavedModel's rule (`ner_entities.word_tag_ids`); words cut off by
+    max_seq_length (their row is NaN) get "O"."""
+    rows = [np.asarray(logits, np.float64).reshape(-1, len(label_list)) for logits in word_logits]
+    flat = np.concatenate(rows) if rows else np.zeros([0, len(label_list)])
+    cut = ~np.isfinite(flat).all(axis=1)
+    tags = ner_entities.word_tag_ids(np.where(cut[:, None], 0.0, flat)).numpy()
+    names = np.asarray([*label_list, "O"], dtype=object)
+    tags = names[np.where(cut, len(label_list), tags)].tolist()
+    splits = np.cumsum([0, *(len(row) for row in rows)])
+    return [tags[splits[i] : splits[i + 1]] for i in range(len(rows))]
 
 
 def write_predictions(

@@ -1,12 +1,14 @@
 """SQuAD post-processing: start/end logits of every window → answer text per question.
 
-As the original run_squad.py: for each question, the `n_best_size` highest start and
-end logits of each window form candidate spans (inside the context, end ≥ start, at most
-`max_answer_length` pieces, starting where the window has the most context for that
-piece); candidates are ranked by start + end logit, their pieces are mapped back to the
-original context text, and duplicates are dropped. For SQuAD 2.0 the null answer
-(`[CLS]`, the lowest-scoring null over the windows) competes too, and the question is
-answered "" when null score − best span score > `null_score_diff_threshold`.
+The original run_squad.py's `write_predictions`, on the ops the task SavedModel runs too
+(`bert_tf.tasks.squad_answers`), so that a SavedModel answers what evaluation scores: for
+each question, the `n_best_size` highest start and end logits of each window form
+candidate spans (inside the context, end ≥ start, at most `max_answer_length` pieces,
+starting where the window has the most context for that piece); candidates are ranked
+by start + end logit, their text is the original's `get_final_text`, and duplicates are
+dropped. For SQuAD 2.0 the null answer (`[CLS]`, the lowest-scoring null over the
+windows) competes too, and the question is answered "" when null score − best span score
+> `null_score_diff_threshold`.
 
 Example (window pieces `[CLS] where ? [SEP] in paris [SEP]`, context "In Paris."):
 
@@ -23,24 +25,94 @@ Example (window pieces `[CLS] where ? [SEP] in paris [SEP]`, context "In Paris."
 
 from __future__ import annotations
 
-import collections
+import functools
 import json
 import math
 import os
-import unicodedata
 from collections.abc import Sequence
 
 import numpy as np
+import tensorflow as tf
 
 from bert_tf import fileio
+from bert_tf.basic_tokenizer import BasicTokenizer
+from bert_tf.tasks import squad_answers
 from bert_tf.tasks.squad import SquadExample, SquadFeature
 
-_Candidate = collections.namedtuple("_Candidate", "feature_index start end start_logit end_logit")
+
+@functools.lru_cache(maxsize=2)
+def _basic_tokenizer(lower_case: bool) -> BasicTokenizer:
+    return BasicTokenizer(lower_case=lower_case)
 
 
-def _top_indexes(logits: Sequence[float], n: int) -> list[int]:
-    order = sorted(range(len(logits)), key=lambda i: logits[i], reverse=True)
-    return order[:n]
+_MATRIX = tf.TensorSpec([None, None], tf.int64)
+_VECTOR = tf.TensorSpec([None], tf.int64)
+
+
+@functools.lru_cache(maxsize=4)
+def _ranked_spans(n_best_size: int, max_answer_length: int):
+    """squad_answers.ranked_spans as one graph (eager ragged ops cost seconds here)."""
+
+    def ranked(start_logits, end_logits, token_to_orig, max_context, num_tokens, example_index, num_examples):
+        return squad_answers.ranked_spans(
+            start_logits,
+            end_logits,
+            token_to_orig,
+            max_context,
+            num_tokens,
+            example_index,
+            num_examples,
+            n_best_size=n_best_size,
+            max_answer_length=max_answer_length,
+        )
+
+    logits = tf.TensorSpec([None, None], tf.float64)
+    return tf.function(  # plain graph code: no AutoGraph conversion (seconds per trace)
+        ranked,
+        input_signature=[
+            logits,
+            logits,
+            _MATRIX,
+            tf.TensorSpec([None, None], tf.bool),
+            _VECTOR,
+            _VECTOR,
+            tf.TensorSpec([], tf.int64),
+        ],
+        autograph=False,
+    )
+
+
+@functools.lru_cache(maxsize=2)
+def _answer_texts(lower_case: bool):
+    """squad_answers.answer_texts with the basic tokenizer of `lower_case`, as one graph."""
+    split_words = _basic_tokenizer(lower_case).tokenize
+
+    def texts(token_strings, token_ids, token_to_orig, window, start, end, doc_words, example_index):
+        # Only the spans' windows become strings: [n, seq].
+        tokens = tf.gather(token_strings, tf.gather(token_ids, window))
+        return squad_answers.answer_texts(
+            tokens,
+            tf.gather(token_to_orig, window),
+            tf.range(tf.shape(window, out_type=tf.int64)[0]),
+            start,
+            end,
+            doc_words,
+            tf.gather(example_index, window),
+            split_words,
+        )
+
+    words = tf.RaggedTensorSpec([None, None], tf.string, ragged_rank=1, row_splits_dtype=tf.int64)
+    signature = [
+        tf.TensorSpec([None], tf.string),
+        _MATRIX,
+        _MATRIX,
+        _VECTOR,
+        _VECTOR,
+        _VECTOR,
+        words,
+        _VECTOR,
+    ]
+    return tf.function(texts, input_signature=signature, autograph=False)
 
 
 def _softmax(scores: Sequence[float]) -> list[float]:
@@ -52,48 +124,49 @@ def _softmax(scores: Sequence[float]) -> list[float]:
     return [value / total for value in exps]
 
 
-def _comparable(text: str, lower_case: bool) -> tuple[str, list[int]]:
-    """`text` as the tokenizer sees it, without whitespace, and each char's source index.
-
-    Lower-casing and accent stripping can change the number of characters ("İ" lower-cases
-    to two), so the map is kept per character rather than assuming equal lengths.
-    """
-    chars, sources = [], []
-    for index, char in enumerate(text):
-        if char.isspace():
-            continue
-        if lower_case:
-            normalized = unicodedata.normalize("NFD", char.lower())
-            normalized = "".join(c for c in normalized if unicodedata.category(c) != "Mn")
-        else:
-            normalized = char
-        for piece in normalized:
-            chars.append(piece)
-            sources.append(index)
-    return "".join(chars), sources
-
-
 def final_text(predicted: str, original: str, lower_case: bool) -> str:
-    """Projects the predicted (normalised, word-piece) text back onto the original text.
-
-    `original` is the whitespace-separated doc tokens the predicted pieces came from
-    ("Smith's," for the prediction "smith"): the predicted characters are located in the
-    normalised original (whitespace ignored) and the matching original characters are
-    returned, with their case, accents and inner spacing. If the prediction cannot be
-    found (it contains `[UNK]`, say), the whole original span is returned, as in the
-    original get_final_text.
-    """
-    target = "".join(predicted.split())
-    normalized, sources = _comparable(original, lower_case)
-    position = normalized.find(target) if target else -1
-    if position < 0:
-        return original
-    return original[sources[position] : sources[position + len(target) - 1] + 1]
+    """The original get_final_text of one span: `predicted` (the span's pieces joined,
+    "##" removed) projected onto `original` (its doc tokens joined by spaces); see
+    `bert_tf.tasks.squad_answers`."""
+    words = tf.strings.split(tf.constant([original]), sep=" ")
+    texts = squad_answers.final_texts(tf.constant([predicted]), words, _basic_tokenizer(lower_case).tokenize)
+    return texts.text.numpy()[0].decode()  # eager: for single spans (tests, examples)
 
 
-def _piece_text(pieces: Sequence[str]) -> str:
-    text = " ".join(pieces).replace(" ##", "").replace("##", "")
-    return " ".join(text.split())
+class _Windows:
+    """The features as the arrays `squad_answers` reads: [windows, seq], padded."""
+
+    def __init__(self, features, start_logits, end_logits) -> None:
+        count = len(features)
+        seq = max([len(feature.tokens) for feature in features], default=1)
+        # The pieces as numbers into `token_strings` (the distinct pieces): 4 million strings
+        # for SQuAD dev would cost hundreds of MB.
+        number = {"[PAD]": 0}
+        self.token_ids = np.zeros([count, seq], np.int64)
+        self.token_to_orig = np.full([count, seq], -1, np.int64)
+        self.max_context = np.zeros([count, seq], bool)
+        self.start_logits = np.zeros([count, seq], np.float64)
+        self.end_logits = np.zeros([count, seq], np.float64)
+        self.num_tokens = np.zeros([count], np.int64)
+        self.example_index = np.zeros([count], np.int64)
+        for row, feature in enumerate(features):
+            length = len(feature.tokens)
+            self.token_ids[row, :length] = [number.setdefault(token, len(number)) for token in feature.tokens]
+            for position, word in feature.token_to_orig_map.items():
+                self.token_to_orig[row, position] = word
+                self.max_context[row, position] = feature.token_is_max_context.get(position, False)
+            # float32 logits are read exactly as float32 (the model's), float64 as given.
+            for logits, target in (
+                (start_logits[row], self.start_logits),
+                (end_logits[row], self.end_logits),
+            ):
+                values = np.asarray(logits)
+                values = values.astype(np.float32) if values.dtype != np.float64 else values
+                kept = min(length, values.shape[0])
+                target[row, :kept] = values[:kept]
+            self.num_tokens[row] = length
+            self.example_index[row] = feature.example_index
+        self.token_strings = list(number)
 
 
 def postprocess(
@@ -112,65 +185,84 @@ def postprocess(
 
     Returns (predictions: qas_id → text, nbest: qas_id → ranked candidates with text,
     probability, start_logit, end_logit, null_odds: qas_id → null score − best span score,
-    only for SQuAD 2.0).
+    only for SQuAD 2.0). A question without any valid span is answered "" (the original
+    writes the placeholder "empty"; the SavedModel answers "" too).
     """
     if len(features) != len(start_logits) or len(features) != len(end_logits):
         raise ValueError(
             f"{len(features)} features but {len(start_logits)} start / {len(end_logits)} end logit rows"
         )
-    by_example: dict[int, list[int]] = collections.defaultdict(list)
-    for feature_index, feature in enumerate(features):
-        by_example[feature.example_index].append(feature_index)
+    windows = _Windows(features, start_logits, end_logits)
+    num_examples = len(examples)
+    ranked = _ranked_spans(n_best_size, max_answer_length)(
+        windows.start_logits,
+        windows.end_logits,
+        windows.token_to_orig,
+        windows.max_context,
+        windows.num_tokens,
+        windows.example_index,
+        tf.constant(num_examples, tf.int64),
+    )
+    splits = ranked.window.row_splits.numpy()
+    window, start, end, start_logit, end_logit = (values.flat_values.numpy() for values in ranked)
+    if version_2_with_negative:
+        null = squad_answers.null_answers(
+            windows.start_logits, windows.end_logits, windows.example_index, num_examples
+        )
+        null_score, null_start, null_end = (values.numpy() for values in null)
+    texts = _TextsOnDemand(examples, windows, window, start, end, lower_case)
+
+    # The original's n-best list: candidates best first (the null answer after the spans
+    # scoring at least as much), each text once, at most n_best_size entries. Texts are
+    # computed in rounds, for the candidates that can still enter some list.
+    nbests: list[list[tuple[str, float, float]]] = [[] for _ in range(num_examples)]
+    seen: list[set[str]] = [set() for _ in range(num_examples)]
+    cursor = splits[:-1].copy()
+    null_position = np.full(num_examples, -1)
+    if version_2_with_negative:
+        scores = start_logit + end_logit
+        for example in range(num_examples):
+            row = scores[splits[example] : splits[example + 1]]
+            null_position[example] = splits[example] + int(np.sum(row >= null_score[example]))
+    null_taken = np.zeros(num_examples, bool)
+    pending = list(range(num_examples))
+    while pending:
+        wanted: list[int] = []
+        blocked = []
+        for example in pending:
+            nbest, row_end = nbests[example], splits[example + 1]
+            while len(nbest) < n_best_size:
+                at = cursor[example]
+                if version_2_with_negative and not null_taken[example] and at == null_position[example]:
+                    null_taken[example] = True
+                    seen[example].add("")
+                    nbest.append(("", float(null_start[example]), float(null_end[example])))
+                    continue
+                if at >= row_end:
+                    break
+                text = texts.get(at)
+                if text is None:
+                    wanted.extend(
+                        c
+                        for c in range(at, min(row_end, at + n_best_size - len(nbest)))
+                        if texts.get(c) is None
+                    )
+                    blocked.append(example)
+                    break
+                cursor[example] += 1
+                if text not in seen[example]:
+                    seen[example].add(text)
+                    nbest.append((text, float(start_logit[at]), float(end_logit[at])))
+        texts.compute(wanted)
+        pending = blocked
 
     predictions, nbest_json, null_odds = {}, {}, {}
     for example_index, example in enumerate(examples):
-        candidates = []
-        null_score, null_feature, null_start, null_end = math.inf, 0, 0.0, 0.0
-        for feature_index in by_example.get(example_index, []):
-            feature = features[feature_index]
-            starts = [float(x) for x in np.asarray(start_logits[feature_index])]
-            ends = [float(x) for x in np.asarray(end_logits[feature_index])]
-            if version_2_with_negative and starts[0] + ends[0] < null_score:
-                null_score, null_feature = starts[0] + ends[0], feature_index
-                null_start, null_end = starts[0], ends[0]
-            num_tokens = len(feature.tokens)
-            for start in _top_indexes(starts, n_best_size):
-                for end in _top_indexes(ends, n_best_size):
-                    if start >= num_tokens or end >= num_tokens:
-                        continue
-                    if start not in feature.token_to_orig_map or end not in feature.token_to_orig_map:
-                        continue
-                    if not feature.token_is_max_context.get(start, False):
-                        continue
-                    if end < start or end - start + 1 > max_answer_length:
-                        continue
-                    candidates.append(_Candidate(feature_index, start, end, starts[start], ends[end]))
-        if version_2_with_negative and null_score < math.inf:
-            candidates.append(_Candidate(null_feature, 0, 0, null_start, null_end))
-        candidates.sort(key=lambda c: c.start_logit + c.end_logit, reverse=True)
-
-        seen, nbest = set(), []
-        for candidate in candidates:
-            if len(nbest) >= n_best_size:
-                break
-            if candidate.start > 0:
-                feature = features[candidate.feature_index]
-                pieces = feature.tokens[candidate.start : candidate.end + 1]
-                orig_start = feature.token_to_orig_map[candidate.start]
-                orig_end = feature.token_to_orig_map[candidate.end]
-                original = " ".join(example.doc_tokens[orig_start : orig_end + 1])
-                text = final_text(_piece_text(pieces), original, lower_case)
-            else:
-                text = ""
-            if text in seen:
-                continue
-            seen.add(text)
-            nbest.append((text, candidate.start_logit, candidate.end_logit))
-        if version_2_with_negative and "" not in seen:
-            nbest.append(("", null_start, null_end))
-        if not nbest:  # no valid span at all: keep the output well-formed
-            nbest.append(("empty", 0.0, 0.0))
-
+        nbest = nbests[example_index]
+        if version_2_with_negative and "" not in seen[example_index]:
+            nbest.append(("", float(null_start[example_index]), float(null_end[example_index])))
+        if not nbest:  # no valid span at all: "" (see the docstring)
+            nbest.append(("", 0.0, 0.0))
         probabilities = _softmax([start + end for _, start, end in nbest])
         nbest_json[example.qas_id] = [
             {"text": text, "probability": probability, "start_logit": start, "end_logit": end}
@@ -184,10 +276,49 @@ def postprocess(
             predictions[example.qas_id] = ""
             null_odds[example.qas_id] = 0.0
             continue
-        difference = null_score - best_span[1] - best_span[2]
+        difference = float(null_score[example_index]) - best_span[1] - best_span[2]
         null_odds[example.qas_id] = difference
         predictions[example.qas_id] = "" if difference > null_score_diff_threshold else best_span[0]
     return predictions, nbest_json, null_odds
+
+
+class _TextsOnDemand:
+    """The get_final_text of ranked candidates, computed in batches when first needed."""
+
+    def __init__(self, examples, windows: _Windows, window, start, end, lower_case: bool) -> None:
+        self._window, self._start, self._end = window, start, end
+        self._texts: dict[int, str] = {}
+        self._windows = windows
+        self._token_strings = tf.constant(windows.token_strings, tf.string)
+        self._answer_texts = _answer_texts(lower_case)
+        self._doc_words = None
+        self._examples = examples
+
+    def get(self, candidate: int) -> str | None:
+        return self._texts.get(candidate)
+
+    def compute(self, candidates: list[int]) -> None:
+        if not candidates:
+            return
+        if self._doc_words is None:
+            lengths = [len(example.doc_tokens) for example in self._examples]
+            flat = [word for example in self._examples for word in example.doc_tokens]
+            self._doc_words = tf.RaggedTensor.from_row_lengths(
+                tf.constant(flat, tf.string, shape=[len(flat)]), tf.constant(lengths, tf.int64)
+            )
+        index = np.asarray(candidates, np.int64)
+        texts = self._answer_texts(
+            self._token_strings,
+            self._windows.token_ids,
+            self._windows.token_to_orig,
+            self._window[index],
+            self._start[index],
+            self._end[index],
+            self._doc_words,
+            self._windows.example_index,
+        )
+        for candidate, text in zip(candidates, texts.text.numpy(), strict=True):
+            self._texts[candidate] = text.decode()
 
 
 def write_predictions(

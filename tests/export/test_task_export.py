@@ -95,8 +95,8 @@ NER_TEXTS = [
 NER_LABELS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
 MAX_QUERY_LENGTH = 6
 # Each word of these contexts (as the basic tokenizer splits them: "(1895)" is three) is one
-# word piece, so a span's pieces are whole words, and the export's answer (whole words of the
-# original text) is what the original post-processing makes of the pieces.
+# word piece; answers inside words, ties and the original's text rule on random logits are
+# tested in tests/tasks/test_squad_answers.py.
 _SQUAD_WORDS = ["the", "old", "house", "by", "river.", "John", "went", "to", "(1895)", "city,", "is", "in",
                 "north", "Café", "naïve", "Zoë", "東京", "Paris", "sea"]  # fmt: skip
 _rng = random.Random(7)
@@ -170,9 +170,9 @@ def spread_out(model, head: str) -> None:
 def squad_reference(model, tokenizer, questions, contexts, doc_stride, **postprocess_args):
     """Answers, scores and character offsets by bert_tf.tasks: its windows, model.predict, its post-processing.
 
-    n_best_size = SEQ_LENGTH makes every position a candidate, so the original's best span
-    is the best of all valid spans, which the export searches. Also returns the number of
-    windows and the SQuAD 2.0 null odds of each example.
+    n_best_size = SEQ_LENGTH (20, task.json's default that the export ranks with) makes every
+    position a candidate. Also returns the number of windows and the SQuAD 2.0 null odds of
+    each example.
     """
     dataset = [
         {"paragraphs": [{"context": context, "qas": [{"id": str(i), "question": question, "answers": []}]}]}

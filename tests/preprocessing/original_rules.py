@@ -158,3 +158,111 @@ def squad_features(
             }
         )
     return windows
+
+
+# --- run_squad.py's write_predictions and get_final_text ------------------------------
+
+
+def get_final_text(pred_text, orig_text, basic_tokenize):
+    """run_squad's get_final_text; `basic_tokenize` is its BasicTokenizer(...).tokenize."""
+    tok_text = " ".join(basic_tokenize(orig_text))
+    start_position = tok_text.find(pred_text)
+    if start_position == -1:
+        return orig_text
+    end_position = start_position + len(pred_text) - 1
+
+    def strip_spaces(text):
+        kept, ns_to_s = [], {}
+        for index, char in enumerate(text):
+            if char == " ":
+                continue
+            ns_to_s[len(kept)] = index
+            kept.append(char)
+        return "".join(kept), ns_to_s
+
+    orig_ns_text, orig_ns_to_s = strip_spaces(orig_text)
+    tok_ns_text, tok_ns_to_s = strip_spaces(tok_text)
+    if len(orig_ns_text) != len(tok_ns_text):
+        return orig_text
+    tok_s_to_ns = {index: ns for ns, index in tok_ns_to_s.items()}
+    orig_start = orig_ns_to_s.get(tok_s_to_ns[start_position]) if start_position in tok_s_to_ns else None
+    if orig_start is None:
+        return orig_text
+    orig_end = orig_ns_to_s.get(tok_s_to_ns[end_position]) if end_position in tok_s_to_ns else None
+    if orig_end is None:
+        return orig_text
+    return orig_text[orig_start : orig_end + 1]
+
+
+def _best_indexes(logits, n_best_size):
+    return [index for index, _ in sorted(enumerate(logits), key=lambda x: x[1], reverse=True)][:n_best_size]
+
+
+def squad_predictions(
+    examples,
+    features,
+    starts,
+    ends,
+    n_best_size,
+    max_answer_length,
+    basic_tokenize,
+    version_2_with_negative=False,
+    null_score_diff_threshold=0.0,
+):
+    """run_squad's write_predictions -> (predictions, null score diffs). Logits are lists
+    of Python floats over each feature's tokens. Where the original writes "empty" (no
+    valid span) or fails (SQuAD 2.0 without a span in the n-best list), this gives ""
+    (and a diff of 0.0), as bert_tf does."""
+    predictions, diffs = {}, {}
+    for example_index, example in enumerate(examples):
+        rows = [
+            (f, s, e)
+            for f, s, e in zip(features, starts, ends, strict=True)
+            if f.example_index == example_index
+        ]
+        prelim, score_null, null_start, null_end = [], 1000000, 0, 0
+        for number, (feature, start_logits, end_logits) in enumerate(rows):
+            if version_2_with_negative and start_logits[0] + end_logits[0] < score_null:
+                score_null = start_logits[0] + end_logits[0]
+                null_start, null_end = start_logits[0], end_logits[0]
+            for start in _best_indexes(start_logits, n_best_size):
+                for end in _best_indexes(end_logits, n_best_size):
+                    if start >= len(feature.tokens) or end >= len(feature.tokens):
+                        continue
+                    if start not in feature.token_to_orig_map or end not in feature.token_to_orig_map:
+                        continue
+                    if not feature.token_is_max_context.get(start, False):
+                        continue
+                    if end < start or end - start + 1 > max_answer_length:
+                        continue
+                    prelim.append((number, start, end, start_logits[start], end_logits[end]))
+        if version_2_with_negative:
+            prelim.append((None, 0, 0, null_start, null_end))
+        prelim.sort(key=lambda p: p[3] + p[4], reverse=True)
+        seen, nbest = set(), []
+        for number, start, end, start_logit, end_logit in prelim:
+            if len(nbest) >= n_best_size:
+                break
+            if start > 0:
+                feature = rows[number][0]
+                tok_text = " ".join(feature.tokens[start : end + 1]).replace(" ##", "").replace("##", "")
+                tok_text = " ".join(tok_text.strip().split())
+                first, last = feature.token_to_orig_map[start], feature.token_to_orig_map[end]
+                orig_text = " ".join(example.doc_tokens[first : last + 1])
+                text = get_final_text(tok_text, orig_text, basic_tokenize)
+                if text in seen:
+                    continue
+            else:
+                text = ""
+            seen.add(text)
+            nbest.append((text, start_logit, end_logit))
+        if not version_2_with_negative:
+            predictions[example.qas_id] = nbest[0][0] if nbest else ""
+            continue
+        best = next((entry for entry in nbest if entry[0]), None)
+        if best is None:
+            predictions[example.qas_id], diffs[example.qas_id] = "", 0.0
+            continue
+        diffs[example.qas_id] = score_null - best[1] - best[2]
+        predictions[example.qas_id] = "" if diffs[example.qas_id] > null_score_diff_threshold else best[0]
+    return predictions, diffs

@@ -35,6 +35,7 @@ SPAN_FIELDS = (
     "max_query_length",
     "doc_stride",
     "max_answer_length",
+    "n_best_size",
     "version_2_with_negative",
     "null_score_diff_threshold",
 )
@@ -107,6 +108,7 @@ class SpanFamily(TaskFamily):
             "doc_stride": settings.doc_stride,
             "max_query_length": settings.max_query_length,
             "max_answer_length": settings.max_answer_length,
+            "n_best_size": settings.n_best_size,
             "version_2_with_negative": bool(self.version_2),
             "null_score_diff_threshold": settings.null_score_diff_threshold,
         }
