@@ -14,6 +14,7 @@ _TASK_MODELS = ("BertClassifier", "BertMultipleChoice", "BertSpanLabeler", "Bert
 def __getattr__(name):
     if name in _TASK_MODELS:
         from bert_tf import models
+        from bert_tf.tasks import keras_task  # noqa: F401  (installs the task models' API)
 
         return getattr(models, name)
     raise AttributeError(f"module 'bert_tf' has no attribute {name!r}")

@@ -24,6 +24,23 @@ def task_dense(encoder: BertEncoder, units: int, name: str) -> keras.layers.Dens
     )
 
 
+_TASK_API = []  # the module that `install_task_api` was given
+
+
+def install_task_api(module) -> None:
+    """Plugs in what `from_pretrained`, `fit` on raw text, `save` and `export` hand over to."""
+    _TASK_API[:] = [module]
+
+
+def task_api():
+    if not _TASK_API:
+        raise RuntimeError(
+            "the task API is not loaded: use bert_tf.BertClassifier (and its siblings), or "
+            "import bert_tf.tasks.keras_task first"
+        )
+    return _TASK_API[0]
+
+
 class TaskModel(keras.Model):
     """Base of the task models: a functional Keras model over a shared `BertEncoder`.
 
@@ -72,8 +89,9 @@ class TaskModel(keras.Model):
         return cls(**config)
 
     # --- the Keras-native task API ----------------------------------------------------------
-    # Raw text in, labels out. The work is done by `bert_tf.tasks.keras_task` (imported on
-    # first use): models know nothing about files, tokenizers or tf.data themselves.
+    # Raw text in, labels out. The work is done by the task API that `bert_tf.tasks.keras_task`
+    # installs when it is imported (`import bert_tf` then `bert_tf.BertClassifier` does it):
+    # models know nothing about files, tokenizers or tf.data, and import nothing above them.
 
     @classmethod
     def from_pretrained(cls, path, **kwargs):
@@ -87,15 +105,13 @@ class TaskModel(keras.Model):
         SQuAD options (`doc_stride`, `max_query_length`, `max_answer_length`,
         `null_score_diff_threshold`).
         """
-        from bert_tf.tasks import keras_task
-
+        keras_task = task_api()
         return keras_task.from_pretrained(cls, path, **kwargs)
 
     def attach(self, tokenizer, info) -> None:
         """Gives the model its tokenizer and task description (`FinetunedModelInfo`), which
         `fit`/`predict` on raw text, `save` and `export` use; `from_pretrained` does it."""
-        from bert_tf.tasks import keras_task
-
+        keras_task = task_api()
         self._attached = keras_task.Attached(tokenizer, info)
 
     @property
@@ -118,10 +134,7 @@ class TaskModel(keras.Model):
     @property
     def preprocessor(self):
         """The task family's preprocessor: raw text batches in, model features out."""
-        from bert_tf.tasks import keras_task
-
-        adapter, _ = keras_task.family_of(self)
-        return adapter.preprocessor()
+        return task_api().family_of(self).preprocessor()
 
     def compile(
         self,
@@ -142,8 +155,10 @@ class TaskModel(keras.Model):
         warmup, then linear decay to 0 over the updates `fit` runs: the schedule is built when
         `fit` starts, anew for each call. Without `loss`/`metrics`, the task family's.
         """
-        from bert_tf.tasks import keras_task
-
+        if optimizer is not None and (loss is not None or not _TASK_API):  # plain Keras
+            self._compiled_with = None
+            return super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
+        keras_task = task_api()
         if loss is None and metrics is None and "loss_weights" not in kwargs:
             defaults = keras_task.compile_args(self)
             loss, metrics = defaults["loss"], defaults["metrics"]
@@ -159,7 +174,7 @@ class TaskModel(keras.Model):
         self._compiled_with = keras_task.Compiled(dict(loss=loss, metrics=metrics, **kwargs), recipe)
         super().compile(optimizer=optimizer, **self._compiled_with.kwargs)
 
-    def compile_recipe(self, optimizer) -> None:
+    def compile_recipe(self, optimizer) -> None:  # see bert_tf.tasks.keras_task.build_schedule
         """Compiles again with `optimizer` and the loss and metrics of the last `compile`."""
         super().compile(optimizer=optimizer, **self._compiled_with.kwargs)
 
@@ -178,8 +193,11 @@ class TaskModel(keras.Model):
         """Keras' fit; `x` may be raw text (see `bert_tf.tasks.keras_task`), with `y` label
         names or ids. Raw text is batched as the CLI does (dynamic padding; packing for
         classification), shuffled in a buffer of `shuffle_buffer_size` with `seed`."""
-        from bert_tf.tasks import keras_task
-
+        if not _TASK_API:  # plain Keras: the task API is not loaded, so no raw text or recipe
+            return super().fit(
+                x, y, batch_size=batch_size, epochs=epochs, validation_data=validation_data, **kwargs
+            )
+        keras_task = task_api()
         return keras_task.fit(
             self,
             super().fit,
@@ -198,25 +216,20 @@ class TaskModel(keras.Model):
         (classification, multiple choice), scores [examples, 1] (regression), one [words,
         tags] logits array per sentence (tagging), the answer strings (spans, whose logits are
         per window). `label_names(outputs)` turns them into label names."""
-        from bert_tf.tasks import keras_task
-
-        if keras_task.is_raw(x):
-            return keras_task.predict(self, x, batch_size)
+        if _TASK_API and task_api().is_raw(x):
+            return task_api().predict(self, x, batch_size)
         return super().predict(x, batch_size=batch_size, verbose=verbose, steps=steps, callbacks=callbacks)
 
     def evaluate(self, x=None, y=None, batch_size=None, **kwargs):
         """Keras' evaluate; on raw text and labels, the task's official metrics as a dict
         (accuracy, F1, exact_match, ... and eval_loss), as the CLI's eval_results.json."""
-        from bert_tf.tasks import keras_task
-
-        if keras_task.is_raw(x):
-            return keras_task.evaluate(self, x, y, batch_size)
+        if _TASK_API and task_api().is_raw(x):
+            return task_api().evaluate(self, x, y, batch_size)
         return super().evaluate(x, y, batch_size=batch_size, **kwargs)
 
     def label_names(self, outputs):
         """Label names of `predict`'s outputs (regression: the scores; choices: the indices)."""
-        from bert_tf.tasks import keras_task
-
+        keras_task = task_api()
         return keras_task.label_names(self, outputs)
 
     def save(self, filepath, overwrite=True, **kwargs):
@@ -225,8 +238,7 @@ class TaskModel(keras.Model):
         `from_pretrained`, `bert_tf.finetune --init_checkpoint` and `bert_tf.export` read."""
         if str(filepath).endswith((".keras", ".h5")):
             return super().save(filepath, overwrite=overwrite, **kwargs)
-        from bert_tf.tasks import keras_task
-
+        keras_task = task_api()
         return keras_task.save(self, filepath, overwrite=overwrite)
 
     def export(self, filepath, format="bert_tf", overwrite=False, **kwargs):
@@ -235,8 +247,7 @@ class TaskModel(keras.Model):
         another Keras format) is Keras' own export of the feature-taking model."""
         if format != "bert_tf":
             return super().export(filepath, format=format, **kwargs)
-        from bert_tf.tasks import keras_task
-
+        keras_task = task_api()
         return keras_task.export(self, filepath, overwrite=overwrite)
 
 

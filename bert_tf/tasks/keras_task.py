@@ -27,6 +27,7 @@ import dataclasses
 import math
 import os
 import random
+import sys
 from collections.abc import Sequence
 
 import keras
@@ -37,6 +38,7 @@ from bert_tf import fileio
 from bert_tf.checkpoints import from_pretrained as load_checkpoint
 from bert_tf.errors import UsageError
 from bert_tf.models import BertClassifier
+from bert_tf.models._task import install_task_api
 from bert_tf.tasks import families, ner, python_inputs
 from bert_tf.tasks.families.classification import is_pair_task
 from bert_tf.tasks.features import TaskDataError
@@ -478,3 +480,6 @@ def _holds_pairs(x) -> bool:
         return True
     rows = x.tolist() if isinstance(x, np.ndarray) else x
     return bool(len(rows)) and isinstance(rows[0], (tuple, list))
+
+
+install_task_api(sys.modules[__name__])
