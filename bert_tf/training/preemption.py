@@ -4,7 +4,7 @@ Preemptible GPU machines and Cloud TPU VMs send SIGTERM and allow a short grace 
 Ctrl-C sends SIGINT. Inside `StopSignals` neither kills the process: the signal is noted,
 the training loop finishes the loop it is in (TensorFlow runs it to the end anyway),
 saves a checkpoint at the step reached, and raises `Preempted`; fine-tuning's backup
-(`bert_tf.tasks.callbacks.TrainingBackup`) and the JAX loop do the same after the update in
+(`bert_tf.training.callbacks.TrainingBackup`) and the JAX loop do the same after the update in
 which the signal came (`StopOnSignal` for any `model.fit`). The command-line programs
 turn that into exit status 128 + the signal's number (143 for SIGTERM, 130 for Ctrl-C, what
 a shell reports for a process the signal ended, and what fine-tuning uses), distinct from
