@@ -54,16 +54,23 @@ def optimizer_updates(model: keras.Model) -> int:
 
 
 class _UpdateCallback(keras.callbacks.Callback):
-    """Calls `on_update(step, logs)` once per optimizer update, after its last micro-batch."""
+    """Calls `on_update(step, logs)` once per optimizer update, after its last micro-batch.
+
+    The updates are counted from the optimizer's count at the start, not read from it at
+    every batch: on JAX reading the model (`self.model`) brings the training state back
+    to its variables, a cost a callback pays only when it acts (saves, evaluates).
+    """
 
     def on_train_begin(self, logs=None):
         self._last_step = optimizer_updates(self.model)
+        self._micro_batches = 0
+        self._accumulation = getattr(self._model.optimizer, "gradient_accumulation_steps", None) or 1
 
     def on_train_batch_end(self, batch, logs=None):
-        step = optimizer_updates(self.model)
-        if step != self._last_step:
-            self._last_step = step
-            self.on_update(step, logs if logs is not None else {})
+        self._micro_batches += 1
+        if self._micro_batches % self._accumulation == 0:
+            self._last_step += 1
+            self.on_update(self._last_step, logs if logs is not None else {})
 
     def on_update(self, step: int, logs: dict) -> None:
         pass
@@ -275,9 +282,12 @@ class TrainingBackup(_UpdateCallback):
         extra_state: dict | None = None,
         signals=None,
         input_position=None,
+        writer: bool = True,
     ):
         super().__init__()
         self.directory, self.every_steps = directory, every_steps
+        # False on the other processes of a multi-host run: all restore, one writes.
+        self.writer = writer
         self.input_position = input_position
         self.input_restored = False
         self.stateful = {type(callback).__name__: callback for callback in stateful}
@@ -355,6 +365,9 @@ class TrainingBackup(_UpdateCallback):
     def save(self, step: int | None = None) -> str:
         step = optimizer_updates(self.model) if step is None else step
         final = fileio.join(self.directory, f"step-{step}")
+        if not self.writer:
+            self._saved_step = step
+            return final
         state = {
             "step": step,
             "callbacks": {name: callback.get_state() for name, callback in self.stateful.items()},
