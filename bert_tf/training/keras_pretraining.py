@@ -139,17 +139,13 @@ def check_settings(settings, model_dir: str) -> None:
             "tf.distribute strategy, which the JAX backend does not use: it trains on every local device "
             "(keras.distribution.DataParallel). Leave these flags out, or run with --backend=tensorflow"
         )
-    if settings.gradient_accumulation_steps != 1:
+    if settings.eval_every_steps:
         raise inputs.InputError(
-            f"--gradient_accumulation_steps={settings.gradient_accumulation_steps} is a feature of the "
-            "TensorFlow loop; on JAX lower --train_batch_size instead, or run with --backend=tensorflow"
+            f"--eval_every_steps={settings.eval_every_steps}: model.fit on JAX does not evaluate during "
+            "training (an evaluation there would reset the pretraining metrics of the epoch under way, which "
+            "the progress line reports); leave it out (--eval_files are evaluated at the end), or run with "
+            "--backend=tensorflow"
         )
-    for flag, value in (("packing", settings.packing), ("eval_every_steps", settings.eval_every_steps)):
-        if value:
-            raise inputs.InputError(
-                f"--{flag}={value} is a feature of the TensorFlow loop; leave it out on JAX, "
-                "or run with --backend=tensorflow"
-            )
 
     if tf.train.latest_checkpoint(model_dir):
         raise inputs.InputError(
@@ -172,10 +168,12 @@ def train(settings, config, model_dir, vocab_file, train_files, phase2_files, ev
         keras.distribution.initialize()  # several hosts: one process each, as Keras documents
     distribution = data_parallel()
     devices = len(distribution.device_mesh.devices.flatten())
-    if settings.train_batch_size % devices:
+    accumulation = settings.gradient_accumulation_steps
+    if settings.train_batch_size % (devices * accumulation):
         raise inputs.InputError(
             f"--train_batch_size={settings.train_batch_size} is not divisible by the {devices} devices "
-            f"that share each batch; use a multiple of {devices}"
+            f"that share each of the {accumulation} micro-batches (--gradient_accumulation_steps); use a "
+            f"multiple of {devices * accumulation}"
         )
     chief = is_chief()
     previous_policy = keras.mixed_precision.global_policy()
@@ -192,9 +190,15 @@ def train(settings, config, model_dir, vocab_file, train_files, phase2_files, ev
                 f"model_dir: {model_dir} (Keras {keras.backend.backend()} backend, {devices} device{'s' if devices != 1 else ''})"
             )
         with distribution.scope():
-            model = PretrainingModel(BertPretrainer(config))
-            model(example_features(1, settings.max_seq_length, settings.max_predictions_per_seq))
-            optimizer = settings.create_optimizer()
+            model = PretrainingModel(BertPretrainer(config, packed=settings.packing))
+            instances = settings.max_instances_per_row if settings.packing else None
+            model(example_features(1, settings.max_seq_length, settings.max_predictions_per_seq, instances))
+            # Keras' accumulation: the optimizer averages the micro-batches' gradients and
+            # updates every `accumulation` batches (the TensorFlow loop sums shares of the
+            # global batch's loss instead: the same when the masked-LM weights are even).
+            optimizer = settings.create_optimizer(
+                gradient_accumulation_steps=accumulation if accumulation > 1 else None
+            )
             # JAX runs nothing but compiled steps well; on TensorFlow the flag decides.
             jit_compile = True if keras.backend.backend() == "jax" else settings.jit_compile
             model.compile(optimizer=optimizer, jit_compile=jit_compile)
@@ -218,7 +222,13 @@ def train(settings, config, model_dir, vocab_file, train_files, phase2_files, ev
 
             phases = [(f"1 (seq {settings.max_seq_length})", 0, settings.phase1_steps)]
             lengths = {
-                0: (train_files, settings.max_seq_length, settings.max_predictions_per_seq, settings.seed)
+                0: (
+                    train_files,
+                    settings.max_seq_length,
+                    settings.max_predictions_per_seq,
+                    settings.seed,
+                    settings.row_predictions(1),
+                )
             }
             if settings.phase1_steps < settings.num_train_steps:
                 phases.append(
@@ -229,6 +239,7 @@ def train(settings, config, model_dir, vocab_file, train_files, phase2_files, ev
                     settings.phase2_seq_length,
                     settings.phase2_predictions,
                     None if settings.seed is None else settings.seed + 1,
+                    settings.row_predictions(2),
                 )
             history: list[dict] = []
             # Progress and the non-finite loss check first: a NaN stops before it is backed up.
@@ -236,9 +247,19 @@ def train(settings, config, model_dir, vocab_file, train_files, phase2_files, ev
             for index, (name, start, end) in enumerate(phases):
                 if step >= end:
                     continue
-                files, seq_length, predictions, seed = lengths[index]
-                dataset = _global_dataset(settings, files, vocab_file, seq_length, predictions, seed)
-                dataset = dataset.skip(step - start)
+                files, seq_length, predictions, seed, row_predictions = lengths[index]
+                dataset = _global_dataset(
+                    settings,
+                    files,
+                    vocab_file,
+                    seq_length,
+                    predictions,
+                    seed,
+                    row_predictions=row_predictions,
+                )
+                if accumulation > 1:  # each global batch as `accumulation` micro-batches, in order
+                    dataset = dataset.rebatch(settings.train_batch_size // accumulation)
+                dataset = dataset.skip((step - start) * accumulation)
                 if chief:
                     print(f"phase {name}: steps {step}..{end}", flush=True)
                 loop.start_phase(step, end)
@@ -247,7 +268,7 @@ def train(settings, config, model_dir, vocab_file, train_files, phase2_files, ev
                     model.fit(
                         dataset,
                         epochs=math.ceil((end - step) / per_epoch),
-                        steps_per_epoch=per_epoch,
+                        steps_per_epoch=per_epoch * accumulation,
                         callbacks=[loop, backup],
                         shuffle=False,  # the pipeline shuffles
                         verbose=0,
@@ -271,6 +292,7 @@ def train(settings, config, model_dir, vocab_file, train_files, phase2_files, ev
                     settings.max_predictions_per_seq,
                     settings.seed,
                     training=False,
+                    row_predictions=settings.row_predictions(1),
                 )
                 values = model.evaluate(dataset, steps=settings.eval_steps, return_dict=True, verbose=0)
                 eval_metrics = {name: float(values[name]) for name in METRIC_NAMES}
@@ -322,7 +344,9 @@ def load_init_checkpoint(pretrainer: BertPretrainer, path: str) -> None:
     print(f"initialized from {path}", flush=True)
 
 
-def _global_dataset(settings, files, vocab_file, seq_length, predictions, seed, training=True):
+def _global_dataset(
+    settings, files, vocab_file, seq_length, predictions, seed, training=True, row_predictions=None
+):
     """The TensorFlow path's pipeline, batched to the global batch: Keras splits it over devices
     (and, with several processes, gives each its share)."""
     # lazy: no TensorFlow at import (bench/gpu/pretrain_jax.py runs where it is absent)
@@ -331,13 +355,20 @@ def _global_dataset(settings, files, vocab_file, seq_length, predictions, seed, 
     from bert_tf.training.inputs import pretraining_dataset_fn
 
     dataset_fn = pretraining_dataset_fn(
-        settings, files, vocab_file, seq_length, predictions, seed, training=training
+        settings,
+        files,
+        vocab_file,
+        seq_length,
+        predictions,
+        seed,
+        training=training,
+        row_predictions=row_predictions,
     )
     return dataset_fn(tf.distribute.InputContext())
 
 
 class _LoopCallback(keras.callbacks.Callback):
-    """Counts steps; one progress line per epoch (an epoch is steps_per_loop steps); stops
+    """Counts updates (steps); one progress line per epoch (an epoch is steps_per_loop steps); stops
     at the phase's end, and on a non-finite loss before `backup` (after it in the callbacks)
     saves the step."""
 
@@ -360,15 +391,20 @@ class _LoopCallback(keras.callbacks.Callback):
             log_dir(model_dir) if chief else None,
             enabled=chief,
         )
+        self.accumulation = settings.gradient_accumulation_steps
         self.step = 0
         self.end = 0
         self.error: str | None = None
+        self._micro_batches = 0
 
     def start_phase(self, step: int, end: int) -> None:
         self.step, self.end = step, end
         self.reporter.start(step)
 
     def on_train_batch_end(self, batch, logs=None):
+        self._micro_batches += 1
+        if self._micro_batches % self.accumulation:
+            return  # the update comes with the last micro-batch
         self.step += 1
         at_end = self.step >= self.end
         if self.step % self.save_steps == 0 or at_end or self.backup.signals.received:
