@@ -64,7 +64,9 @@ class _UpdateCallback(keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         self._last_step = optimizer_updates(self.model)
         self._micro_batches = 0
-        self._accumulation = getattr(self._model.optimizer, "gradient_accumulation_steps", None) or 1
+        optimizer = self._model.optimizer
+        optimizer = getattr(optimizer, "inner_optimizer", optimizer)  # under loss scaling
+        self._accumulation = getattr(optimizer, "gradient_accumulation_steps", None) or 1
 
     def on_train_batch_end(self, batch, logs=None):
         self._micro_batches += 1
