@@ -355,8 +355,9 @@ class TrainingBackup(_UpdateCallback):
         for name, callback in self.stateful.items():
             if name in state["callbacks"]:
                 callback.set_state(state["callbacks"][name])
-        if state.get("input") and self.input_position is not None:
-            self.input_position.restore_from(fileio.join(latest, self.INPUT_PREFIX))
+        input_prefix = fileio.join(latest, self.INPUT_PREFIX)
+        if state.get("input") and self.input_position is not None and fileio.exists(input_prefix + ".index"):
+            self.input_position.restore_from(input_prefix)
             self.input_restored = True
         self.restored_state = state
         self.restored_step = self._saved_step = int(state["step"])

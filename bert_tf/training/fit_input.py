@@ -42,6 +42,8 @@ import keras
 import tensorflow as tf
 from tensorflow.python.data.ops import dataset_ops
 
+from bert_tf.errors import damaged
+
 logger = logging.getLogger(__name__)
 
 
@@ -84,7 +86,14 @@ class InputPosition:
 
     def _started(self, iterator) -> None:
         if self._restore_prefix is not None:
-            tf.train.Checkpoint(iterator=iterator).read(self._restore_prefix).assert_consumed()
+            try:
+                tf.train.Checkpoint(iterator=iterator).read(self._restore_prefix).assert_consumed()
+            except (tf.errors.OpError, AssertionError, ValueError) as error:
+                raise damaged(
+                    self._restore_prefix,
+                    f"the saved input position does not fit this input pipeline ({str(error).splitlines()[0]})",
+                    f"delete {self._restore_prefix}.index to resume by skipping the batches already seen",
+                ) from None
         self.iterator = iterator
 
     def save(self, prefix: str) -> bool:
