@@ -172,6 +172,9 @@ class RecordReader:
             rows.append(_fields(self.signature, record))
             if len(rows) == CHUNK_ROWS:
                 break
+        if len(rows) < CHUNK_ROWS:  # the end of the data: its file closed now, not when collected
+            getattr(records, "close", lambda: None)()
+            records = iter(())
         # Kept at the end of the data too: the next read (empty, ending the pass) reads nothing.
         with self._lock:
             self._open[start + len(rows)] = records
