@@ -197,6 +197,18 @@ class PretrainingModelTest(tf.test.TestCase):
             self.assertAllEqual(keras.ops.convert_to_numpy(got), keras.ops.convert_to_numpy(want))
 
 
+class JaxSettingsTest(tf.test.TestCase):
+    def test_packing_and_accumulation_pass_evaluation_during_training_is_refused_with_its_reason(self):
+        from bert_tf.training.settings import PretrainingConfig
+
+        model_dir = tempfile.mkdtemp()
+        keras_pretraining.check_settings(
+            PretrainingConfig(packing=True, gradient_accumulation_steps=2), model_dir
+        )
+        with self.assertRaisesRegex(InputError, "does not evaluate during training.*reset the pretraining"):
+            keras_pretraining.check_settings(PretrainingConfig(eval_every_steps=10), model_dir)
+
+
 JAX_OUTPUTS_SCRIPT = """
 import json, sys
 import numpy as np, keras
