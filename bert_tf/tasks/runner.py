@@ -6,12 +6,14 @@
 `OUTPUT_DIR/eval_results.json`, writes predictions in the official formats, and saves
 the fine-tuned model to `OUTPUT_DIR/model/` (see `bert_tf.tasks.finetuned`).
 
-While it trains (see `bert_tf.tasks.callbacks`) it scores the eval data every epoch or
+While it trains (see `bert_tf.training.callbacks`) it scores the eval data every epoch or
 every `eval_every_steps` updates into `OUTPUT_DIR/eval_history.jsonl`, writes TensorBoard
 scalars to `OUTPUT_DIR/logs/`, prints a progress line, and backs the training state up
 in `OUTPUT_DIR/backup/`: rerunning the same command after a crash, a `kill -9` or a
 SIGTERM continues from the last backup and ends with the same weights as a run that was
-never interrupted. The backup is removed once the run has finished (`is_finished`).
+never interrupted. The backup holds the input's position too (`bert_tf.training.fit_input`),
+so a resumed run does not read, tokenize and batch again the batches already seen; where
+it cannot (the JAX backend, several replicas) it skips them. The backup is removed once the run has finished (`is_finished`).
 
 Example (a tiny random-init model on a two-row CSV):
 
@@ -44,8 +46,7 @@ from bert_tf.config import load_config
 from bert_tf.errors import UsageError
 from bert_tf.models import BertEncoder
 from bert_tf.outputs import check_output
-from bert_tf.tasks import callbacks, keras_task
-from bert_tf.tasks.callbacks import TrainingBackup
+from bert_tf.tasks import keras_task
 from bert_tf.tasks.families import TaskData, make_family
 from bert_tf.tasks.features import TaskDataError
 from bert_tf.tasks.finetuned import (
@@ -57,8 +58,10 @@ from bert_tf.tasks.finetuned import (
 )
 from bert_tf.tasks.settings import FinetuneSettings
 from bert_tf.tokenization import BertTokenizer, load_vocab
-from bert_tf.training import precision
+from bert_tf.training import callbacks, precision
+from bert_tf.training.callbacks import TrainingBackup
 from bert_tf.training.distribute import get_strategy
+from bert_tf.training.fit_input import InputPosition
 from bert_tf.training.preemption import Preempted, StopSignals
 
 logger = logging.getLogger(__name__)
@@ -387,12 +390,15 @@ def _train(settings: FinetuneSettings, strategy, model, adapter, train: TaskData
             stopping = callbacks.EarlyStopping(monitor, settings.early_stopping_patience)
         fit_callbacks += [c for c in (evaluation, best, stopping) if c is not None]
     signals = StopSignals(when="after this update, then stopping")
+    # The input's position goes into each backup where fit's iterator can be saved.
+    position = InputPosition() if InputPosition.supported(strategy) else None
     backup = callbacks.TrainingBackup(
         backup_dir,
         every_steps=settings.save_checkpoints_steps,
         stateful=fit_callbacks,
         extra_state={"settings": _resume_settings(settings)},
         signals=signals,
+        input_position=position,
     )
     with strategy.scope():
         # Built before fit: its first trace then creates no variables, so tf.function traces
@@ -417,17 +423,28 @@ def _train(settings: FinetuneSettings, strategy, model, adapter, train: TaskData
     stopped = stopping is not None and stopping.stopped_step is not None
     if start < plan.num_train_steps and not stopped:
         accumulation = settings.gradient_accumulation_steps
+        # The batches an uninterrupted run would see from this step on: the saved input
+        # position continues there; without one, the batches already seen are skipped (read,
+        # tokenized and batched again: the longer, the later the step).
+        skipped = 0 if backup.input_restored else start * accumulation
         logger.info(
             "training on %d examples for %d updates of %d examples%s%s",
             plan.num_examples,
             plan.num_train_steps,
             settings.train_batch_size,
             f" ({accumulation} micro-batches of {plan.micro_batch_size})" if accumulation > 1 else "",
-            f", from the backup of step {start}" if start else "",
+            (
+                f", from the backup of step {start} "
+                + ("(input position restored)" if backup.input_restored else f"(skipping {skipped} batches)")
+                if start
+                else ""
+            ),
         )
         dataset = adapter.dataset(train, plan.micro_batch_size, training=True)
-        # The batches an uninterrupted run would see from this step on.
-        dataset = dataset.skip(start * accumulation)
+        # skip(0) too: the saved iterator must be of the same pipeline as the one restoring it.
+        dataset = dataset.skip(skipped)
+        if position is not None:
+            dataset = position.track(dataset)
         with signals:
             model.fit(
                 dataset,

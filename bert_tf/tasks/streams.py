@@ -26,6 +26,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
@@ -81,29 +82,45 @@ def record_chunks(
     dropped) matching `signature`, a tuple of `tf.TensorSpec`s of rank 0 or 1 (x may be a
     tuple itself). Each field of a chunk has a leading dimension of its records (ragged
     for vector fields); `index` numbers the records from 0. `batches` takes these.
+
+    The reader's position (the records read) is the state of a `scan`, so tf.data's
+    iterator checkpoint holds it (`bert_tf.training.fit_input`). A restored iterator
+    reads on from it: in the process that read up to there, the open reader goes on
+    (`RecordReader`); in a new one, `source()` is read again up to that record: at most
+    one pass over the raw records, however many passes came before, and none of them
+    tokenized (a source cannot be asked to start elsewhere than at its first record).
     """
     specs = tf.nest.flatten(signature)
     if any(spec.shape.rank not in (0, 1) for spec in specs):
         raise ValueError(f"record fields must be scalars or vectors, got {signature}")
-    chunk_specs = tuple(
-        tf.TensorSpec([None], spec.dtype)
-        if spec.shape.rank == 0
-        else tf.RaggedTensorSpec([None, None], spec.dtype, ragged_rank=1)
-        for spec in specs
-    )
+    reader = RecordReader(source, signature)
+    # The chunk as flat arrays: the index, then per field its values (and row lengths for vectors).
+    dtypes = [tf.int64]
+    for spec in specs:
+        dtypes += [spec.dtype] if spec.shape.rank == 0 else [spec.dtype, tf.int64]
 
-    def chunks():
-        rows, start = [], 0
-        for record in source():
-            rows.append(_fields(signature, record))
-            if len(rows) == CHUNK_ROWS:
-                yield np.arange(start, start + len(rows)), _columns(rows, specs)
-                rows, start = [], start + len(rows)
-        if rows:
-            yield np.arange(start, start + len(rows)), _columns(rows, specs)
+    @tf.autograph.experimental.do_not_convert
+    def next_chunk(start, _):
+        # stateful=False: the read is a pure function of `start`, so the pipeline may be saved.
+        arrays = tf.numpy_function(reader.read_flat, [start], dtypes, stateful=False)
+        index, arrays = arrays[0], arrays[1:]
+        index.set_shape([None])
+        fields = []
+        for spec in specs:
+            values, arrays = arrays[0], arrays[1:]
+            values.set_shape([None])
+            if spec.shape.rank == 1:
+                lengths, arrays = arrays[0], arrays[1:]
+                lengths.set_shape([None])
+                values = tf.RaggedTensor.from_row_lengths(values, lengths)
+            fields.append(values)
+        return start + tf.size(index, out_type=tf.int64), (index, tuple(fields))
 
-    dataset = tf.data.Dataset.from_generator(
-        chunks, output_signature=(tf.TensorSpec([None], tf.int64), chunk_specs)
+    dataset = (
+        tf.data.Dataset.from_tensors(0)
+        .repeat()
+        .scan(tf.constant(0, tf.int64), next_chunk)
+        .take_while(lambda index, fields: tf.size(index) > 0)
     )
 
     @tf.autograph.experimental.do_not_convert
@@ -114,7 +131,71 @@ def record_chunks(
             chunk["y"] = fields[1]
         return chunk
 
-    return dataset.map(to_records)
+    options = tf.data.Options()
+    # The numpy_function reads by position (see above): its "external state" need not be saved.
+    options.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.IGNORE
+    return dataset.map(to_records).with_options(options)
+
+
+class RecordReader:
+    """`source()`'s records by position: `read(start)` returns those from record `start` on.
+
+    Sequential reads (one iterator going through the data) continue the open reader; a
+    read from elsewhere (a restored iterator in a new process) opens `source()` again and
+    passes over `start` records. `records_read` counts the records taken from sources, so
+    and `records_passed_over` those read only to reach a position, so that the cost of
+    positioning can be observed.
+    """
+
+    MAX_OPEN = 8  # readers left open by iterators that stopped early are closed past this
+
+    def __init__(self, source: Callable[[], Iterator[tuple]], signature: tuple):
+        self.source, self.signature = source, signature
+        self.specs = tf.nest.flatten(signature)
+        self.records_read = self.records_passed_over = 0
+        self._open: dict[int, Iterator[tuple]] = {}  # next record -> the reader positioned there
+        self._lock = threading.Lock()
+
+    def read(self, start: int) -> list[list]:
+        """Up to CHUNK_ROWS records from `start`, each as its flat fields (see `_fields`)."""
+        with self._lock:
+            records = self._open.pop(start, None)
+        if records is None:
+            records = iter(self.source())
+            for _ in range(start):
+                next(records)
+                self.records_read += 1
+                self.records_passed_over += 1
+        rows = []
+        for record in records:
+            self.records_read += 1
+            rows.append(_fields(self.signature, record))
+            if len(rows) == CHUNK_ROWS:
+                break
+        if len(rows) < CHUNK_ROWS:  # the end of the data: its file closed now, not when collected
+            getattr(records, "close", lambda: None)()
+            records = iter(())
+        # Kept at the end of the data too: the next read (empty, ending the pass) reads nothing.
+        with self._lock:
+            self._open[start + len(rows)] = records
+            while len(self._open) > self.MAX_OPEN:
+                self._open.pop(next(iter(self._open)))
+        return rows
+
+    def read_flat(self, start) -> list[np.ndarray]:
+        start = int(start)
+        rows = self.read(start)
+        arrays = [np.arange(start, start + len(rows), dtype=np.int64)]
+        for position, spec in enumerate(self.specs):
+            dtype = object if spec.dtype == tf.string else spec.dtype.as_numpy_dtype
+            values = [row[position] for row in rows]
+            if spec.shape.rank == 0:
+                arrays.append(np.array(values, dtype=dtype).reshape([-1]))
+            else:
+                flat = [item for value in values for item in value]
+                arrays.append(np.array(flat, dtype=dtype).reshape([-1]))
+                arrays.append(np.array([len(value) for value in values], np.int64))
+        return arrays
 
 
 def _fields(signature, record) -> list:
@@ -125,20 +206,6 @@ def _fields(signature, record) -> list:
             field for spec, value in zip(signature, record, strict=True) for field in _fields(spec, value)
         ]
     return [record]
-
-
-def _columns(rows: list[list], specs: list[tf.TensorSpec]) -> tuple:
-    """Rows of flat record fields as one column per field (ragged for vector fields)."""
-    columns = []
-    for values, spec in zip(zip(*rows, strict=True), specs, strict=True):
-        dtype = object if spec.dtype == tf.string else spec.dtype.as_numpy_dtype
-        if spec.shape.rank == 0:
-            columns.append(np.array(values, dtype=dtype))
-        else:
-            flat = np.array([item for value in values for item in value], dtype=dtype)
-            lengths = np.array([len(value) for value in values], np.int64)
-            columns.append(tf.RaggedTensor.from_row_lengths(flat, lengths))
-    return tuple(columns)
 
 
 def length_buckets(sequence_length: int, multiple: int = 8) -> list[int]:

@@ -11,12 +11,14 @@ so it runs on any Keras backend; `run_pretraining` sends JAX runs here:
   batch exactly as on one device, and the gradient is clipped as a whole;
 * the same optimizer and schedule (`PretrainingConfig.create_optimizer`), the same mixed
   precision policies, tf.data pipelines (tensorflow-text) feeding the batches;
-* checkpoints: `model_dir/ckpt-STEP.weights.h5` (model and optimizer) and
-  `model_dir/checkpoint.json` naming the latest (with the dropout seed state), each written under a temporary name
-  and renamed, so a run killed at any moment (`kill -9`) resumes from its last complete
-  checkpoint; as in the TensorFlow loop the data position is the step (the datasets are
-  deterministic for a fixed seed and the consumed batches are skipped);
-* SIGTERM or Ctrl-C: a checkpoint at the step reached, then `Preempted` (exit 143 or 130),
+* checkpoints: the backups of every `model.fit` run here and in fine-tuning
+  (`bert_tf.training.callbacks.TrainingBackup`): `model_dir/backup/step-N/` holds the model
+  and optimizer (`model.weights.h5`), the dropout seed state and `state.json`, published
+  whole, so a run killed at any moment (`kill -9`) resumes from its last complete backup.
+  As in the TensorFlow loop the data position is the step, and the consumed batches are
+  skipped: JAX's `fit` draws its batches ahead of the step, so the position of its input
+  iterator is not the step's (`bert_tf.training.fit_input`);
+* SIGTERM or Ctrl-C: a backup at the step reached, then `Preempted` (exit 143 or 130),
   as in the TensorFlow loop; rerunning the same command resumes;
 * the export is the TensorFlow path's (`export_pretrained`: Google and Hugging Face
   formats), so a model pretrained here fine-tunes and exports on TensorFlow.
@@ -30,19 +32,16 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
 
 import keras
-import numpy as np
 
 from bert_tf.models.losses import next_sentence_weights, pretraining_losses
 from bert_tf.models.pretrainer import BertPretrainer, example_features
 from bert_tf.training import optimization  # no TensorFlow: the GPU benchmark imports this module
-from bert_tf.training.preemption import StopOnSignal, StopSignals
+from bert_tf.training.preemption import Preempted, StopSignals
 
-CHECKPOINT_STATE = "checkpoint.json"
+BACKUP_DIR = "backup"  # model_dir/backup: TrainingBackup's folders step-N
 METRIC_NAMES = ("masked_lm_loss", "next_sentence_loss", "masked_lm_accuracy", "next_sentence_accuracy")
-MAX_CHECKPOINTS_TO_KEEP = 3
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
@@ -100,80 +99,14 @@ class PretrainingModel(keras.Model):
 # --- checkpoints ---------------------------------------------------------------------
 
 
-def latest_checkpoint(model_dir: str) -> tuple[str, int] | None:
-    """(weights file, step) of the last complete checkpoint in model_dir, or None."""
+def latest_backup(model_dir: str) -> tuple[str, int] | None:
+    """(folder, step) of the last complete backup of a run in model_dir, or None."""
     # lazy: no TensorFlow at import (bench/gpu/pretrain_jax.py runs where it is absent)
     from bert_tf import fileio
+    from bert_tf.training.callbacks import TrainingBackup
 
-    state = fileio.join(model_dir, CHECKPOINT_STATE)
-    if not fileio.isfile(state):
-        return None
-    values = fileio.read_json(state)
-    return fileio.join(model_dir, values["latest"]), int(values["step"])
-
-
-def save_checkpoint(model: keras.Model, model_dir: str, step: int) -> str:
-    """Writes ckpt-STEP.weights.h5 (model, optimizer), then names it in checkpoint.json (+ seed state).
-
-    Both files are published whole (`fileio.write_bytes`): a run killed while saving leaves
-    the previous checkpoint in force, never a half-written one. model_dir may be any
-    filesystem TensorFlow reads (gs://...): the weights are written locally first.
-    """
-    # lazy: no TensorFlow at import (bench/gpu/pretrain_jax.py runs where it is absent)
-    from bert_tf import fileio
-
-    name = f"ckpt-{step}.weights.h5"
-    path = fileio.join(model_dir, name)
-    with tempfile.TemporaryDirectory(prefix="bert_tf_ckpt_") as scratch:
-        local = os.path.join(scratch, name)
-        model.save_weights(local)
-        with open(local, "rb") as handle:
-            fileio.write_bytes(path, handle.read())
-    state = fileio.join(model_dir, CHECKPOINT_STATE)
-    kept = [name]
-    if fileio.isfile(state):
-        kept += [old for old in fileio.read_json(state).get("all", []) if old != name]
-    removed, kept = kept[MAX_CHECKPOINTS_TO_KEEP:], kept[:MAX_CHECKPOINTS_TO_KEEP]
-    fileio.write_json(state, {"latest": name, "step": step, "all": kept, "seed_states": seed_states(model)})
-    for old in removed:
-        if fileio.exists(fileio.join(model_dir, old)):
-            fileio.remove(fileio.join(model_dir, old))
-    return path
-
-
-def restore_checkpoint(model: keras.Model, model_dir: str) -> int:
-    """Restores the latest checkpoint of model_dir into the built and compiled model; returns its step."""
-    # lazy: no TensorFlow at import (bench/gpu/pretrain_jax.py runs where it is absent)
-    from bert_tf import fileio
-
-    found = latest_checkpoint(model_dir)
-    if found is None:
-        return 0
-    path, step = found
-    if fileio.is_local(path):
-        model.load_weights(path)
-    else:
-        with tempfile.TemporaryDirectory(prefix="bert_tf_ckpt_") as scratch:
-            local = os.path.join(scratch, fileio.basename(path))
-            with open(local, "wb") as handle:
-                handle.write(fileio.read_bytes(path))
-            model.load_weights(local)
-    states = fileio.read_json(fileio.join(model_dir, CHECKPOINT_STATE)).get("seed_states", [])
-    variables = _seed_variables(model)
-    if len(states) == len(variables):
-        for variable, value in zip(variables, states, strict=True):
-            variable.assign(np.asarray(value, dtype=variable.dtype))
-    return step
-
-
-def _seed_variables(model: keras.Model) -> list:
-    # The dropout layers' random state: not among the weights `save_weights` writes, but a
-    # resumed run must draw the dropout masks an uninterrupted one would have drawn.
-    return [v for v in model.non_trainable_variables if "seed_generator" in v.path]
-
-
-def seed_states(model: keras.Model) -> list[list[int]]:
-    return [keras.ops.convert_to_numpy(v).tolist() for v in _seed_variables(model)]
+    latest = TrainingBackup(fileio.join(model_dir, BACKUP_DIR)).latest()
+    return (latest, int(latest.rsplit("step-", 1)[1])) if latest else None
 
 
 # --- the run -------------------------------------------------------------------------
@@ -206,17 +139,13 @@ def check_settings(settings, model_dir: str) -> None:
             "tf.distribute strategy, which the JAX backend does not use: it trains on every local device "
             "(keras.distribution.DataParallel). Leave these flags out, or run with --backend=tensorflow"
         )
-    if settings.gradient_accumulation_steps != 1:
+    if settings.eval_every_steps:
         raise inputs.InputError(
-            f"--gradient_accumulation_steps={settings.gradient_accumulation_steps} is a feature of the "
-            "TensorFlow loop; on JAX lower --train_batch_size instead, or run with --backend=tensorflow"
+            f"--eval_every_steps={settings.eval_every_steps}: model.fit on JAX does not evaluate during "
+            "training (an evaluation there would reset the pretraining metrics of the epoch under way, which "
+            "the progress line reports); leave it out (--eval_files are evaluated at the end), or run with "
+            "--backend=tensorflow"
         )
-    for flag, value in (("packing", settings.packing), ("eval_every_steps", settings.eval_every_steps)):
-        if value:
-            raise inputs.InputError(
-                f"--{flag}={value} is a feature of the TensorFlow loop; leave it out on JAX, "
-                "or run with --backend=tensorflow"
-            )
 
     if tf.train.latest_checkpoint(model_dir):
         raise inputs.InputError(
@@ -232,17 +161,19 @@ def train(settings, config, model_dir, vocab_file, train_files, phase2_files, ev
     from bert_tf import fileio
     from bert_tf.checkpoints import export_pretrained
     from bert_tf.training import inputs
-    from bert_tf.training.loop import NonFiniteLossError, PretrainingResult, TrainResult
+    from bert_tf.training.loop import PretrainingResult, TrainResult
 
     check_settings(settings, model_dir)
     if keras.backend.backend() == "jax" and os.environ.get("KERAS_DISTRIBUTION_JOB_ADDRESSES"):
         keras.distribution.initialize()  # several hosts: one process each, as Keras documents
     distribution = data_parallel()
     devices = len(distribution.device_mesh.devices.flatten())
-    if settings.train_batch_size % devices:
+    accumulation = settings.gradient_accumulation_steps
+    if settings.train_batch_size % (devices * accumulation):
         raise inputs.InputError(
             f"--train_batch_size={settings.train_batch_size} is not divisible by the {devices} devices "
-            f"that share each batch; use a multiple of {devices}"
+            f"that share each of the {accumulation} micro-batches (--gradient_accumulation_steps); use a "
+            f"multiple of {devices * accumulation}"
         )
     chief = is_chief()
     previous_policy = keras.mixed_precision.global_policy()
@@ -259,22 +190,45 @@ def train(settings, config, model_dir, vocab_file, train_files, phase2_files, ev
                 f"model_dir: {model_dir} (Keras {keras.backend.backend()} backend, {devices} device{'s' if devices != 1 else ''})"
             )
         with distribution.scope():
-            model = PretrainingModel(BertPretrainer(config))
-            model(example_features(1, settings.max_seq_length, settings.max_predictions_per_seq))
-            optimizer = settings.create_optimizer()
+            model = PretrainingModel(BertPretrainer(config, packed=settings.packing))
+            instances = settings.max_instances_per_row if settings.packing else None
+            model(example_features(1, settings.max_seq_length, settings.max_predictions_per_seq, instances))
+            # Keras' accumulation: the optimizer averages the micro-batches' gradients and
+            # updates every `accumulation` batches (the TensorFlow loop sums shares of the
+            # global batch's loss instead: the same when the masked-LM weights are even).
+            optimizer = settings.create_optimizer(
+                gradient_accumulation_steps=accumulation if accumulation > 1 else None
+            )
             # JAX runs nothing but compiled steps well; on TensorFlow the flag decides.
             jit_compile = True if keras.backend.backend() == "jax" else settings.jit_compile
             model.compile(optimizer=optimizer, jit_compile=jit_compile)
             optimizer.build(model.trainable_variables)
-            step = restore_checkpoint(model, model_dir)
+            # lazy: no TensorFlow at import (bench/gpu/pretrain_jax.py runs where it is absent)
+            from bert_tf.training.callbacks import TrainingBackup
+
+            signals = StopSignals(when="after this step, then stopping")
+            # SIGTERM or Ctrl-C: a backup at the step reached, then Preempted (exit 143/130).
+            backup = TrainingBackup(
+                fileio.join(model_dir, BACKUP_DIR),
+                every_steps=settings.save_checkpoints_steps,
+                signals=signals,
+                writer=chief,
+            )
+            step = backup.restore(model)
             if step:
-                print(f"resumed from {latest_checkpoint(model_dir)[0]} at step {step}", flush=True)
+                print(f"resumed from {backup.latest()} at step {step}", flush=True)
             elif settings.init_checkpoint:
                 load_init_checkpoint(model.pretrainer, settings.init_checkpoint)
 
             phases = [(f"1 (seq {settings.max_seq_length})", 0, settings.phase1_steps)]
             lengths = {
-                0: (train_files, settings.max_seq_length, settings.max_predictions_per_seq, settings.seed)
+                0: (
+                    train_files,
+                    settings.max_seq_length,
+                    settings.max_predictions_per_seq,
+                    settings.seed,
+                    settings.row_predictions(1),
+                )
             }
             if settings.phase1_steps < settings.num_train_steps:
                 phases.append(
@@ -285,18 +239,27 @@ def train(settings, config, model_dir, vocab_file, train_files, phase2_files, ev
                     settings.phase2_seq_length,
                     settings.phase2_predictions,
                     None if settings.seed is None else settings.seed + 1,
+                    settings.row_predictions(2),
                 )
             history: list[dict] = []
-            loop = _LoopCallback(settings, model_dir, chief, history)
-            signals = StopSignals(when="after this step, then stopping")
-            # SIGTERM or Ctrl-C: a checkpoint at the step reached, then Preempted (exit 143/130).
-            stop = StopOnSignal(signals, lambda: loop.save(loop.model, loop.step))
+            # Progress and the non-finite loss check first: a NaN stops before it is backed up.
+            loop = _LoopCallback(settings, model_dir, chief, history, backup)
             for index, (name, start, end) in enumerate(phases):
                 if step >= end:
                     continue
-                files, seq_length, predictions, seed = lengths[index]
-                dataset = _global_dataset(settings, files, vocab_file, seq_length, predictions, seed)
-                dataset = dataset.skip(step - start)
+                files, seq_length, predictions, seed, row_predictions = lengths[index]
+                dataset = _global_dataset(
+                    settings,
+                    files,
+                    vocab_file,
+                    seq_length,
+                    predictions,
+                    seed,
+                    row_predictions=row_predictions,
+                )
+                if accumulation > 1:  # each global batch as `accumulation` micro-batches, in order
+                    dataset = dataset.rebatch(settings.train_batch_size // accumulation)
+                dataset = dataset.skip((step - start) * accumulation)
                 if chief:
                     print(f"phase {name}: steps {step}..{end}", flush=True)
                 loop.start_phase(step, end)
@@ -305,17 +268,19 @@ def train(settings, config, model_dir, vocab_file, train_files, phase2_files, ev
                     model.fit(
                         dataset,
                         epochs=math.ceil((end - step) / per_epoch),
-                        steps_per_epoch=per_epoch,
-                        callbacks=[loop, stop],
+                        steps_per_epoch=per_epoch * accumulation,
+                        callbacks=[loop, backup],
                         shuffle=False,  # the pipeline shuffles
                         verbose=0,
                     )
-                if loop.error:
-                    raise NonFiniteLossError(loop.error)
+                if backup.interrupted:
+                    raise Preempted(
+                        f"stopped on {signals.received}; saved {backup.latest()}; rerun to resume",
+                        signals.received,
+                    )
                 step = loop.step
             loop.close()
-            checkpoint = latest_checkpoint(model_dir)
-            result = TrainResult(step=step, history=history, checkpoint=checkpoint[0] if checkpoint else None)
+            result = TrainResult(step=step, history=history, checkpoint=backup.latest())
 
             eval_metrics = None
             if eval_files:
@@ -327,6 +292,7 @@ def train(settings, config, model_dir, vocab_file, train_files, phase2_files, ev
                     settings.max_predictions_per_seq,
                     settings.seed,
                     training=False,
+                    row_predictions=settings.row_predictions(1),
                 )
                 values = model.evaluate(dataset, steps=settings.eval_steps, return_dict=True, verbose=0)
                 eval_metrics = {name: float(values[name]) for name in METRIC_NAMES}
@@ -368,7 +334,7 @@ def load_init_checkpoint(pretrainer: BertPretrainer, path: str) -> None:
     from bert_tf.training import inputs
 
     tf_checkpoint = tf.train.latest_checkpoint(path) if fileio.isdir(path) else None
-    if latest_checkpoint(path) or (tf_checkpoint and is_object_based(tf_checkpoint)):
+    if latest_backup(path) or (tf_checkpoint and is_object_based(tf_checkpoint)):
         raise inputs.InputError(
             f"--init_checkpoint={path} is the model_dir of a pretraining run; to start from its weights "
             f"pass its export: --init_checkpoint={fileio.join(path, 'export')} (to continue that run, "
@@ -378,7 +344,9 @@ def load_init_checkpoint(pretrainer: BertPretrainer, path: str) -> None:
     print(f"initialized from {path}", flush=True)
 
 
-def _global_dataset(settings, files, vocab_file, seq_length, predictions, seed, training=True):
+def _global_dataset(
+    settings, files, vocab_file, seq_length, predictions, seed, training=True, row_predictions=None
+):
     """The TensorFlow path's pipeline, batched to the global batch: Keras splits it over devices
     (and, with several processes, gives each its share)."""
     # lazy: no TensorFlow at import (bench/gpu/pretrain_jax.py runs where it is absent)
@@ -387,23 +355,30 @@ def _global_dataset(settings, files, vocab_file, seq_length, predictions, seed, 
     from bert_tf.training.inputs import pretraining_dataset_fn
 
     dataset_fn = pretraining_dataset_fn(
-        settings, files, vocab_file, seq_length, predictions, seed, training=training
+        settings,
+        files,
+        vocab_file,
+        seq_length,
+        predictions,
+        seed,
+        training=training,
+        row_predictions=row_predictions,
     )
     return dataset_fn(tf.distribute.InputContext())
 
 
 class _LoopCallback(keras.callbacks.Callback):
-    """Counts steps; checkpoints every save_checkpoints_steps; one progress line per epoch
-    (an epoch is steps_per_loop steps); stops at the phase's end and on a non-finite loss."""
+    """Counts updates (steps); one progress line per epoch (an epoch is steps_per_loop steps); stops
+    at the phase's end, and on a non-finite loss before `backup` (after it in the callbacks)
+    saves the step."""
 
-    def __init__(self, settings, model_dir, chief, history):
+    def __init__(self, settings, model_dir, chief, history, backup):
         super().__init__()
         # lazy: no TensorFlow at import (bench/gpu/pretrain_jax.py runs where it is absent)
         from bert_tf.training.progress import ProgressReporter, log_dir
 
         self.save_steps = settings.save_checkpoints_steps
-        self.model_dir = model_dir
-        self.chief = chief
+        self.backup = backup
         # The optimizer's schedule, for the progress line (the optimizer's own value is only
         # current on JAX after a state sync).
         self.schedule = optimization.WarmupLinearDecay(
@@ -416,35 +391,29 @@ class _LoopCallback(keras.callbacks.Callback):
             log_dir(model_dir) if chief else None,
             enabled=chief,
         )
+        self.accumulation = settings.gradient_accumulation_steps
         self.step = 0
         self.end = 0
-        self.last_saved: str | None = None
         self.error: str | None = None
+        self._micro_batches = 0
 
     def start_phase(self, step: int, end: int) -> None:
         self.step, self.end = step, end
         self.reporter.start(step)
-        found = latest_checkpoint(self.model_dir)
-        self.last_saved = found[0] if found else None
 
     def on_train_batch_end(self, batch, logs=None):
+        self._micro_batches += 1
+        if self._micro_batches % self.accumulation:
+            return  # the update comes with the last micro-batch
         self.step += 1
         at_end = self.step >= self.end
-        if self.step % self.save_steps == 0 or at_end:
+        if self.step % self.save_steps == 0 or at_end or self.backup.signals.received:
             loss = float(logs["loss"])  # the epoch's running mean: NaN once any step was
             if not math.isfinite(loss):
                 self._stop(f"the loss became {loss} before step {self.step}; stopping without saving")
                 return
-            self.save(self.model, self.step)
         if at_end:
             self.model.stop_training = True
-
-    def save(self, model, step: int) -> str | None:
-        """A checkpoint at `step` (the chief writes it); returns the latest checkpoint's path."""
-        # `model` is self.model: on JAX, reading it brings the training state back to the variables.
-        if self.chief and not (self.last_saved or "").endswith(f"ckpt-{step}.weights.h5"):
-            self.last_saved = save_checkpoint(model, self.model_dir, step)
-        return self.last_saved
 
     def on_epoch_end(self, epoch, logs=None):
         if self.error:
@@ -462,10 +431,13 @@ class _LoopCallback(keras.callbacks.Callback):
 
     def _stop(self, message: str) -> None:
         self.error = (
-            f"{message}. The last good checkpoint is {self.last_saved or 'none (nothing was saved yet)'}. "
+            f"{message}. The last good checkpoint is {self.backup.latest() or 'none (nothing was saved yet)'}. "
             "Lower --learning_rate, raise --num_warmup_steps or train in float32, then rerun to resume from it."
         )
-        self.model.stop_training = True
+        from bert_tf.training.loop import NonFiniteLossError  # lazy: see above
+
+        # Raised here, the backup after this callback never sees the step.
+        raise NonFiniteLossError(self.error)
 
     def close(self) -> None:
         self.reporter.close()

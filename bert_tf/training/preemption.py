@@ -3,10 +3,9 @@
 Preemptible GPU machines and Cloud TPU VMs send SIGTERM and allow a short grace period;
 Ctrl-C sends SIGINT. Inside `StopSignals` neither kills the process: the signal is noted,
 the training loop finishes the loop it is in (TensorFlow runs it to the end anyway),
-saves a checkpoint at the step reached, and raises `Preempted`; fine-tuning's backup
-(`bert_tf.tasks.callbacks.TrainingBackup`) and the JAX loop do the same after the update in
-which the signal came (`StopOnSignal` for any `model.fit`). The command-line programs
-turn that into exit status 128 + the signal's number (143 for SIGTERM, 130 for Ctrl-C, what
+saves a checkpoint at the step reached, and raises `Preempted`; the `model.fit` runs
+(fine-tuning, pretraining on JAX: `bert_tf.training.callbacks.TrainingBackup`) do the same
+after the update in which the signal came. The command-line programs turn that into exit status 128 + the signal's number (143 for SIGTERM, 130 for Ctrl-C, what
 a shell reports for a process the signal ended, and what fine-tuning uses), distinct from
 success (0) and from errors (1, 2), so a job scheduler knows to rerun the same command,
 which resumes. A second Ctrl-C stops at once, without saving.
@@ -25,8 +24,6 @@ from __future__ import annotations
 import os
 import signal
 import threading
-
-import keras
 
 from bert_tf.errors import BertTfError
 
@@ -79,20 +76,3 @@ class StopSignals:
         for number, handler in self._previous.items():
             signal.signal(number, handler)
         self._previous.clear()
-
-
-class StopOnSignal(keras.callbacks.Callback):
-    """For `model.fit`: after the batch during which a signal arrived, `save()`, then raise
-    `Preempted`. Use inside `with StopSignals() as signals:` and pass `signals`."""
-
-    def __init__(self, signals: StopSignals, save):
-        super().__init__()
-        self.signals = signals
-        self.save = save
-
-    def on_train_batch_end(self, batch, logs=None) -> None:
-        if self.signals.received:
-            where = self.save()
-            raise Preempted(
-                f"stopped on {self.signals.received}; saved {where}; rerun to resume", self.signals.received
-            )

@@ -207,9 +207,12 @@ class PretrainingConfig:
             return self.phase2_max_predictions_per_seq
         return max(1, round(self.max_predictions_per_seq * self.phase2_seq_length / self.max_seq_length))
 
-    def create_optimizer(self, presummed_gradients: bool = False):
+    def create_optimizer(
+        self, presummed_gradients: bool = False, gradient_accumulation_steps: int | None = None
+    ):
         """The run's optimizer on its learning-rate schedule (`optimization.create_optimizer`);
-        `presummed_gradients` for the custom loop, which sums gradients over replicas itself."""
+        `presummed_gradients` for the custom loop, which sums gradients over replicas itself;
+        `gradient_accumulation_steps` for `model.fit`, where the optimizer accumulates."""
         return optimization.create_optimizer(
             self.learning_rate,
             self.num_train_steps,
@@ -217,6 +220,7 @@ class PretrainingConfig:
             optimizer=self.optimizer,
             weight_decay=self.weight_decay,
             presummed_gradients=presummed_gradients,
+            gradient_accumulation_steps=gradient_accumulation_steps,
         )
 
     def row_predictions(self, phase: int) -> int | None:

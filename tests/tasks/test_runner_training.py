@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from unittest import mock
 
 import keras
 import numpy as np
@@ -15,9 +16,11 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.errors import UsageError
+from bert_tf.tasks import streams
 from bert_tf.tasks.finetuned import load_finetuned
 from bert_tf.tasks.runner import BACKUP_DIR, RESUME_FIELDS, TrainingPlan, is_finished, run
 from bert_tf.tasks.settings import FinetuneSettings
+from bert_tf.training import callbacks
 from bert_tf.training.progress import read_scalars
 
 WORDS = ["good", "great", "fine", "bad", "awful", "poor", "the", "film", "was", "very"]
@@ -250,6 +253,65 @@ class TrainingRunTest(tf.test.TestCase):
         with open(os.path.join(output_dir, "eval_history.jsonl")) as handle:
             steps = [json.loads(line)["step"] for line in handle]
         self.assertEqual(steps, [2, 4, 6])  # of 12 updates: stopped after two without a gain
+
+
+class Crash(Exception):
+    pass
+
+
+def crash_after(step):
+    """Raises in the update `step` (after its backup: the progress line comes last)."""
+    original = callbacks.ProgressLogger.on_update
+
+    def on_update(self, reached, logs):
+        if reached == step:
+            raise Crash(f"crash at update {step}")
+        original(self, reached, logs)
+
+    return mock.patch.object(callbacks.ProgressLogger, "on_update", on_update)
+
+
+def counting_records():
+    """Patches streams.RecordReader to count every record any source yields; returns the list of readers."""
+    readers = []
+    original = streams.RecordReader.__init__
+
+    def init(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        readers.append(self)
+
+    return readers, mock.patch.object(streams.RecordReader, "__init__", init)
+
+
+@pytest.mark.slow  # five tiny fine-tuning runs: ~2.5-5 min on 2 loaded cores
+class ResumeInputTest(tf.test.TestCase):
+    def test_a_resume_restores_the_input_position_instead_of_replaying_the_batches(self):
+        root = self.get_temp_dir()
+        paths = write_task(root)  # 24 examples, 6 updates a pass
+        changes = dict(num_train_epochs=6.0, eval_every_steps=0, save_checkpoints_steps=2)
+        reference = os.path.join(root, "reference")
+        run(settings_for(paths, reference, **changes))
+        expected = load_finetuned(os.path.join(reference, "model"), compile=False)[0].get_weights()
+
+        passed_over = {}
+        for crash_step in (8, 26):  # in the 2nd and in the 5th pass over the data
+            output_dir = os.path.join(root, f"crash_{crash_step}")
+            with crash_after(crash_step), self.assertRaises(Crash):
+                run(settings_for(paths, output_dir, **changes))
+            self.assertEqual(backup_step(output_dir), crash_step)
+            readers, counting = counting_records()
+            with counting, self.assertLogs("bert_tf.tasks.runner", "INFO") as logs:
+                run(settings_for(paths, output_dir, **changes))
+            log = "\n".join(logs.output)
+            self.assertIn(f"from the backup of step {crash_step} (input position restored)", log)
+            passed_over[crash_step] = sum(reader.records_passed_over for reader in readers)
+            weights = load_finetuned(os.path.join(output_dir, "model"), compile=False)[0].get_weights()
+            for want, got in zip(expected, weights, strict=True):
+                self.assertAllClose(want, got, atol=1e-6, rtol=1e-6)
+        # Reaching the position read the records of at most one pass (24), the same at step
+        # 26 as at step 8; skipping would have read, tokenized and batched 104 again.
+        self.assertEqual(passed_over[8], passed_over[26])
+        self.assertLessEqual(passed_over[26], 24)
 
 
 def finetune_command(paths, output_dir, *flags):

@@ -199,6 +199,55 @@ class StreamsTest(tf.test.TestCase):
             adapter.load("eval")
 
 
+class ResumableStreamTest(tf.test.TestCase):
+    def test_a_restored_training_stream_continues_without_reading_past_passes_again(self):
+        """tf.data's iterator checkpoint of a shuffled, repeated stream of record_chunks: a new
+        stream restored from it yields what the saved one yields next, and its reader passes over
+        at most one pass of records to get there, however many passes came before."""
+        from bert_tf.tasks import streams
+        from bert_tf.training.fit_input import InputPosition
+
+        words = [f"{WORDS[i % len(WORDS)]} {WORDS[(3 * i) % len(WORDS)]}" for i in range(600)]
+
+        def source():  # 600 records: three chunks of 256 a pass
+            for index, text in enumerate(words):
+                yield text, index
+
+        signature = (tf.TensorSpec([], tf.string), tf.TensorSpec([], tf.int64))
+
+        def stream():
+            chunks = streams.record_chunks(source, signature)
+            batching = streams.Batching(batch_size=16, training=True, seed=5, shuffle_buffer=100)
+            ids = chunks.unbatch().shuffle(batching.shuffle_buffer, seed=batching.seed).repeat()
+            return ids.map(lambda record: record["y"]).batch(batching.batch_size), chunks
+
+        prefix = os.path.join(self.get_temp_dir(), "input")
+        for steps in (10, 130):  # in the 1st pass, and in the 4th (600 records a pass, 16 a batch)
+            position = InputPosition()
+            dataset, _ = stream()
+            iterator = iter(position.track(dataset))
+            for _ in range(steps):
+                next(iterator)
+            self.assertTrue(position.save(prefix))
+            expected = [next(iterator).numpy().tolist() for _ in range(50)]
+
+            resumed = InputPosition()
+            resumed.restore_from(prefix)
+            readers = []
+            original = streams.RecordReader.__init__
+
+            def init(reader, *args, original=original, readers=readers, **kwargs):
+                original(reader, *args, **kwargs)
+                readers.append(reader)
+
+            with tf.compat.v1.test.mock.patch.object(streams.RecordReader, "__init__", init):
+                dataset, _ = stream()
+            restored = iter(resumed.track(dataset))
+            self.assertEqual([next(restored).numpy().tolist() for _ in range(50)], expected)
+            (reader,) = readers
+            self.assertLessEqual(reader.records_passed_over, len(words), steps)
+
+
 class _MeanLogits:
     """A stand-in model: two logits from the mean input id (no training needed)."""
 

@@ -1,7 +1,10 @@
-"""Keras callbacks of a fine-tuning run: evaluation with the task's own metrics, the best
-model, early stopping, a resumable backup, and a progress line with TensorBoard scalars.
+"""The services around `model.fit`, for fine-tuning and for pretraining on JAX: evaluation
+during training, the best model, early stopping, a resumable backup (with the input's
+position), and a progress line with TensorBoard scalars.
 
-Each is a plain `keras.callbacks.Callback` for `model.fit`. They count optimizer updates
+`bert_tf.tasks.runner` (fine-tuning) and `bert_tf.training.keras_pretraining` (pretraining
+under `model.fit`, the JAX path) both train with these, so both write one backup format
+(`TrainingBackup`). Each is a plain `keras.callbacks.Callback` for `model.fit`. They count optimizer updates
 (`model.optimizer.iterations`), not batches, so they agree under gradient accumulation
 and after a resume. The evaluation adds its metrics to the logs as `val_<name>` in the
 batch where it runs; the callbacks after it in the list (best model, early stopping,
@@ -10,7 +13,7 @@ backup, progress) read them there, so put `TaskEvaluation` first.
 Example (evaluation every 2 updates, training stops after 1 evaluation without a gain):
 
 >>> import numpy as np, keras
->>> from bert_tf.tasks import callbacks
+>>> from bert_tf.training import callbacks
 >>> model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
 >>> model.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
 >>> x, y = np.ones((8, 3), "float32"), np.zeros(8, "int32")
@@ -51,16 +54,25 @@ def optimizer_updates(model: keras.Model) -> int:
 
 
 class _UpdateCallback(keras.callbacks.Callback):
-    """Calls `on_update(step, logs)` once per optimizer update, after its last micro-batch."""
+    """Calls `on_update(step, logs)` once per optimizer update, after its last micro-batch.
+
+    The updates are counted from the optimizer's count at the start, not read from it at
+    every batch: on JAX reading the model (`self.model`) brings the training state back
+    to its variables, a cost a callback pays only when it acts (saves, evaluates).
+    """
 
     def on_train_begin(self, logs=None):
         self._last_step = optimizer_updates(self.model)
+        self._micro_batches = 0
+        optimizer = self._model.optimizer
+        optimizer = getattr(optimizer, "inner_optimizer", optimizer)  # under loss scaling
+        self._accumulation = getattr(optimizer, "gradient_accumulation_steps", None) or 1
 
     def on_train_batch_end(self, batch, logs=None):
-        step = optimizer_updates(self.model)
-        if step != self._last_step:
-            self._last_step = step
-            self.on_update(step, logs if logs is not None else {})
+        self._micro_batches += 1
+        if self._micro_batches % self._accumulation == 0:
+            self._last_step += 1
+            self.on_update(self._last_step, logs if logs is not None else {})
 
     def on_update(self, step: int, logs: dict) -> None:
         pass
@@ -250,14 +262,19 @@ class TrainingBackup(_UpdateCallback):
     `bert_tf.training.preemption.StopSignals`) saw SIGTERM or Ctrl-C, which then stops
     training: `interrupted` is set and the caller decides how to exit.
 
-    `restore(model)` (also run by `on_train_begin` if not called before) returns the
-    step it resumed from; the caller skips that many batches of its training data
-    (`dataset.skip`) so a resumed run sees the same batches as an uninterrupted one.
+    With `input_position` (a `bert_tf.training.fit_input.InputPosition` that tracks the
+    training dataset) a backup also holds the input's position (`input.index`,
+    `input.data-*`), and `restore` has the dataset's next iterator start there:
+    `input_restored` is then True. Otherwise `restore(model)` (also run by
+    `on_train_begin` if not called before) returns the step it resumed from and the
+    caller skips that many batches of its training data (`dataset.skip`). Either way a
+    resumed run sees the batches an uninterrupted one sees.
     """
 
     STATE_FILE = "state.json"
     WEIGHTS_FILE = "model.weights.h5"
     RNG_FILE = "dropout_rng.npz"
+    INPUT_PREFIX = "input"  # tf.data's iterator checkpoint: input.index, input.data-*
 
     def __init__(
         self,
@@ -266,9 +283,15 @@ class TrainingBackup(_UpdateCallback):
         stateful: Sequence[keras.callbacks.Callback] = (),
         extra_state: dict | None = None,
         signals=None,
+        input_position=None,
+        writer: bool = True,
     ):
         super().__init__()
         self.directory, self.every_steps = directory, every_steps
+        # False on the other processes of a multi-host run: all restore, one writes.
+        self.writer = writer
+        self.input_position = input_position
+        self.input_restored = False
         self.stateful = {type(callback).__name__: callback for callback in stateful}
         self.extra_state = dict(extra_state or {})
         self.signals = signals
@@ -307,7 +330,7 @@ class TrainingBackup(_UpdateCallback):
 
     def restore(self, model: keras.Model) -> int:
         """Loads the newest backup into `model` and the stateful callbacks; returns its step (0: none)."""
-        self.restored_step = 0
+        self.restored_step, self.input_restored = 0, False
         latest = self.latest()
         if latest is None:
             return 0
@@ -332,6 +355,10 @@ class TrainingBackup(_UpdateCallback):
         for name, callback in self.stateful.items():
             if name in state["callbacks"]:
                 callback.set_state(state["callbacks"][name])
+        input_prefix = fileio.join(latest, self.INPUT_PREFIX)
+        if state.get("input") and self.input_position is not None and fileio.exists(input_prefix + ".index"):
+            self.input_position.restore_from(input_prefix)
+            self.input_restored = True
         self.restored_state = state
         self.restored_step = self._saved_step = int(state["step"])
         logger.info("resumed from the backup of step %d in %s", self.restored_step, self.directory)
@@ -341,6 +368,9 @@ class TrainingBackup(_UpdateCallback):
     def save(self, step: int | None = None) -> str:
         step = optimizer_updates(self.model) if step is None else step
         final = fileio.join(self.directory, f"step-{step}")
+        if not self.writer:
+            self._saved_step = step
+            return final
         state = {
             "step": step,
             "callbacks": {name: callback.get_state() for name, callback in self.stateful.items()},
@@ -349,6 +379,8 @@ class TrainingBackup(_UpdateCallback):
         with tempfile.TemporaryDirectory(prefix="bert_tf_backup_") as local:
             self.model.save_weights(os.path.join(local, self.WEIGHTS_FILE))
             np.savez(os.path.join(local, self.RNG_FILE), *[np.asarray(v) for v in _rng_states(self.model)])
+            if self.input_position is not None:
+                state["input"] = self.input_position.save(os.path.join(local, self.INPUT_PREFIX))
             with open(os.path.join(local, self.STATE_FILE), "w", encoding="utf-8") as handle:
                 json.dump(state, handle, indent=1, sort_keys=True)
             fileio.publish_folder(local, final, last=(self.STATE_FILE,))

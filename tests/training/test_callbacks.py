@@ -1,4 +1,4 @@
-"""The fine-tuning callbacks: accumulation, evaluation, best model, early stopping, backups."""
+"""The model.fit services (bert_tf.training.callbacks): accumulation, evaluation, best model, early stopping, backups."""
 
 import io
 import json
@@ -9,7 +9,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import tasks
-from bert_tf.tasks import callbacks
+from bert_tf.training import callbacks
 from bert_tf.training.progress import read_scalars
 
 VOCAB_SIZE = 40
