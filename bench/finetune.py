@@ -17,6 +17,8 @@ peak RSS:
 - ours: `python -m bert_tf.finetune` (its defaults: each batch's examples packed several to a
   row, `--mixed_precision=auto`, which is float32 on a CPU without AMX; `--ours_flags` adds
   flags);
+- ours on the JAX backend (`KERAS_BACKEND=jax`, the same command; `--nojax` leaves it out),
+  whose wall time is reported against ours on TensorFlow (target: at most 1.25x);
 - Hugging Face, as its examples run it: every example padded to max_length;
 - Hugging Face with dynamic padding (`DataCollatorWithPadding`).
 
@@ -26,6 +28,7 @@ Needs the `bench` extra: `pip install -e ".[bench]"`.
   python bench/finetune.py                      # the comparison (about 10 min on 2 cores)
   python bench/finetune.py --repeats=3          # three seeds each: mean accuracies with their SE
   python bench/finetune.py --max_train_rows=64 --epochs=1 --skip_hf   # a quick smoke run
+  python bench/finetune.py --skip_hf --repeats=2   # ours on TensorFlow against ours on JAX
   python bench/finetune.py --mode=rss --rss_sizes_mb=100,1000          # memory vs file size
 
 `--mode=rss` fine-tunes ours for a fixed number of updates on training files of the
@@ -63,6 +66,7 @@ flags.DEFINE_string(
 flags.DEFINE_float("epochs", 3.0, "Training epochs.")
 flags.DEFINE_integer("max_train_rows", None, "Use only this many training rows (smoke runs).")
 flags.DEFINE_bool("skip_hf", False, "Run only ours.")
+flags.DEFINE_bool("jax", True, "Also run ours on the JAX backend, against ours on TensorFlow.")
 flags.DEFINE_list("rss_sizes_mb", ["100", "1000"], "--mode=rss: training file sizes in MB.")
 flags.DEFINE_integer("rss_steps", 50, "--mode=rss: updates of each run.")
 flags.DEFINE_integer(
@@ -74,6 +78,7 @@ flags.DEFINE_list(
 )
 
 MAX_SEQ_LENGTH, BATCH_SIZE, LEARNING_RATE, WARMUP = 128, 32, 5e-5, 0.1
+JAX = "bert_tf on JAX"
 
 
 def measure(command: list[str], log: Path, env: dict | None = None) -> tuple[float, float]:
@@ -194,11 +199,14 @@ def compare(workdir: Path, model_dir: Path) -> None:
     script = workdir / "hf_finetune.py"
     script.write_text(HF_SCRIPT)
 
-    def ours(log: Path, seed: int) -> tuple[float, float, float]:
-        output_dir = workdir / "ours"
-        command = ours_command(model_dir, paths["train"], paths["dev"], output_dir, FLAGS.epochs, seed)
-        wall, rss = measure(command, log)
-        return wall, rss, json.loads((output_dir / "eval_results.json").read_text())["accuracy"]
+    def ours(backend: str):
+        def run(log: Path, seed: int) -> tuple[float, float, float]:
+            output_dir = workdir / "ours"
+            command = ours_command(model_dir, paths["train"], paths["dev"], output_dir, FLAGS.epochs, seed)
+            wall, rss = measure(command, log, env={"KERAS_BACKEND": backend})
+            return wall, rss, json.loads((output_dir / "eval_results.json").read_text())["accuracy"]
+
+        return run
 
     def hugging_face(padding: str):
         def run(log: Path, seed: int) -> tuple[float, float, float]:
@@ -217,7 +225,9 @@ def compare(workdir: Path, model_dir: Path) -> None:
 
         return run
 
-    contenders = {"bert_tf": ours}
+    contenders = {"bert_tf": ours("tensorflow")}
+    if FLAGS.jax:
+        contenders[JAX] = ours("jax")
     if not FLAGS.skip_hf:
         contenders["HF padded to max_length"] = hugging_face("max_length")
         contenders["HF DataCollatorWithPadding"] = hugging_face("dynamic")
@@ -236,7 +246,7 @@ def compare(workdir: Path, model_dir: Path) -> None:
     # Hugging Face runs train the same model on the same batches (padding does not change
     # its math), so their accuracies are also pooled.
     accuracies = {name: [v[2] for v in values] for name, values in runs.items()}
-    hf = [a for name, values in accuracies.items() if name != "bert_tf" for a in values]
+    hf = [a for name, values in accuracies.items() if name.startswith("HF") for a in values]
     if hf:
         accuracies["HF, both runs pooled"] = hf
     print(f"{'run':<30} {'median wall s':>13} {'median RSS MB':>14} {'mean accuracy':>14} {'SE':>6}  runs")
@@ -251,13 +261,20 @@ def compare(workdir: Path, model_dir: Path) -> None:
     ours_wall = statistics.median(v[0] for v in runs["bert_tf"])
     ours_accuracy = statistics.mean(accuracies["bert_tf"])
     for name, values in accuracies.items():
-        if name == "bert_tf":
+        if name in ("bert_tf", JAX):
             continue
         ratio = (
             f"wall {ours_wall / statistics.median(v[0] for v in runs[name]):.2f}x, " if name in runs else ""
         )
         print(
             f"bert_tf / {name}: {ratio}accuracy {100 * (ours_accuracy - statistics.mean(values)):+.2f} points"
+        )
+    if FLAGS.jax:
+        jax_wall = statistics.median(v[0] for v in runs[JAX])
+        jax_accuracy = statistics.mean(accuracies[JAX])
+        print(
+            f"{JAX} / bert_tf: wall {jax_wall / ours_wall:.2f}x (target <= 1.25x), "
+            f"accuracy {100 * (jax_accuracy - ours_accuracy):+.2f} points"
         )
     if not FLAGS.skip_hf:
         print("targets: <= 0.33x of HF padded, <= 0.7x of HF dynamic, accuracy within 1 point")

@@ -156,6 +156,10 @@ class Adapter:
             seed=self.settings.seed,
             shuffle_buffer=getattr(self.settings, "shuffle_buffer_size", 10_000),
             pack=pack,
+            # A step compiled per input shape (JAX's jit; XLA on TensorFlow) compiles again for
+            # every new batch shape: dozens per run of packed batches, each seconds to tens of
+            # seconds on a CPU. TensorFlow's graph without XLA takes any shape.
+            few_shapes=keras.backend.backend() == "jax" or bool(getattr(self.settings, "jit_compile", None)),
         )
         return streams.batches(
             self.record_chunks(data), self.preprocessor(), batching, keep, self.ignore_label
@@ -236,7 +240,9 @@ class Adapter:
         padded batches, seconds each on a CPU. Other Keras backends (JAX) take numpy arrays.
         """
         if keras.backend.backend() != "tensorflow":
-            return lambda inputs: model.predict_on_batch({name: value.numpy() for name, value in inputs.items()})
+            return lambda inputs: model.predict_on_batch(
+                {name: value.numpy() for name, value in inputs.items()}
+            )
         cached = self._predictor
         if cached is None or cached[0] is not model or cached[1] != input_spec:
             call = tf.function(lambda inputs: model(inputs, training=False), input_signature=[input_spec])
