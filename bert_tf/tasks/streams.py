@@ -58,7 +58,7 @@ class Batching:
         makes dozens (37 in the 156 updates of bench/finetune.py's task, each 15-28 s to
         compile on JAX on the shared 2-core CPU). Packed rows are the preprocessor's full
         `sequence_length` and their number is rounded up to `shape_ladder`: there, 3
-        shapes for ~9% more positions per batch (packing the same tokens into longer rows
+        shapes for ~11% more positions per batch (packing the same tokens into longer rows
         adds few). Batches short of `batch_size` examples (evaluation's last) are filled
         with examples of weight 0. Other layouts keep their dynamic widths.
     """
