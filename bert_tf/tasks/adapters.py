@@ -240,9 +240,7 @@ class Adapter:
         padded batches, seconds each on a CPU. Other Keras backends (JAX) take numpy arrays.
         """
         if keras.backend.backend() != "tensorflow":
-            return lambda inputs: model.predict_on_batch(
-                {name: value.numpy() for name, value in inputs.items()}
-            )
+            return lambda inputs: model.predict_on_batch({name: value.numpy() for name, value in inputs.items()})
         cached = self._predictor
         if cached is None or cached[0] is not model or cached[1] != input_spec:
             call = tf.function(lambda inputs: model(inputs, training=False), input_signature=[input_spec])
