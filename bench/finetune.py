@@ -20,6 +20,8 @@ peak RSS:
 - ours from Python: `bert_tf.BertClassifier.from_pretrained(...)`, `compile()` with the same
   recipe, `fit` on the CSV's texts and labels as Python lists, `evaluate` on the dev texts
   (whole epochs only; `--nopython_api` leaves it out);
+- ours on the JAX backend (`KERAS_BACKEND=jax`, the same command; `--nojax` leaves it out),
+  whose wall time is reported against ours on TensorFlow (target: at most 1.25x);
 - Hugging Face, as its examples run it: every example padded to max_length;
 - Hugging Face with dynamic padding (`DataCollatorWithPadding`).
 
@@ -29,6 +31,7 @@ Needs the `bench` extra: `pip install -e ".[bench]"`.
   python bench/finetune.py                      # the comparison (about 10 min on 2 cores)
   python bench/finetune.py --repeats=3          # three seeds each: mean accuracies with their SE
   python bench/finetune.py --max_train_rows=64 --epochs=1 --skip_hf   # a quick smoke run
+  python bench/finetune.py --skip_hf --repeats=2   # ours on TensorFlow against ours on JAX
   python bench/finetune.py --mode=rss --rss_sizes_mb=100,1000          # memory vs file size
 
 `--mode=rss` fine-tunes ours for a fixed number of updates on training files of the
@@ -67,6 +70,7 @@ flags.DEFINE_float("epochs", 3.0, "Training epochs.")
 flags.DEFINE_integer("max_train_rows", None, "Use only this many training rows (smoke runs).")
 flags.DEFINE_bool("skip_hf", False, "Run only ours.")
 flags.DEFINE_bool("python_api", True, "Also run ours through the Python task-model API.")
+flags.DEFINE_bool("jax", True, "Also run ours on the JAX backend, against ours on TensorFlow.")
 flags.DEFINE_list("rss_sizes_mb", ["100", "1000"], "--mode=rss: training file sizes in MB.")
 flags.DEFINE_integer("rss_steps", 50, "--mode=rss: updates of each run.")
 flags.DEFINE_integer(
@@ -78,6 +82,7 @@ flags.DEFINE_list(
 )
 
 MAX_SEQ_LENGTH, BATCH_SIZE, LEARNING_RATE, WARMUP = 128, 32, 5e-5, 0.1
+JAX = "bert_tf on JAX"
 
 
 def measure(command: list[str], log: Path, env: dict | None = None) -> tuple[float, float]:
@@ -219,11 +224,14 @@ def compare(workdir: Path, model_dir: Path) -> None:
     script = workdir / "hf_finetune.py"
     script.write_text(HF_SCRIPT)
 
-    def ours(log: Path, seed: int) -> tuple[float, float, float]:
-        output_dir = workdir / "ours"
-        command = ours_command(model_dir, paths["train"], paths["dev"], output_dir, FLAGS.epochs, seed)
-        wall, rss = measure(command, log)
-        return wall, rss, json.loads((output_dir / "eval_results.json").read_text())["accuracy"]
+    def ours(backend: str):
+        def run(log: Path, seed: int) -> tuple[float, float, float]:
+            output_dir = workdir / "ours"
+            command = ours_command(model_dir, paths["train"], paths["dev"], output_dir, FLAGS.epochs, seed)
+            wall, rss = measure(command, log, env={"KERAS_BACKEND": backend})
+            return wall, rss, json.loads((output_dir / "eval_results.json").read_text())["accuracy"]
+
+        return run
 
     def hugging_face(padding: str):
         def run(log: Path, seed: int) -> tuple[float, float, float]:
@@ -257,7 +265,9 @@ def compare(workdir: Path, model_dir: Path) -> None:
 
     api_script = workdir / "python_api_finetune.py"
     api_script.write_text(PYTHON_API_SCRIPT)
-    contenders = {"bert_tf": ours}
+    contenders = {"bert_tf": ours("tensorflow")}
+    if FLAGS.jax:
+        contenders[JAX] = ours("jax")
     if FLAGS.python_api:
         contenders["bert_tf Python API"] = python_api
     if not FLAGS.skip_hf:
@@ -300,13 +310,20 @@ def compare(workdir: Path, model_dir: Path) -> None:
             f"accuracy {100 * (api_accuracy - ours_accuracy):+.2f} points"
         )
     for name, values in accuracies.items():
-        if name in ("bert_tf", "bert_tf Python API"):
+        if name in ("bert_tf", "bert_tf Python API", JAX):
             continue
         ratio = (
             f"wall {ours_wall / statistics.median(v[0] for v in runs[name]):.2f}x, " if name in runs else ""
         )
         print(
             f"bert_tf / {name}: {ratio}accuracy {100 * (ours_accuracy - statistics.mean(values)):+.2f} points"
+        )
+    if FLAGS.jax:
+        jax_wall = statistics.median(v[0] for v in runs[JAX])
+        jax_accuracy = statistics.mean(accuracies[JAX])
+        print(
+            f"{JAX} / bert_tf: wall {jax_wall / ours_wall:.2f}x (target <= 1.25x), "
+            f"accuracy {100 * (jax_accuracy - ours_accuracy):+.2f} points"
         )
     targets = ["bert_tf Python API / bert_tf: <= 1.1x wall, the same accuracy"] if FLAGS.python_api else []
     if not FLAGS.skip_hf:

@@ -53,6 +53,15 @@ class Batching:
         they fit in (`pipelines.packing.pack_sequences`; for one label per row:
         classification, regression): the batch keeps its examples and order, and the
         model computes each as if it had a row of its own.
+      few_shapes: keep batches to a few distinct shapes, for a training step compiled once
+        per input shape (JAX's `jit`, TensorFlow under XLA), where every new shape costs a
+        compilation (seconds to tens of seconds on a CPU) and dynamic padding or packing
+        makes dozens (37 in the 156 updates of bench/finetune.py's task, each 15-28 s to
+        compile on JAX on the shared 2-core CPU). Packed rows are the preprocessor's full
+        `sequence_length` and their number is rounded up to `shape_ladder`: there, 3
+        shapes for ~11% more positions per batch (packing the same tokens into longer rows
+        adds few). Batches short of `batch_size` examples (evaluation's last) are filled
+        with examples of weight 0. Other layouts keep their dynamic widths.
     """
 
     batch_size: int
@@ -62,6 +71,7 @@ class Batching:
     seed: int | None = None
     shuffle_buffer: int = 10_000
     pack: bool = False
+    few_shapes: bool = False
 
     def __post_init__(self):
         if self.pack and (self.static or self.bucket_boundaries):
@@ -208,6 +218,24 @@ def _fields(signature, record) -> list:
     return [record]
 
 
+def shape_ladder(limit: int) -> list[int]:
+    """The sizes `Batching.few_shapes` rounds a batch's packed rows up to, up to `limit`.
+
+    Powers of two and the halfway points between them: two sizes per doubling, so the
+    padding is at most a third of a batch and a run sees a handful of shapes.
+
+    >>> shape_ladder(32)
+    [1, 2, 3, 4, 6, 8, 12, 16, 24, 32]
+    >>> shape_ladder(20)
+    [1, 2, 3, 4, 6, 8, 12, 16, 20]
+    """
+    sizes, power = [1], 2
+    while power < limit:
+        sizes += [size for size in (power, power + power // 2) if size < limit]
+        power *= 2
+    return sorted({*sizes, limit})
+
+
 def length_buckets(sequence_length: int, multiple: int = 8) -> list[int]:
     """Bucket boundaries for `bucket_by_sequence_length`: rows pad to multiples of `multiple`."""
     bounds = list(range(multiple + 1, sequence_length + 1, multiple))
@@ -255,9 +283,15 @@ def batches(
         element["meta"] = {"index": index, "trimmed": features["trimmed"], **{n: features[n] for n in keep}}
         if labelled:
             element["labels"] = preprocessor.labels(batch["y"], features)
-        if batching.pack:  # rows as long as the batch's padded length
+        if batching.pack:  # rows as long as the batch's padded length (few_shapes: the longest)
             inputs = element["inputs"]
-            element["inputs"] = packing.pack_sequences(inputs, row_length=tf.shape(inputs["input_ids"])[1])
+            if batching.few_shapes:
+                packed = packing.pack_sequences(inputs, row_length=preprocessor.sequence_length)
+                element["inputs"] = _pad_rows(packed, shape_ladder(batching.batch_size))
+            else:
+                element["inputs"] = packing.pack_sequences(
+                    inputs, row_length=tf.shape(inputs["input_ids"])[1]
+                )
         return element
 
     # Ragged: NER sentences and SWAG endings have their own lengths.
@@ -285,8 +319,8 @@ def batches(
                 padding_values=padding,
                 drop_remainder=batching.static and batching.training,
             )
-    if batching.static and not batching.training:
-        dataset = dataset.map(lambda element: _fill_batch(element, batching.batch_size))
+    if (batching.static or batching.few_shapes) and not batching.training:
+        dataset = dataset.map(lambda element: _fill_batch(element, batching.batch_size, batching.pack))
     return dataset.prefetch(tf.data.AUTOTUNE)
 
 
@@ -324,8 +358,25 @@ def _strip_padding(element):
 
 
 @tf.autograph.experimental.do_not_convert
-def _fill_batch(element, batch_size: int):
-    """Pads a partial batch to `batch_size` rows of weight 0 (static shapes)."""
+def _pad_rows(packed: dict[str, tf.Tensor], sizes: list[int]) -> dict[str, tf.Tensor]:
+    """Packed rows padded with empty rows (no instance: input_mask 0) to the next of `sizes`."""
+    rows = tf.shape(packed["input_ids"])[0]
+    target = tf.gather(tf.constant(sizes, tf.int32), tf.searchsorted(tf.constant(sizes, tf.int32), [rows]))[0]
+    padded = {
+        name: tf.pad(value, [[0, target - rows], [0, 0]])
+        for name, value in packed.items()
+        if name != "cls_positions"
+    }
+    return {**padded, "cls_positions": packed["cls_positions"]}
+
+
+@tf.autograph.experimental.do_not_convert
+def _fill_batch(element, batch_size: int, packed: bool = False):
+    """Pads a partial batch to `batch_size` examples of weight 0 (static shapes, few_shapes).
+
+    Packed inputs keep their rows: only `cls_positions` has a row per example (the filling
+    examples point at position 0, whose outputs are then dropped by their weight).
+    """
 
     def fill(tensor):
         if isinstance(tensor, tf.RaggedTensor):
@@ -340,7 +391,13 @@ def _fill_batch(element, batch_size: int):
         filled.set_shape([batch_size, *tensor.shape[1:]])
         return filled
 
-    return tf.nest.map_structure(fill, element)
+    if not packed:
+        return tf.nest.map_structure(fill, element)
+    rows = {name: value for name, value in element["inputs"].items() if name != "cls_positions"}
+    examples = {**element, "inputs": {"cls_positions": element["inputs"]["cls_positions"]}}
+    filled = tf.nest.map_structure(fill, examples)
+    filled["inputs"] = {**rows, **filled["inputs"]}
+    return filled
 
 
 def keras_inputs(dataset: tf.data.Dataset, with_weights: bool = False) -> tf.data.Dataset:

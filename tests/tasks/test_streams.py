@@ -8,7 +8,7 @@ import numpy as np
 import tensorflow as tf
 from harness import unpack_sequences
 
-from bert_tf.tasks import models
+from bert_tf.tasks import models, streams
 from bert_tf.tasks.families import make_family
 from bert_tf.tasks.features import TaskDataError
 from bert_tf.tasks.settings import FinetuneSettings
@@ -115,6 +115,42 @@ class StreamsTest(tf.test.TestCase):
         self.assertAllClose(packed.outputs, one_by_one.outputs, atol=1e-5, rtol=0)
         self.assertAllEqual(packed.labels, one_by_one.labels)
         self.assertAllClose(packed.loss, one_by_one.loss, atol=1e-6)
+
+    def test_a_step_compiled_per_shape_sees_few_batch_shapes_with_the_same_examples(self):
+        # JAX's jit (and XLA on TensorFlow, as here) compiles the step once per batch shape.
+        dynamic, train, evaluation = self.adapter()
+        few, few_train, few_evaluation = self.adapter(jit_compile=True)
+        ladder = streams.shape_ladder(8)
+        shapes, dynamic_shapes = set(), set()
+        pairs = zip(
+            few.batches(few_train, 8, training=True).take(40),
+            dynamic.batches(train, 8, training=True).take(40),
+            strict=True,
+        )
+        for element, plain in pairs:
+            x = element["inputs"]
+            shapes.add((*x["input_ids"].shape, *x["cls_positions"].shape))
+            dynamic_shapes.add((*plain["inputs"]["input_ids"].shape, *plain["inputs"]["cls_positions"].shape))
+            self.assertAllEqual(element["labels"], plain["labels"])  # the same examples, in order
+            rows = {name: value.numpy() for name, value in x.items()}
+            plain_rows = {name: value.numpy() for name, value in plain["inputs"].items()}
+            self.assertEqual(unpack_sequences(rows), unpack_sequences(plain_rows))
+        # Rows of the full sequence length, as many as the ladder's next size (<= 6 shapes
+        # for batches of 8, whatever the data); dynamic padding makes more.
+        self.assertTrue({(rows, 32, 8) for rows in ladder} >= shapes, shapes)
+        self.assertGreater(len(dynamic_shapes), len(shapes))
+        # Evaluation: every batch 8 examples, the last one filled with weight 0.
+        batches = list(few.batches(few_evaluation, 8, by_length=True))
+        self.assertEqual({tuple(b["inputs"]["cls_positions"].shape) for b in batches}, {(8,)})
+        self.assertEqual(sum(float(tf.reduce_sum(b["weight"])) for b in batches), 37.0)
+        keras.utils.set_random_seed(1)
+        model = models.classifier(num_classes=2, config=models.tiny_config(self.tokenizer.vocab_size))
+        predicted = few.predict(model, few_evaluation, batch_size=8)
+        dynamic.pack = False
+        one_by_one = dynamic.predict(model, evaluation, batch_size=1)
+        self.assertAllClose(predicted.outputs, one_by_one.outputs, atol=1e-5, rtol=0)
+        self.assertAllEqual(predicted.labels, one_by_one.labels)
+        self.assertAllClose(predicted.loss, one_by_one.loss, atol=1e-6)
 
     def test_prediction_by_length_returns_the_rows_in_example_order(self):
         adapter, _, evaluation = self.adapter(packing=False)

@@ -209,6 +209,10 @@ class TaskFamily:
             seed=self.settings.seed,
             shuffle_buffer=getattr(self.settings, "shuffle_buffer_size", 10_000),
             pack=pack,
+            # A step compiled per input shape (JAX's jit; XLA on TensorFlow) compiles again for
+            # every new batch shape: dozens per run of packed batches, each seconds to tens of
+            # seconds on a CPU. TensorFlow's graph without XLA takes any shape.
+            few_shapes=keras.backend.backend() == "jax" or bool(getattr(self.settings, "jit_compile", None)),
         )
         return streams.batches(
             self.record_chunks(data), self.preprocessor(), batching, keep, self.ignore_label
