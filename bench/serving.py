@@ -42,7 +42,7 @@ def main() -> None:
 
     from bert_tf.config import load_config
     from bert_tf.models import BertEncoder
-    from bert_tf.preprocessing.packing import pack_segments
+    from bert_tf.preprocessing.segments import combine_segments
     from bert_tf.serving.exporter import export_from_model
     from bert_tf.tokenization import BertTokenizer
     from pipelines.corpus import corpus_text
@@ -69,7 +69,7 @@ def main() -> None:
 
     @tf.function
     def run_in_process(text):
-        packed = pack_segments(
+        packed = combine_segments(
             [tokenizer.tokenize(text)], args.seq_length, tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id
         )
         return encoder(packed, training=False)["pooled_output"]

@@ -15,7 +15,7 @@ segment_ids int32 [batch, max_seq_length]; masked_lm_positions, masked_lm_ids in
 max_predictions_per_seq]; next_sentence_labels int32 [batch, 1] (1 = random next).
 
 `packing=True` packs several instances into each row of every input kind
-(`pipelines.packing`): input_mask then holds instance numbers, the masked_lm_* features
+(`bert_tf.preprocessing.packing`): input_mask then holds instance numbers, the masked_lm_* features
 have `max_predictions_per_row` slots, and next_sentence_positions,
 next_sentence_labels (int32) and next_sentence_weights (float32) have
 `max_instances_per_row`. Records may then be shorter than the rows (e.g. records made at
@@ -42,9 +42,9 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
+from bert_tf.preprocessing import packing as packer
 from bert_tf.tokenization import BertTokenizer
 from pipelines import masking, records, segmenters, text_dataset, text_input
-from pipelines import packing as packer
 
 DEFAULT_SHUFFLE_BUFFER_SIZE = 10_000
 
@@ -165,7 +165,7 @@ def pretraining_dataset(
         masked together (see `pipelines.segmenters`).
       packing: pack instances into rows (see the module docstring); `batch_size` then
         counts rows. `max_predictions_per_row` defaults to
-        `pipelines.packing.default_max_predictions_per_row`; `packing_buffer_size` instances are
+        `bert_tf.preprocessing.packing.default_max_predictions_per_row`; `packing_buffer_size` instances are
         packed together.
     """
     if held_out not in (None, "exclude", "only"):

@@ -18,7 +18,7 @@ class BertClassifier(DenseHeadModel):
     `num_classes=1` makes a regression model (e.g. STS-B): the single output is the score.
 
     An input dict with `cls_positions` holds packed rows (several examples per row,
-    `input_mask` numbering them; see `pipelines.packing.pack_sequences`): the logits are
+    `input_mask` numbering them; see `bert_tf.preprocessing.packing.pack_sequences`): the logits are
     then those of each example, [examples, num_classes], in the order of `cls_positions`,
     each as if the example had a row of its own.
 

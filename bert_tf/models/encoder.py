@@ -11,7 +11,7 @@ from bert_tf.config import BertConfig
 from bert_tf.layers.activations import truncated_normal
 from bert_tf.layers.attention import attention_bias
 from bert_tf.layers.embeddings import BertEmbeddings
-from bert_tf.layers.packing import packed_attention_bias, packed_position_ids
+from bert_tf.layers.example_mask import example_attention_bias, example_position_ids
 from bert_tf.layers.transformer_block import TransformerBlock
 
 ENCODER_INPUTS = ("input_ids", "input_mask", "segment_ids")
@@ -39,9 +39,9 @@ def keep_inputs(inputs: dict, names) -> dict:
 def _encode(embeddings, transformer_layers, pooler_dense, inputs: dict, packed: bool, training=None) -> dict:
     """The encoder's forward pass: built once as the functional graph, run as is when packed."""
     if packed:
-        position_ids = packed_position_ids(inputs["input_mask"])
+        position_ids = example_position_ids(inputs["input_mask"])
         hidden = embeddings(inputs["input_ids"], inputs["segment_ids"], position_ids, training=training)
-        bias = packed_attention_bias(inputs["input_mask"])  # [batch, 1, seq, seq] float32
+        bias = example_attention_bias(inputs["input_mask"])  # [batch, 1, seq, seq] float32
     else:
         hidden = embeddings(inputs["input_ids"], inputs["segment_ids"], training=training)
         bias = attention_bias(inputs["input_mask"])  # [batch, 1, 1, seq] float32
@@ -63,7 +63,7 @@ class BertEncoder(keras.Model):
     of every Transformer block. Extra entries in the input dict are ignored.
 
     `packed=True` takes packed rows (several instances per row, `input_mask` holding the
-    instance number of each token; see `bert_tf.layers.packing`): positions restart and
+    instance number of each token; see `bert_tf.layers.example_mask`): positions restart and
     attention stays within each instance; `pooled_output` is then that of each row's first
     instance. The functional graph, and so the checkpoint layout, is the unpacked one
     either way (only `call` differs), so each form loads the other's checkpoints.

@@ -11,7 +11,7 @@ def pretraining_losses(features: dict, outputs: dict) -> dict:
 
     masked_lm_loss = sum(weights * cross_entropy) / (sum(weights) + 1e-5) over the
     predictions; next_sentence_loss is the mean 2-way cross-entropy (label 1 = random next)
-    over the instances; loss is their sum. Packed rows (`pipelines.packing`) give exactly the
+    over the instances; loss is their sum. Packed rows (`bert_tf.preprocessing.packing`) give exactly the
     values of the same instances unpacked: their predictions are pooled the same way, and
     `next_sentence_weights` marks the real instances among each row's NSP slots. The accuracies are weighted like the original's `tf.metrics.accuracy`.
 

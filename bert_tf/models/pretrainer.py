@@ -39,7 +39,7 @@ class BertPretrainer(keras.Model):
     along) and returns float32 `mlm_logits` [batch, predictions, vocab] and `nsp_logits`
     [batch, 2]. `bert_tf.models.losses.pretraining_losses` turns them into the loss.
 
-    `packed=True` takes packed rows (`bert_tf.layers.packing`; made by `pipelines.packing`)
+    `packed=True` takes packed rows (`bert_tf.layers.example_mask`; made by `bert_tf.preprocessing.packing`)
     and one more input, `next_sentence_positions` [batch, instances]: the [CLS] of each
     instance, whose pooled output gives `nsp_logits` [batch, instances, 2] (without it,
     each row is one instance). The weights and the functional graph are the unpacked ones

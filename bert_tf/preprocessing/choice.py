@@ -18,7 +18,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from bert_tf.preprocessing.base import MODEL_INPUTS, Preprocessor
-from bert_tf.preprocessing.packing import pack_segments
+from bert_tf.preprocessing.segments import combine_segments
 
 
 class MultipleChoicePreprocessor(Preprocessor):
@@ -47,7 +47,7 @@ class MultipleChoicePreprocessor(Preprocessor):
         with tf.control_dependencies([check]):
             contexts = tf.repeat(context, shape[1])  # [batch * choices]: each context once per ending
         segments = [self.tokenizer.tokenize(contexts), self.tokenizer.tokenize(tf.reshape(endings, [-1]))]
-        packed = pack_segments(
+        packed = combine_segments(
             segments, self.sequence_length, *self.special_ids, self.pad_to_multiple_of, return_trimmed=True
         )
         length = tf.shape(packed["input_ids"])[1]

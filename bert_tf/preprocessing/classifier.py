@@ -16,7 +16,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from bert_tf.preprocessing.base import LabelledPreprocessor
-from bert_tf.preprocessing.packing import pack_segments
+from bert_tf.preprocessing.segments import combine_segments
 
 
 class TextClassifierPreprocessor(LabelledPreprocessor):
@@ -41,7 +41,7 @@ class TextClassifierPreprocessor(LabelledPreprocessor):
         """The features and `trimmed` ([batch] bool: the row lost tokens)."""
         texts = [x] if isinstance(x, tf.Tensor) or not isinstance(x, (tuple, list)) else list(x)
         segments = [self.tokenizer.tokenize(tf.convert_to_tensor(text, tf.string)) for text in texts]
-        return pack_segments(
+        return combine_segments(
             segments, self.sequence_length, *self.special_ids, self.pad_to_multiple_of, return_trimmed=True
         )
 

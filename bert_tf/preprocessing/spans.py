@@ -31,7 +31,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from bert_tf.preprocessing.base import Preprocessor
-from bert_tf.preprocessing.packing import flat_pieces, pack_segments
+from bert_tf.preprocessing.segments import combine_segments, flat_pieces
 
 # The original run_squad's whitespace for splitting a context into words.
 CONTEXT_WHITESPACE = "[ \\t\\r\\n\\x{202F}]+"
@@ -148,7 +148,7 @@ class SpanPreprocessor(Preprocessor):
             max_pieces = tf.identity(max_pieces)
         windows = doc_windows(context_pieces.row_lengths(), max_pieces, self.doc_stride)
         window_query, window_context = window_pieces(query, context_pieces, windows)
-        packed = pack_segments(
+        packed = combine_segments(
             [window_query, window_context], self.sequence_length, *self.special_ids, self.pad_to_multiple_of
         )
         length = tf.shape(packed["input_ids"], out_type=tf.int64)[1]

@@ -21,7 +21,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from bert_tf.preprocessing.base import LabelledPreprocessor
-from bert_tf.preprocessing.packing import flat_pieces, pack_segments, pad_rows
+from bert_tf.preprocessing.segments import combine_segments, flat_pieces, pad_rows
 
 IGNORE_LABEL = -1
 
@@ -60,7 +60,7 @@ class TokenTaggerPreprocessor(LabelledPreprocessor):
             x = self.tokenizer.split_words(tf.convert_to_tensor(x, tf.string))
         pieces = self.word_pieces(x)  # [b, (w), (p)]
         kept, first = self._kept(pieces)
-        packed = pack_segments(
+        packed = combine_segments(
             [tf.ragged.boolean_mask(pieces, kept).merge_dims(1, 2)],
             self.sequence_length,
             *self.special_ids,

@@ -38,7 +38,7 @@ import tensorflow as tf
 from bert_tf import fileio
 from bert_tf.errors import BertTfError, UsageError
 from bert_tf.outputs import check_output, partial_file
-from bert_tf.preprocessing.packing import pack_segments
+from bert_tf.preprocessing.segments import combine_segments
 from bert_tf.serving.loading import load_pretrained
 from bert_tf.tokenization import BertTokenizer
 
@@ -110,7 +110,7 @@ class FeatureExtractor:
                 return self._pack_mixed(pairs)
             segments.append(self.tokenizer.tokenize(tf.constant([b for _, b in pairs])))
         cls_id, sep_id, pad_id = self.tokenizer.cls_id, self.tokenizer.sep_id, self.tokenizer.pad_id
-        return pack_segments(segments, self.max_seq_length, cls_id, sep_id, pad_id)
+        return combine_segments(segments, self.max_seq_length, cls_id, sep_id, pad_id)
 
     def _pack_mixed(self, pairs) -> dict[str, tf.Tensor]:
         rows = [self._pack([a if b is None else f"{a}{PAIR_SEPARATOR}{b}"]) for a, b in pairs]

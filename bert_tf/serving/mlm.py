@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from bert_tf.preprocessing.packing import pack_segments, tokenize_with_mask_markers
+from bert_tf.preprocessing.segments import combine_segments, tokenize_with_mask_markers
 from bert_tf.serving.loading import load_pretrained
 from bert_tf.serving.saving import check_seq_length
 from bert_tf.tokenization import BertTokenizer
@@ -63,7 +63,7 @@ class FillMask(tf.Module):
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
     def __call__(self, text: tf.Tensor) -> dict[str, tf.Tensor]:
         pieces = tokenize_with_mask_markers(self.tokenizer.tokenize, text, self._mask_id)
-        packed = pack_segments(
+        packed = combine_segments(
             [pieces], self._seq_length, self._ids["cls"], self._ids["sep"], self._ids["pad"]
         )
         batch_size = tf.shape(text)[0]

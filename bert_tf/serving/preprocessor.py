@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from bert_tf.preprocessing.packing import pack_segments
+from bert_tf.preprocessing.segments import combine_segments
 
 _TEXT = tf.TensorSpec([None], tf.string)
 # What `tokenize` returns and `bert_pack_inputs` takes after loading: int64 [batch, (pieces)].
@@ -77,7 +77,7 @@ class BertPreprocessor(tf.Module):
                 message=f"seq_length is above max_position_embeddings={self._max_positions}",
             )
             tf.debugging.assert_greater_equal(seq_length, len(segments) + 1, message="seq_length too small")
-        return pack_segments(list(segments), seq_length, self._cls_id, self._sep_id, self._pad_id)
+        return combine_segments(list(segments), seq_length, self._cls_id, self._sep_id, self._pad_id)
 
     @tf.function
     def __call__(self, text) -> dict[str, tf.Tensor]:

@@ -32,8 +32,8 @@ from collections.abc import Callable, Iterator, Sequence
 import numpy as np
 import tensorflow as tf
 
+from bert_tf.preprocessing import packing
 from bert_tf.preprocessing.base import MODEL_INPUTS
-from pipelines import packing
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,7 +50,7 @@ class Batching:
         come out grouped by length, not in order (`meta["index"]` gives their order).
       seed: shuffle seed.
       pack: put the rows of each batch into as few rows of the batch's padded length as
-        they fit in (`pipelines.packing.pack_sequences`; for one label per row:
+        they fit in (`bert_tf.preprocessing.packing.pack_sequences`; for one label per row:
         classification, regression): the batch keeps its examples and order, and the
         model computes each as if it had a row of its own.
       few_shapes: keep batches to a few distinct shapes, for a training step compiled once

@@ -18,10 +18,10 @@ from bert_tf.backend import BACKENDS
 from bert_tf.cache import cache_dir as default_cache_dir
 from bert_tf.cli import setting
 from bert_tf.errors import UsageError
+from bert_tf.preprocessing.packing import default_max_predictions_per_row
 from bert_tf.training import optimization
 from pipelines import segmenters
 from pipelines.dataset import check_packing_budget
-from pipelines.packing import default_max_predictions_per_row
 
 DEFAULT_CONFIG = "demo"
 DEMO_MODEL_DIR = "runs/demo"  # relative: in the current directory, where a user finds it

@@ -13,12 +13,12 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.config import BertConfig
-from bert_tf.layers.packing import packed_attention_bias, packed_position_ids
+from bert_tf.layers.example_mask import example_attention_bias, example_position_ids
 from bert_tf.models import BertClassifier, BertEncoder, BertPretrainer
 from bert_tf.models.losses import pretraining_losses
 from bert_tf.models.pretrainer import example_features
+from bert_tf.preprocessing import packing
 from bert_tf.training import pretraining
-from pipelines import packing
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONFIG = BertConfig(
@@ -170,8 +170,8 @@ def models(seed=3):
 class PackedInputsTest(tf.test.TestCase):
     def test_positions_restart_and_attention_is_block_diagonal(self):
         mask = np.array([[1, 1, 1, 2, 2, 3, 0, 0]])
-        self.assertAllEqual(packed_position_ids(mask), [[0, 1, 2, 0, 1, 0, 6, 7]])
-        allowed = np.asarray(packed_attention_bias(mask))[0, 0] == 0
+        self.assertAllEqual(example_position_ids(mask), [[0, 1, 2, 0, 1, 0, 6, 7]])
+        allowed = np.asarray(example_attention_bias(mask))[0, 0] == 0
         for query in range(8):
             for key in range(8):
                 expected = mask[0, key] > 0 and (mask[0, key] == mask[0, query] or mask[0, query] == 0)

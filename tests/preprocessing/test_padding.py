@@ -12,9 +12,9 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import preprocessing
+from bert_tf.preprocessing import packing
 from bert_tf.tasks import models
 from bert_tf.tokenization import BertTokenizer
-from pipelines import packing
 
 VOCAB = os.path.join(os.path.dirname(__file__), "..", "fixtures", "bert_uncased_vocab.txt")
 SEQ = 64

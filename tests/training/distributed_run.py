@@ -16,7 +16,7 @@ def synthetic_dataset(
 ):
     """A deterministic stream of pretraining examples; example i is the same in every process.
 
-    With `packing`, the examples are packed (`pipelines.packing`) into rows of the same
+    With `packing`, the examples are packed (`bert_tf.preprocessing.packing`) into rows of the same
     length before batching, the same rows in every process.
     """
     import tensorflow as tf
@@ -42,7 +42,7 @@ def synthetic_dataset(
     per_replica = context.get_per_replica_batch_size(global_batch_size)
     dataset = tf.data.Dataset.range(1 << 40).map(example)
     if packing:
-        from pipelines.packing import pack_instances
+        from bert_tf.preprocessing.packing import pack_instances
 
         dataset = pack_instances(
             dataset.batch(64), max_seq_length=seq_length, max_predictions_per_row=2 * predictions,

@@ -1,4 +1,6 @@
-"""Packed rows: several pretraining instances in one row, each computed as if it were alone.
+"""The example mask: `input_mask` numbering each row's examples, and what the encoder derives
+from it (position ids per example, an attention bias that keeps examples apart), so that every
+example of a packed row (`bert_tf.preprocessing.packing`) is computed as if it were alone.
 
 A packed row holds instances one after the other, then padding:
 
@@ -9,9 +11,9 @@ A packed row holds instances one after the other, then padding:
 padding, so an ordinary row (1 on real tokens) is a packed row of one instance. From it
 the encoder derives what makes each instance independent of its neighbours:
 
-- position ids that restart at 0 for every instance (`packed_position_ids`);
+- position ids that restart at 0 for every instance (`example_position_ids`);
 - a block-diagonal attention bias: a token attends only to the tokens of its own
-  instance (`packed_attention_bias`).
+  instance (`example_attention_bias`).
 
 LayerNorm, the feed-forward layers and the heads act per token, so with these two every
 real token's output is exactly what the instance alone would give. Padding tokens attend
@@ -22,9 +24,9 @@ Example:
 
 >>> import numpy as np
 >>> mask = np.array([[1, 1, 1, 2, 2, 0]])
->>> packed_position_ids(mask).numpy().tolist()
+>>> example_position_ids(mask).numpy().tolist()
 [[0, 1, 2, 0, 1, 5]]
->>> (packed_attention_bias(mask).numpy()[0, 0] == 0).astype(int).tolist()[3]
+>>> (example_attention_bias(mask).numpy()[0, 0] == 0).astype(int).tolist()[3]
 [0, 0, 0, 1, 1, 0]
 """
 
@@ -35,7 +37,7 @@ from keras import ops
 from bert_tf.layers.attention import MASK_ADDER
 
 
-def packed_position_ids(input_mask):
+def example_position_ids(input_mask):
     """[batch, seq] instance numbers -> int32 [batch, seq] positions within each instance.
 
     A token's position is its index minus the number of real tokens of the instances
@@ -50,7 +52,7 @@ def packed_position_ids(input_mask):
     return index - ops.sum(ops.cast(earlier, "int32"), axis=2)
 
 
-def packed_attention_bias(input_mask):
+def example_attention_bias(input_mask):
     """[batch, seq] instance numbers -> float32 additive bias [batch, 1, seq, seq].
 
     0 where the key is a real token of the query's instance (or the query is padding),

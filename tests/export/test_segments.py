@@ -6,7 +6,7 @@ import sys
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.preprocessing.packing import pack_segments, tokenize_with_mask_markers
+from bert_tf.preprocessing.segments import combine_segments, tokenize_with_mask_markers
 
 sys.path.insert(0, os.path.dirname(__file__))
 from export_helpers import CLS, PAD, SEP, original_features  # noqa: E402
@@ -21,7 +21,7 @@ class PackSegmentsTest(tf.test.TestCase):
             lengths = rng.integers(0, 14, size=(60, 2))
             a = [list(rng.integers(1000, 2000, size=n)) for n in lengths[:, 0]]
             b = [list(rng.integers(2000, 3000, size=n)) for n in lengths[:, 1]]
-            packed = pack_segments(
+            packed = combine_segments(
                 [
                     tf.ragged.constant(a, dtype=tf.int64, ragged_rank=1),
                     tf.ragged.constant(b, dtype=tf.int64, ragged_rank=1),
@@ -39,20 +39,20 @@ class PackSegmentsTest(tf.test.TestCase):
 
     def test_single_segments_are_cut_from_the_end(self):
         rows = [[5, 6, 7, 8, 9, 10], [], [11]]
-        packed = pack_segments([tf.ragged.constant(rows, dtype=tf.int64, ragged_rank=1)], 5, CLS, SEP, PAD)
+        packed = combine_segments([tf.ragged.constant(rows, dtype=tf.int64, ragged_rank=1)], 5, CLS, SEP, PAD)
         expected = [original_features(row, None, 5) for row in rows]
         self.assertAllEqual(packed["input_ids"], [e[0] for e in expected])
         self.assertAllEqual(packed["input_mask"], [e[1] for e in expected])
 
     def test_word_level_ragged_is_merged(self):
         words = tf.ragged.constant([[[5, 6], [7]], [[8]]], dtype=tf.int64)
-        packed = pack_segments([words], 6, CLS, SEP, PAD)
+        packed = combine_segments([words], 6, CLS, SEP, PAD)
         self.assertAllEqual(packed["input_ids"], [[CLS, 5, 6, 7, SEP, PAD], [CLS, 8, SEP, PAD, PAD, PAD]])
 
     def test_three_segments_are_refused(self):
         segment = tf.ragged.constant([[5]], dtype=tf.int64)
         with self.assertRaisesRegex(ValueError, "one or two segments"):
-            pack_segments([segment] * 3, 8, CLS, SEP, PAD)
+            combine_segments([segment] * 3, 8, CLS, SEP, PAD)
 
 
 class MaskMarkerTest(tf.test.TestCase):
