@@ -298,7 +298,11 @@ class TaskFamily:
             )
         cached = self._predictor
         if cached is None or cached[0] is not model or cached[1] != input_spec:
-            call = tf.function(lambda inputs: model(inputs, training=False), input_signature=[input_spec])
+            # No AutoGraph: the model is keras.ops code without tensor-dependent Python control
+            # flow, and converting this lambda prints a "please report this" warning.
+            call = tf.function(
+                lambda inputs: model(inputs, training=False), input_signature=[input_spec], autograph=False
+            )
             cached = self._predictor = (model, input_spec, call)
         call = cached[2]
         return lambda inputs: tf.nest.map_structure(lambda tensor: tensor.numpy(), call(inputs))
