@@ -16,6 +16,7 @@ import tensorflow as tf
 
 import bert_tf
 from bert_tf.checkpoints.names import CheckpointError
+from bert_tf.checkpoints.pretrained import export_pretrained
 from bert_tf.errors import UsageError
 from bert_tf.tasks.runner import FinetuneSettings, run
 
@@ -132,6 +133,32 @@ class KerasTaskTest(tf.test.TestCase):
         self.assertAllClose(from_pairs, from_dataset)
         with self.assertRaisesRegex(UsageError, r"reads \(text_a, text_b\) pairs"):
             model.predict(["good film"])
+
+    def test_reads_every_checkpoint_format_and_fits_a_dataset(self):
+        """The same encoder from a Google folder, a Hugging Face folder and a pretraining
+        model_dir (its export/) gives the same logits; fit takes a tf.data.Dataset of raw pairs."""
+        root = tempfile.mkdtemp(dir=self.get_temp_dir())
+        google = bert_tf.BertClassifier.from_pretrained(self.checkpoint, num_classes=3, max_seq_length=32)
+        encoder = google.encoder
+        hf = export_pretrained(
+            encoder, os.path.join(root, "hf"), vocab_file=self.vocab, formats=("huggingface",)
+        )
+        run_dir = os.path.join(root, "run")
+        export_pretrained(encoder, os.path.join(run_dir, "export"), vocab_file=self.vocab, lower_case=True)
+        encoder.config.to_json_file(os.path.join(run_dir, "bert_config.json"))
+        texts = [r["text"] for r in self.dev_rows]
+        for path in (hf, run_dir):
+            other = bert_tf.BertClassifier.from_pretrained(path, num_classes=3, max_seq_length=32)
+            other.get_layer("classifier").set_weights(google.get_layer("classifier").get_weights())
+            self.assertAllClose(other.predict(texts), google.predict(texts), atol=1e-5, msg=path)
+            self.assertEqual(other.label_list, ["0", "1", "2"])
+        texts, labels = self.texts_labels(self.train_rows[:16])
+        model = bert_tf.BertClassifier.from_pretrained(
+            self.checkpoint, label_list=["neg", "pos"], max_seq_length=32
+        )
+        model.compile()
+        model.fit(tf.data.Dataset.from_tensor_slices((texts, labels)), batch_size=8, epochs=1, verbose=0)
+        self.assertEqual(int(model.optimizer.iterations), 2)
 
     def test_mistakes_get_one_clear_error(self):
         texts, labels = self.texts_labels(self.train_rows[:4])
