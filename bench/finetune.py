@@ -221,8 +221,8 @@ def compare(workdir: Path, model_dir: Path) -> None:
         f"{FLAGS.repeats} run(s) each with seeds {FLAGS.seed}..{FLAGS.seed + FLAGS.repeats - 1}, taking turns",
         flush=True,
     )
-    script = workdir / "hf_finetune.py"
-    script.write_text(HF_SCRIPT)
+    hf_script = workdir / "hf_finetune.py"
+    hf_script.write_text(HF_SCRIPT)
 
     def ours(backend: str):
         def run(log: Path, seed: int) -> tuple[float, float, float]:
@@ -233,35 +233,28 @@ def compare(workdir: Path, model_dir: Path) -> None:
 
         return run
 
-    def hugging_face(padding: str):
+    def script(path: Path, *args: str, env: dict | None = None):
+        """A contender run as `python PATH MODEL TRAIN DEV *args EPOCHS RECIPE`, printing a
+        JSON line with its dev accuracy last."""
+
         def run(log: Path, seed: int) -> tuple[float, float, float]:
             command = [
                 sys.executable,
-                str(script),
+                str(path),
                 str(model_dir),
                 str(paths["train"]),
                 str(paths["dev"]),
-                padding,
+                *args,
                 str(FLAGS.epochs),
                 json.dumps([MAX_SEQ_LENGTH, BATCH_SIZE, LEARNING_RATE, WARMUP, seed]),
             ]
-            wall, rss = measure(command, log, env={"TOKENIZERS_PARALLELISM": "false"})
+            wall, rss = measure(command, log, env=env)
             return wall, rss, json.loads(log.read_text().strip().splitlines()[-1])["accuracy"]
 
         return run
 
-    def python_api(log: Path, seed: int) -> tuple[float, float, float]:
-        command = [
-            sys.executable,
-            str(api_script),
-            str(model_dir),
-            str(paths["train"]),
-            str(paths["dev"]),
-            str(FLAGS.epochs),
-            json.dumps([MAX_SEQ_LENGTH, BATCH_SIZE, LEARNING_RATE, WARMUP, seed]),
-        ]
-        wall, rss = measure(command, log)
-        return wall, rss, json.loads(log.read_text().strip().splitlines()[-1])["accuracy"]
+    def hugging_face(padding: str):
+        return script(hf_script, padding, env={"TOKENIZERS_PARALLELISM": "false"})
 
     api_script = workdir / "python_api_finetune.py"
     api_script.write_text(PYTHON_API_SCRIPT)
@@ -269,7 +262,7 @@ def compare(workdir: Path, model_dir: Path) -> None:
     if FLAGS.jax:
         contenders[JAX] = ours("jax")
     if FLAGS.python_api:
-        contenders["bert_tf Python API"] = python_api
+        contenders["bert_tf Python API"] = script(api_script)
     if not FLAGS.skip_hf:
         contenders["HF padded to max_length"] = hugging_face("max_length")
         contenders["HF DataCollatorWithPadding"] = hugging_face("dynamic")
