@@ -101,7 +101,7 @@ class TaskModel(keras.Model):
         model_dir, or a fine-tuned folder (`save`, or the CLI's OUTPUT_DIR/model: its head,
         labels, vocab and casing come along). A new head takes `num_classes=` or
         `label_list=[...]` (classification, tagging); also `task=` (e.g. "mrpc", "squad_v2"),
-        `max_seq_length=`, `vocab_file=`, `lower_case=`, `dropout_rate=` and, for spans, the
+        `max_seq_length=`, `vocab_file=`, `lower_case=` and, for spans, the
         SQuAD options (`doc_stride`, `max_query_length`, `max_answer_length`,
         `null_score_diff_threshold`).
         """

@@ -2,8 +2,9 @@
 `predict`, `evaluate`, `save` and `export`.
 
 The task model classes (`bert_tf.BertClassifier`, `BertTokenClassifier`, `BertSpanLabeler`,
-`BertMultipleChoice`) hand their calls over to this module, as keras-hub's `from_preset`
-hands over to a loader: the models know nothing about files or data. A model built by
+`BertMultipleChoice`) hand their calls over to this module, which installs itself into them
+when imported (as keras-hub's `from_preset` hands over to a loader): the models know nothing
+about files or data, and import nothing above them. A model built by
 `from_pretrained` carries its tokenizer and its task description (`FinetunedModelInfo`, what
 task.json holds: task, labels, casing, sequence length); raw text goes through the task
 family's own preprocessor and batching (`bert_tf.tasks.families`), the same objects the
@@ -19,6 +20,17 @@ Raw inputs, per family:
 - spans (SQuAD): `x` a list of `(question, context)` pairs; `y` one answer per question,
   `{"text": ..., "answer_start": ...}` or `(text, answer_start)`;
 - multiple choice: `x` a list of `(context, [ending, ...])`; `y` the index of the right ending.
+
+Example (a tiny Hugging Face checkpoint the tests ship):
+
+>>> import bert_tf
+>>> model = bert_tf.BertClassifier.from_pretrained(
+...     "tests/fixtures/hf_tiny", label_list=["neg", "pos"], max_seq_length=16)
+>>> model.compile()
+>>> history = model.fit(["a good film", "a bad film"], ["pos", "neg"], epochs=2, verbose=0)
+>>> logits = model.predict(["a good film", "what a film"])
+>>> logits.shape, all(name in ("neg", "pos") for name in model.label_names(logits))
+((2, 2), True)
 """
 
 from __future__ import annotations
