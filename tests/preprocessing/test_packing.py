@@ -14,7 +14,8 @@ import numpy as np
 import tensorflow as tf
 from harness import unpack_sequences
 
-from pipelines import corpus, packing, pretraining_dataset, records
+from bert_tf.preprocessing import packing
+from pipelines import corpus, pretraining_dataset, records
 
 VOCAB_FILE = str(Path(__file__).resolve().parents[1] / "fixtures" / "bert_uncased_vocab.txt")
 
