@@ -127,7 +127,18 @@ def ours_command(
     return command + ([f"--eval_file={dev}"] if dev else [])
 
 
-HF_SCRIPT = r"""
+# Both scripts read the task's CSV files (texts and label names) with this.
+READ_CSV = r"""
+import csv
+def read(path):
+    with open(path, newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    return [r["text"] for r in rows], [r["label"] for r in rows]
+"""
+
+HF_SCRIPT = (
+    READ_CSV
+    + r"""
 import json, math, sys, time
 import numpy as np, torch
 from torch.utils.data import DataLoader
@@ -138,11 +149,6 @@ model_dir, train_file, dev_file, padding, epochs = sys.argv[1:6]
 epochs = float(epochs)
 max_length, batch_size, lr, warmup, seed = json.loads(sys.argv[6])
 torch.manual_seed(seed)
-import csv
-def read(path):
-    with open(path, newline="", encoding="utf-8") as handle:
-        rows = list(csv.DictReader(handle))
-    return [r["text"] for r in rows], [r["label"] for r in rows]
 train_texts, train_labels = read(train_file)
 dev_texts, dev_labels = read(dev_file)
 labels = sorted(set(train_labels))
@@ -185,18 +191,17 @@ with torch.no_grad():
         correct += (model(**batch).logits.argmax(-1) == batch["labels"]).sum().item()
 print(json.dumps({"accuracy": correct / len(dev), "steps": steps}))
 """
+)
 
-PYTHON_API_SCRIPT = r"""
-import csv, json, sys
+PYTHON_API_SCRIPT = (
+    READ_CSV
+    + r"""
+import json, sys
 import keras
 import bert_tf
 
 model_dir, train_file, dev_file, epochs = sys.argv[1:5]
 max_length, batch_size, lr, warmup, seed = json.loads(sys.argv[5])
-def read(path):
-    with open(path, newline="", encoding="utf-8") as handle:
-        rows = list(csv.DictReader(handle))
-    return [r["text"] for r in rows], [r["label"] for r in rows]
 train_texts, train_labels = read(train_file)
 dev_texts, dev_labels = read(dev_file)
 keras.utils.set_random_seed(seed)
@@ -206,6 +211,7 @@ model.compile(learning_rate=lr, warmup_proportion=warmup)
 model.fit(train_texts, train_labels, batch_size=batch_size, epochs=int(float(epochs)), seed=seed, verbose=0)
 print(json.dumps(model.evaluate(dev_texts, dev_labels)))
 """
+)
 
 
 def standard_error(values: list[float]) -> float:
