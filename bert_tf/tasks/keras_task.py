@@ -51,7 +51,7 @@ from bert_tf.checkpoints import from_pretrained as load_checkpoint
 from bert_tf.errors import UsageError
 from bert_tf.models import BertClassifier
 from bert_tf.models._task import install_task_api
-from bert_tf.tasks import families, ner, python_inputs
+from bert_tf.tasks import families, python_inputs
 from bert_tf.tasks.families.classification import is_pair_task
 from bert_tf.tasks.features import TaskDataError
 from bert_tf.tasks.finetuned import (
@@ -373,19 +373,8 @@ def evaluate(model, x, y, batch_size: int | None) -> dict[str, float]:
 
 
 def label_names(model, outputs):
-    """Label names of classification logits [n, classes] (or token logits per sentence);
-    regression scores and multiple-choice indices as numbers; span answers unchanged."""
-    kind = task_kind(model)
-    if kind == TaskKind.SPAN:
-        return list(outputs)
-    if kind == TaskKind.REGRESSION:
-        return np.asarray(outputs)[:, 0].tolist()
-    if kind == TaskKind.MULTIPLE_CHOICE:
-        return np.asarray(outputs).argmax(axis=-1).tolist()
-    label_list = attached_of(model, "label names").info.label_list
-    if kind == TaskKind.TOKEN:
-        return ner.word_predictions(outputs, label_list)
-    return [label_list[i] for i in np.asarray(outputs).argmax(axis=-1)]
+    """Label names of `predict`'s outputs, as the model's task family reads them."""
+    return family_of(model).python_labels(outputs)
 
 
 def save(model, directory, overwrite: bool = True) -> str:

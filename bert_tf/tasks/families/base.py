@@ -164,6 +164,10 @@ class TaskFamily:
         """What the task models' `predict` returns on raw text: the outputs in example order."""
         return predictions.outputs
 
+    def python_labels(self, outputs) -> list:
+        """The task models' `label_names`: what `python_outputs` says, as labels."""
+        raise NotImplementedError
+
     @property
     def needs_label_list(self) -> bool:
         """Whether the model's classes come from the training data (or a fine-tuned model)."""

@@ -87,6 +87,10 @@ class ChoiceFamily(TaskFamily):
             examples.append(swag.ChoiceExample(f"x[{index}]", context, endings, label))
         return TaskData(split, lambda: iter(examples), y is not None, ConversionStats())
 
+    def python_labels(self, outputs) -> list[int]:
+        """The index of the chosen ending of every example."""
+        return np.asarray(outputs).argmax(axis=-1).tolist()
+
     def build_model(self, encoder):
         return BertMultipleChoice(encoder)
 

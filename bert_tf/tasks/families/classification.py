@@ -223,6 +223,12 @@ class ClassificationFamily(TaskFamily):
         examples = list(classification.validate(examples, self.label_list, self.kind == TaskKind.REGRESSION))
         return TaskData(split, lambda: iter(examples), y is not None, ConversionStats())
 
+    def python_labels(self, outputs) -> list:
+        """Label names of logits [n, classes]; regression: the scores."""
+        if self.kind == TaskKind.REGRESSION:
+            return np.asarray(outputs)[:, 0].tolist()
+        return [self.label_list[i] for i in np.asarray(outputs).argmax(axis=-1)]
+
     def _label_name(self, index: int, label) -> str:
         """A label of y[index] as one of `label_list`: a name, or an id into the list."""
         names = self.label_list

@@ -137,6 +137,10 @@ class TokenFamily(TaskFamily):
             sentences.append(ner.Sentence(words, sentence_tags, index))
         return TaskData(split, lambda: iter(sentences), y is not None, ConversionStats())
 
+    def python_labels(self, outputs) -> list[list[str]]:
+        """One tag per word of every sentence, from its per-word logits."""
+        return ner.word_predictions(outputs, self.label_list)
+
     def build_model(self, encoder):
         return BertTokenClassifier(encoder, num_classes=len(self.label_list))
 
