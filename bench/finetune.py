@@ -43,12 +43,9 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from absl import app, flags
@@ -56,7 +53,19 @@ from absl import app, flags
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.finetune_task import default_model_dir, write_csv, write_task  # noqa: E402
+from bench.finetune_task import (  # noqa: E402
+    BATCH_SIZE,
+    HF_SCRIPT,
+    LEARNING_RATE,
+    MAX_SEQ_LENGTH,
+    READ_CSV,
+    WARMUP,
+    default_model_dir,
+    measure,
+    ours_command,
+    write_csv,
+    write_task,
+)
 
 FLAGS = flags.FLAGS
 flags.DEFINE_enum(
@@ -81,117 +90,8 @@ flags.DEFINE_list(
     "ours_flags", [], "More flags for python -m bert_tf.finetune, e.g. --mixed_precision=float32."
 )
 
-MAX_SEQ_LENGTH, BATCH_SIZE, LEARNING_RATE, WARMUP = 128, 32, 5e-5, 0.1
 JAX = "bert_tf on JAX"
 
-
-def measure(command: list[str], log: Path, env: dict | None = None) -> tuple[float, float]:
-    """Runs a whole process; returns (wall seconds, peak RSS MB). Output goes to `log`."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})}
-    with open(log, "w") as handle:
-        start = time.perf_counter()
-        process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, env=env)
-        _, status, usage = os.wait4(process.pid, 0)
-        wall = time.perf_counter() - start
-    process.returncode = os.waitstatus_to_exitcode(status)
-    if process.returncode != 0:
-        raise RuntimeError(
-            f"{' '.join(command[:4])} failed (exit {process.returncode}); see {log}:\n"
-            + log.read_text()[-3000:]
-        )
-    return wall, usage.ru_maxrss / 1024  # Linux reports kB
-
-
-def ours_command(
-    model_dir: Path, train: Path, dev: Path | None, output_dir: Path, epochs: float, seed: int
-) -> list[str]:
-    command = [
-        sys.executable,
-        "-m",
-        "bert_tf.finetune",
-        "--task=classification",
-        f"--init_checkpoint={model_dir}",
-        f"--train_file={train}",
-        f"--output_dir={output_dir}",
-        f"--max_seq_length={MAX_SEQ_LENGTH}",
-        f"--train_batch_size={BATCH_SIZE}",
-        f"--learning_rate={LEARNING_RATE}",
-        f"--num_train_epochs={epochs}",
-        f"--warmup_proportion={WARMUP}",
-        f"--seed={seed}",
-        "--eval_every_steps=0",  # as the Hugging Face runs: dev accuracy once, at the end
-        "--nosave_model",
-        "--overwrite",
-        *FLAGS.ours_flags,
-    ]
-    return command + ([f"--eval_file={dev}"] if dev else [])
-
-
-# Both scripts read the task's CSV files (texts and label names) with this.
-READ_CSV = r"""
-import csv
-def read(path):
-    with open(path, newline="", encoding="utf-8") as handle:
-        rows = list(csv.DictReader(handle))
-    return [r["text"] for r in rows], [r["label"] for r in rows]
-"""
-
-HF_SCRIPT = (
-    READ_CSV
-    + r"""
-import json, math, sys, time
-import numpy as np, torch
-from torch.utils.data import DataLoader
-from transformers import (AutoModelForSequenceClassification, AutoTokenizer, DataCollatorWithPadding,
-                          default_data_collator)
-
-model_dir, train_file, dev_file, padding, epochs = sys.argv[1:6]
-epochs = float(epochs)
-max_length, batch_size, lr, warmup, seed = json.loads(sys.argv[6])
-torch.manual_seed(seed)
-train_texts, train_labels = read(train_file)
-dev_texts, dev_labels = read(dev_file)
-labels = sorted(set(train_labels))
-tokenizer = AutoTokenizer.from_pretrained(model_dir)
-def encode(texts, names):
-    pad = "max_length" if padding == "max_length" else False
-    enc = tokenizer(texts, padding=pad, max_length=max_length, truncation=True)
-    return [dict({k: enc[k][i] for k in enc}, labels=labels.index(names[i])) for i in range(len(texts))]
-train, dev = encode(train_texts, train_labels), encode(dev_texts, dev_labels)
-collate = default_data_collator if padding == "max_length" else DataCollatorWithPadding(tokenizer)
-model = AutoModelForSequenceClassification.from_pretrained(model_dir, num_labels=len(labels))
-no_decay = ("bias", "LayerNorm.weight")
-groups = [
-    {"params": [p for n, p in model.named_parameters() if not any(d in n for d in no_decay)], "weight_decay": 0.01},
-    {"params": [p for n, p in model.named_parameters() if any(d in n for d in no_decay)], "weight_decay": 0.0},
-]
-optimizer = torch.optim.AdamW(groups, lr=lr, eps=1e-6)  # the original recipe's epsilon
-loader = DataLoader(train, shuffle=True, batch_size=batch_size, collate_fn=collate)
-steps = max(1, int(math.ceil(len(loader) * epochs)))
-# The original release's schedule, as ours: linear warmup, then a linear decay measured
-# from step 0 (transformers' get_linear_schedule_with_warmup measures it from the warmup's end).
-warmup_steps = int(steps * warmup)
-scheduler = torch.optim.lr_scheduler.LambdaLR(
-    optimizer, lambda step: step / warmup_steps if step < warmup_steps else max(0.0, 1 - step / steps))
-model.train()
-step = 0
-while step < steps:
-    for batch in loader:
-        loss = model(**batch).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step(); scheduler.step(); optimizer.zero_grad()
-        step += 1
-        if step >= steps:
-            break
-model.eval()
-correct = 0
-with torch.no_grad():
-    for batch in DataLoader(dev, batch_size=8, collate_fn=collate):
-        correct += (model(**batch).logits.argmax(-1) == batch["labels"]).sum().item()
-print(json.dumps({"accuracy": correct / len(dev), "steps": steps}))
-"""
-)
 
 PYTHON_API_SCRIPT = (
     READ_CSV
@@ -233,7 +133,9 @@ def compare(workdir: Path, model_dir: Path) -> None:
     def ours(backend: str):
         def run(log: Path, seed: int) -> tuple[float, float, float]:
             output_dir = workdir / "ours"
-            command = ours_command(model_dir, paths["train"], paths["dev"], output_dir, FLAGS.epochs, seed)
+            command = ours_command(
+                model_dir, paths["train"], paths["dev"], output_dir, FLAGS.epochs, seed, FLAGS.ours_flags
+            )
             wall, rss = measure(command, log, env={"KERAS_BACKEND": backend})
             return wall, rss, json.loads((output_dir / "eval_results.json").read_text())["accuracy"]
 
@@ -341,7 +243,9 @@ def rss(workdir: Path, model_dir: Path) -> None:
         write_csv(train, rows, repeat_to_bytes=int(float(size) * 2**20))
         total_rows = sum(1 for _ in open(train, encoding="utf-8")) - 1
         epochs = FLAGS.rss_steps * BATCH_SIZE / total_rows
-        command = ours_command(model_dir, train, None, workdir / f"rss_{size}", epochs, FLAGS.seed)
+        command = ours_command(
+            model_dir, train, None, workdir / f"rss_{size}", epochs, FLAGS.seed, FLAGS.ours_flags
+        )
         wall, peak = measure(command, workdir / f"rss_{size}.log")
         print(f"{size + ' MB':>14} {FLAGS.rss_steps:>8} {wall:>8.1f} {peak:>12.0f}")
         train.unlink()
