@@ -28,6 +28,10 @@ setup(
         "scipy>=1.11",
         "scikit-learn>=1.4",
         "seqeval>=1.2.2",
+        # The run's curves: `tensorboard --logdir RUN/logs` (TensorFlow no longer installs
+        # it) and `python -m bert_tf.plot RUN` (matplotlib).
+        "tensorboard>=2.21,<2.22",
+        "matplotlib>=3.8",
     ],
     extras_require={
         "test": [

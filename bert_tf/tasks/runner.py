@@ -58,7 +58,7 @@ from bert_tf.tasks.finetuned import (
 )
 from bert_tf.tasks.settings import FinetuneSettings
 from bert_tf.tokenization import BertTokenizer, load_vocab
-from bert_tf.training import callbacks, precision
+from bert_tf.training import callbacks, precision, progress
 from bert_tf.training.callbacks import TrainingBackup
 from bert_tf.training.distribute import get_strategy
 from bert_tf.training.fit_input import InputPosition
@@ -71,7 +71,6 @@ MODEL_DIR = "model"
 FINISHED = ("eval_results.json", "data_stats.json", MODEL_DIR)
 BACKUP_DIR = "backup"  # the training state while a run is unfinished
 HISTORY_FILE = "eval_history.jsonl"
-LOG_DIR = "logs"
 # Settings a resumed run must share with the run whose backup it continues.
 RESUME_FIELDS = (
     "task",
@@ -330,6 +329,12 @@ def _run(settings: FinetuneSettings, strategy, policy: str, fresh: bool) -> dict
     if scored:
         fileio.write_json(fileio.join(settings.output_dir, "eval_results.json"), results)
         logger.info("eval results: %s", results)
+    if scored and train and not plan.eval_every_steps:
+        # Evaluated only now: the scores at the run's last update, beside its curves (bert_tf.plot).
+        output_dir = settings.output_dir
+        scalars = progress.ScalarLog(output_dir, "eval", fileio.join(progress.log_dir(output_dir), "eval"))
+        scalars.write(callbacks.optimizer_updates(model), results)
+        scalars.close()
     for data in predicts:
         outputs = _predict(adapter, model, data, settings)
         for path in adapter.write(data, outputs, settings.output_dir):
@@ -363,7 +368,7 @@ def _train(settings: FinetuneSettings, strategy, model, adapter, train: TaskData
     """model.fit with the run's callbacks, from the last backup if there is one."""
     output_dir = settings.output_dir
     backup_dir = fileio.join(output_dir, BACKUP_DIR)
-    log_dir = fileio.join(output_dir, LOG_DIR)
+    log_dir = progress.log_dir(output_dir)
     evaluation = best = stopping = None
     fit_callbacks = []
     if plan.eval_every_steps:
@@ -378,7 +383,7 @@ def _train(settings: FinetuneSettings, strategy, model, adapter, train: TaskData
             evaluate,
             every_steps=plan.eval_every_steps,
             history_file=fileio.join(output_dir, HISTORY_FILE),
-            log_dir=fileio.join(log_dir, "eval"),
+            scalars=progress.ScalarLog(output_dir, "eval", fileio.join(log_dir, "eval")),
         )
         monitor = callbacks.VALIDATION_PREFIX + main_metric(adapter)
         best = (
@@ -407,7 +412,7 @@ def _train(settings: FinetuneSettings, strategy, model, adapter, train: TaskData
             model.optimizer.build(model.trainable_variables)
         start = backup.restore(model)
     if not start:  # what an earlier attempt without a backup logged is not this run's
-        fileio.rmtree(log_dir)
+        progress.remove_metrics(output_dir)
         if fileio.exists(fileio.join(output_dir, HISTORY_FILE)):
             fileio.remove(fileio.join(output_dir, HISTORY_FILE))
     fit_callbacks.append(backup)
@@ -417,7 +422,7 @@ def _train(settings: FinetuneSettings, strategy, model, adapter, train: TaskData
             settings.train_batch_size,
             every_steps=settings.log_every_steps,
             verbose=int(settings.verbose),
-            log_dir=fileio.join(log_dir, "train"),
+            scalars=progress.ScalarLog(output_dir, "train", fileio.join(log_dir, "train")),
         )
     )
     stopped = stopping is not None and stopping.stopped_step is not None

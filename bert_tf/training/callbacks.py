@@ -41,7 +41,7 @@ import numpy as np
 
 from bert_tf import fileio
 from bert_tf.errors import damaged
-from bert_tf.training.progress import format_duration, write_scalar
+from bert_tf.training.progress import ScalarLog, format_duration
 
 logger = logging.getLogger(__name__)
 
@@ -83,7 +83,8 @@ class TaskEvaluation(_UpdateCallback):
 
     Every `every_steps` updates, or at the end of every epoch when `every_steps` is None.
     The metrics go into the logs as `val_<name>`, into `history` ([(step, metrics)]), one
-    JSON line each into `history_file`, and into TensorBoard under `log_dir` (if given).
+    JSON line each into `history_file`, and into `scalars` (a `progress.ScalarLog`: TensorBoard
+    and metrics.jsonl; if given).
     """
 
     def __init__(
@@ -91,15 +92,14 @@ class TaskEvaluation(_UpdateCallback):
         evaluate: Callable[[keras.Model], dict[str, float]],
         every_steps: int | None = None,
         history_file: str | None = None,
-        log_dir: str | None = None,
+        scalars: ScalarLog | None = None,
     ):
         super().__init__()
         if every_steps is not None and every_steps <= 0:
             raise ValueError(f"every_steps must be positive, got {every_steps}")
         self.evaluate, self.every_steps = evaluate, every_steps
-        self.history_file, self.log_dir = history_file, log_dir
+        self.history_file, self.scalars = history_file, scalars
         self.history: list[tuple[int, dict[str, float]]] = []
-        self._writer = None
 
     def on_update(self, step, logs):
         if self.every_steps and step % self.every_steps == 0:
@@ -114,20 +114,12 @@ class TaskEvaluation(_UpdateCallback):
         self.history.append((step, metrics))
         logs.update({VALIDATION_PREFIX + name: value for name, value in metrics.items()})
         self._write_history()
-        if self.log_dir:
-            write_scalars(self._summary_writer(), step, metrics)
-
-    def _summary_writer(self):
-        if self._writer is None:
-            import tensorflow as tf
-
-            self._writer = tf.summary.create_file_writer(self.log_dir)
-        return self._writer
+        if self.scalars is not None:
+            self.scalars.write(step, metrics)
 
     def on_train_end(self, logs=None):
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
+        if self.scalars is not None:
+            self.scalars.close()
 
     def get_state(self) -> dict:
         return {"history": [[step, metrics] for step, metrics in self.history]}
@@ -422,9 +414,10 @@ class ProgressLogger(_UpdateCallback):
 
     On a terminal with `verbose=1` the line is redrawn in place every update; otherwise
     (a log file, or `verbose=2`) one line is printed every `every_steps` updates. The
-    evaluation metrics in the logs are printed on their own line. TensorBoard gets
-    `loss`, `learning_rate` and `examples_per_second` every `every_steps` updates in
-    `log_dir`. The first update's time (tracing and compilation) is left out of the speed.
+    evaluation metrics in the logs are printed on their own line. `scalars` (a
+    `progress.ScalarLog`: TensorBoard and metrics.jsonl; if given) gets `loss`,
+    `learning_rate` and `examples_per_second` every `every_steps` updates. The first
+    update's time (tracing and compilation) is left out of the speed.
     """
 
     def __init__(
@@ -433,24 +426,19 @@ class ProgressLogger(_UpdateCallback):
         examples_per_step: int,
         every_steps: int = 100,
         verbose: int = 1,
-        log_dir: str | None = None,
+        scalars: ScalarLog | None = None,
         stream=None,
     ):
         super().__init__()
         self.total_steps, self.examples_per_step = total_steps, examples_per_step
-        self.every_steps, self.verbose, self.log_dir = max(1, every_steps), verbose, log_dir
+        self.every_steps, self.verbose, self.scalars = max(1, every_steps), verbose, scalars
         self.stream = stream or sys.stdout
-        self._writer = None
 
     def on_train_begin(self, logs=None):
         super().on_train_begin(logs)
         self._timer_step, self._timer = None, None  # from the end of the first update
         self._loss_mark = (0, 0.0)  # (batches, summed loss) at the last report
         self._in_place = self.verbose == 1 and getattr(self.stream, "isatty", lambda: False)()
-        if self.log_dir and self._writer is None:
-            import tensorflow as tf
-
-            self._writer = tf.summary.create_file_writer(self.log_dir)
 
     def on_train_batch_end(self, batch, logs=None):
         self._mean_loss = float((logs or {}).get("loss", math.nan))  # running mean of the epoch
@@ -484,11 +472,11 @@ class ProgressLogger(_UpdateCallback):
                 eta = (self.total_steps - step) * (now - self._timer) / done
                 parts += [f"{speed:.1f} examples/s", f"ETA {format_duration(eta)}"]
             line = "  ".join(parts)
-            if report and self._writer is not None:
+            if report and self.scalars is not None:
                 scalars = {"loss": loss, "learning_rate": learning_rate}
                 if speed is not None:
                     scalars["examples_per_second"] = speed
-                write_scalars(self._writer, step, scalars)
+                self.scalars.write(step, scalars)
         if self.verbose and line is not None:
             if self._in_place:
                 self.stream.write("\r" + line + "\033[K")
@@ -506,13 +494,5 @@ class ProgressLogger(_UpdateCallback):
     def on_train_end(self, logs=None):
         if self._in_place and self.verbose:
             self.stream.write("\n")
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
-
-
-def write_scalars(writer, step: int, scalars: dict[str, float]) -> None:
-    with writer.as_default(step=step):
-        for name, value in scalars.items():
-            write_scalar(name, value)
-    writer.flush()
+        if self.scalars is not None:
+            self.scalars.close()

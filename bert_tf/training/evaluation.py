@@ -14,7 +14,7 @@ from collections.abc import Callable
 import tensorflow as tf
 
 from bert_tf import fileio
-from bert_tf.training.progress import log_dir, write_scalars
+from bert_tf.training.progress import ScalarLog, log_dir
 
 BEST_DIR = "best"
 BEST_INFO = "eval.json"
@@ -42,8 +42,8 @@ class PeriodicEvaluator:
         self.best_dir = fileio.join(trainer.model_dir, BEST_DIR)
         info = fileio.join(self.best_dir, BEST_INFO)
         self.best = fileio.read_json(info) if fileio.exists(info) else None
-        self._writer = (
-            tf.summary.create_file_writer(fileio.join(log_dir(trainer.model_dir), "eval"))
+        self._scalars = (
+            ScalarLog(trainer.model_dir, "eval", fileio.join(log_dir(trainer.model_dir), "eval"))
             if trainer.is_chief
             else None
         )
@@ -57,8 +57,8 @@ class PeriodicEvaluator:
         if self.verbose:
             shown = "  ".join(f"{name} {metrics[name]:.4f}" for name in REPORTED if name in metrics)
             print(f"eval at step {step}: {shown}", flush=True)
-        if self._writer is not None:
-            write_scalars(self._writer, step, metrics)
+        if self._scalars is not None:
+            self._scalars.write(step, metrics)
         if self.best is None or metrics["masked_lm_loss"] < self.best["masked_lm_loss"]:
             self._keep_best(step, metrics)
 
@@ -88,5 +88,5 @@ class PeriodicEvaluator:
             print(f"best eval masked_lm_loss so far: kept {fileio.join(self.best_dir, name)}", flush=True)
 
     def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
+        if self._scalars is not None:
+            self._scalars.close()

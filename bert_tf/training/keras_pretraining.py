@@ -375,7 +375,7 @@ class _LoopCallback(keras.callbacks.Callback):
     def __init__(self, settings, model_dir, chief, history, backup):
         super().__init__()
         # lazy: no TensorFlow at import (bench/gpu/pretrain_jax.py runs where it is absent)
-        from bert_tf.training.progress import ProgressReporter, log_dir
+        from bert_tf.training.progress import ProgressReporter, ScalarLog, log_dir
 
         self.save_steps = settings.save_checkpoints_steps
         self.backup = backup
@@ -388,7 +388,7 @@ class _LoopCallback(keras.callbacks.Callback):
         self.reporter = ProgressReporter(
             settings.num_train_steps,
             settings.train_batch_size,
-            log_dir(model_dir) if chief else None,
+            ScalarLog(model_dir, "train", log_dir(model_dir)) if chief else None,
             enabled=chief,
         )
         self.accumulation = settings.gradient_accumulation_steps

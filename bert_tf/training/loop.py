@@ -41,7 +41,7 @@ from bert_tf.errors import BertTfError
 from bert_tf.training import distribute
 from bert_tf.training.input_feed import InputFeed, distributed_batch
 from bert_tf.training.preemption import Preempted, StopSignals
-from bert_tf.training.progress import ProgressReporter, log_dir
+from bert_tf.training.progress import ProgressReporter, ScalarLog, log_dir
 
 LossFn = Callable[[Mapping[str, tf.Tensor], Mapping[str, tf.Tensor], Mapping[str, tf.Tensor]], dict]
 TotalsFn = Callable[[Mapping[str, tf.Tensor]], dict]
@@ -369,7 +369,7 @@ class Trainer:
         reporter = ProgressReporter(
             total_steps,
             self.global_batch_size,
-            log_dir(self.model_dir) if self.is_chief else None,
+            ScalarLog(self.model_dir, "train", log_dir(self.model_dir)) if self.is_chief else None,
             enabled=self.verbose,
         )
         history: list[dict] = []

@@ -1,7 +1,14 @@
-"""What the training loop reports: a progress line and TensorBoard scalars."""
+"""What the training loop reports: a progress line, and scalars for TensorBoard and plots.
+
+A run's scalars (loss, learning rate, speed, evaluation metrics) go to TensorBoard event
+files under `RUN/logs` and, the same values, to `RUN/metrics.jsonl`: one JSON object per
+report, `{"split": "train" | "eval", "step": N, "time": unix seconds, NAME: value, ...}`,
+which `read_metrics` reads back and `python -m bert_tf.plot` draws.
+"""
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from collections.abc import Mapping
@@ -32,7 +39,7 @@ class ProgressReporter:
 
     Example:
 
-    >>> reporter = ProgressReporter(total_steps=100, global_batch_size=32, log_dir=None, enabled=False)
+    >>> reporter = ProgressReporter(total_steps=100, global_batch_size=32, scalars=None, enabled=False)
     >>> reporter.start(0)
     >>> line = reporter.report(10, {"loss": 7.5}, learning_rate=1e-4)
     >>> line.startswith("step 10/100")
@@ -43,7 +50,7 @@ class ProgressReporter:
         self,
         total_steps: int,
         global_batch_size: int,
-        log_dir: str | None,
+        scalars: ScalarLog | None,
         enabled: bool = True,
         stream=None,
     ):
@@ -51,7 +58,7 @@ class ProgressReporter:
         self.global_batch_size = global_batch_size
         self.enabled = enabled
         self.stream = stream or sys.stdout
-        self._writer = tf.summary.create_file_writer(log_dir) if log_dir else None
+        self._scalars = scalars
         self._last_time = None
         self._last_step = None
         self._loops = 0
@@ -96,18 +103,18 @@ class ProgressReporter:
         line = "  ".join(parts)
         if self.enabled:
             print(line, file=self.stream, flush=True)
-        if self._writer is not None:
+        if self._scalars is not None:
             scalars = {**metrics, "learning_rate": learning_rate}
             if self._loops > 1:
                 scalars["sequences_per_second"] = sequences_per_second
                 if tokens_per_second is not None:
                     scalars["real_tokens_per_second"] = tokens_per_second
-            write_scalars(self._writer, step, scalars)
+            self._scalars.write(step, scalars)
         return line
 
     def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
+        if self._scalars is not None:
+            self._scalars.close()
 
 
 # What TensorBoard's scalar plugin writes; written directly because tf.summary.scalar
@@ -121,16 +128,79 @@ def write_scalar(name: str, value: float) -> None:
     tf.summary.write(name, tf.constant(value, tf.float32), metadata=_SCALAR_METADATA)
 
 
-def write_scalars(writer, step: int, scalars: Mapping[str, float]) -> None:
-    """Writes `scalars` at `step` to a tf.summary writer, flushed."""
-    with writer.as_default(step=step):
-        for name, value in scalars.items():
-            write_scalar(name, value)
-    writer.flush()
+METRICS_FILE = "metrics.jsonl"
 
 
-def log_dir(model_dir: str) -> str:
-    return fileio.join(model_dir, "logs")
+def log_dir(run_dir: str) -> str:
+    """The TensorBoard folder of a run (a pretraining model_dir, a fine-tuning output_dir)."""
+    return fileio.join(run_dir, "logs")
+
+
+class ScalarLog:
+    """Writes a run's scalars of one split to TensorBoard (`events_dir`) and to the run's
+    `metrics.jsonl`, flushed at every `write`.
+
+    `metrics.jsonl` is appended to (rewritten whole on object stores, which cannot append);
+    a resumed run appends the steps it repeats again, and `read_metrics` keeps the last.
+
+    >>> import tempfile
+    >>> run = tempfile.mkdtemp()
+    >>> log = ScalarLog(run, "train", events_dir=log_dir(run))
+    >>> log.write(10, {"loss": 2.5, "learning_rate": 1e-4})
+    >>> log.close()
+    >>> [(m["split"], m["step"], m["loss"]) for m in read_metrics(run)]
+    [('train', 10, 2.5)]
+    """
+
+    def __init__(self, run_dir: str, split: str, events_dir: str):
+        self.path = fileio.join(run_dir, METRICS_FILE)
+        self.split = split
+        self.events_dir = events_dir
+        self._writer = None
+
+    def write(self, step: int, scalars: Mapping[str, float]) -> None:
+        if self._writer is None:
+            self._writer = tf.summary.create_file_writer(self.events_dir)
+        with self._writer.as_default(step=step):
+            for name, value in scalars.items():
+                write_scalar(name, value)
+        self._writer.flush()
+        values = {name: float(value) for name, value in scalars.items()}
+        line = json.dumps({"split": self.split, "step": int(step), "time": round(time.time(), 3), **values})
+        # json.dumps writes NaN and Infinity, which json.loads (read_metrics) reads back.
+        if fileio.scheme(self.path) == "":  # a local file: appended to
+            with open(self.path, "a", encoding="utf-8") as handle:
+                handle.write(line + "\n")
+        else:
+            before = fileio.read_text(self.path) if fileio.exists(self.path) else ""
+            fileio.write_text(self.path, before + line + "\n")
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+
+def read_metrics(run_dir: str) -> list[dict]:
+    """The reports of a run's `metrics.jsonl`, by split and step; where a resumed run
+    reported a step again, its last report. A line cut short by a crash is skipped."""
+    path = fileio.join(run_dir, METRICS_FILE)
+    reports: dict[tuple[str, int], dict] = {}
+    for line in fileio.read_text(path).splitlines():
+        try:
+            report = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(report, dict) and {"split", "step"} <= report.keys():
+            reports[report["split"], int(report["step"])] = report
+    return [reports[key] for key in sorted(reports)]
+
+
+def remove_metrics(run_dir: str) -> None:
+    """Removes a run's TensorBoard folder and metrics.jsonl (a fresh start in an old folder)."""
+    fileio.rmtree(log_dir(run_dir))
+    if fileio.exists(fileio.join(run_dir, METRICS_FILE)):
+        fileio.remove(fileio.join(run_dir, METRICS_FILE))
 
 
 def read_scalars(log_dir: str) -> dict[str, list[tuple[int, float]]]:

@@ -11,17 +11,19 @@ import time
 from unittest import mock
 
 import keras
+import matplotlib.image
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from bert_tf import plot
 from bert_tf.errors import UsageError
 from bert_tf.tasks import streams
 from bert_tf.tasks.finetuned import load_finetuned
 from bert_tf.tasks.runner import BACKUP_DIR, RESUME_FIELDS, TrainingPlan, is_finished, run
 from bert_tf.tasks.settings import FinetuneSettings
 from bert_tf.training import callbacks
-from bert_tf.training.progress import read_scalars
+from bert_tf.training.progress import read_metrics, read_scalars
 
 WORDS = ["good", "great", "fine", "bad", "awful", "poor", "the", "film", "was", "very"]
 
@@ -101,6 +103,20 @@ class TrainingRunTest(tf.test.TestCase):
         self.assertEqual(
             [step for step, _ in read_scalars(os.path.join(output_dir, "logs", "train"))["loss"]], [12]
         )
+        # metrics.jsonl: the same reports.
+        reports = {(r["split"], r["step"]): r for r in read_metrics(output_dir)}
+        self.assertEqual(sorted(reports), [("eval", 4), ("eval", 8), ("eval", 12), ("train", 12)])
+        self.assertAllClose(
+            [reports["eval", s]["accuracy"] for s in (4, 8, 12)], [h["accuracy"] for h in history]
+        )
+        # bert_tf.plot draws them: a PNG with a panel each for train loss, learning rate and
+        # the eval metrics, not blank.
+        png = plot.plot([output_dir])
+        image = matplotlib.image.imread(png)
+        self.assertEqual(png, os.path.join(output_dir, "metrics.png"))
+        self.assertGreater(image.shape[0], 300)
+        self.assertGreater(image.shape[1], 900)  # three panels a row
+        self.assertGreater(float(image[..., :3].std()), 0.05)
         self.assertFalse(os.path.exists(os.path.join(output_dir, BACKUP_DIR)))  # removed when finished
         self.assertTrue(is_finished(output_dir))
         model, _, _ = load_finetuned(os.path.join(output_dir, "model"), compile=False)
@@ -112,11 +128,16 @@ class TrainingRunTest(tf.test.TestCase):
         root = self.get_temp_dir()
         paths = write_task(root)
         output_dir = os.path.join(root, "bf16")
-        run(
+        results = run(
             settings_for(
                 paths, output_dir, mixed_precision="mixed_bfloat16", eval_every_steps=0, num_train_epochs=1.0
             )
         )
+        # Evaluated only at the end (24 examples, batch 4: 6 updates): metrics.jsonl has the
+        # scores at the last update, beside the training curve.
+        final = [r for r in read_metrics(output_dir) if r["split"] == "eval"]
+        self.assertEqual([r["step"] for r in final], [6])
+        self.assertAllClose({k: final[0][k] for k in results}, results)
         model, _, _ = load_finetuned(os.path.join(output_dir, "model"), compile=False)
         # The encoder's layers were built, and so trained, under the run's policy.
         self.assertEqual(

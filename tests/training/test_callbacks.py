@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from bert_tf import tasks
 from bert_tf.training import callbacks
-from bert_tf.training.progress import read_scalars
+from bert_tf.training.progress import ScalarLog, read_metrics, read_scalars
 
 VOCAB_SIZE = 40
 
@@ -82,7 +82,10 @@ class EvaluationCallbacksTest(tf.test.TestCase):
         root = self.get_temp_dir()
         history_file = os.path.join(root, "history.jsonl")
         evaluation = callbacks.TaskEvaluation(
-            evaluate, every_steps=3, history_file=history_file, log_dir=os.path.join(root, "eval")
+            evaluate,
+            every_steps=3,
+            history_file=history_file,
+            scalars=ScalarLog(root, "eval", os.path.join(root, "eval")),
         )
         best = callbacks.BestModel(os.path.join(root, "best.npz"), "val_accuracy")
         stopping = callbacks.EarlyStopping("val_accuracy", patience=2)
@@ -101,13 +104,19 @@ class EvaluationCallbacksTest(tf.test.TestCase):
         scalars = read_scalars(os.path.join(root, "eval"))
         self.assertEqual([step for step, _ in scalars["accuracy"]], [3, 6, 9, 12])
         self.assertAllClose([value for _, value in scalars["accuracy"]], [0.5, 0.7, 0.6, 0.65])
+        # The same values in metrics.jsonl.
+        reports = read_metrics(root)
+        self.assertEqual([(r["split"], r["step"]) for r in reports], [("eval", s) for s in (3, 6, 9, 12)])
+        self.assertAllClose([r["accuracy"] for r in reports], [0.5, 0.7, 0.6, 0.65])
 
     def test_progress_line_and_training_scalars(self):
         x, y = features(16)
         model = classifier(0.1, steps=10)
         output = io.StringIO()
-        log_dir = os.path.join(self.get_temp_dir(), "train")
-        progress = callbacks.ProgressLogger(10, 4, every_steps=5, log_dir=log_dir, stream=output)
+        run_dir = self.get_temp_dir()
+        log_dir = os.path.join(run_dir, "train")
+        scalars_log = ScalarLog(run_dir, "train", log_dir)
+        progress = callbacks.ProgressLogger(10, 4, every_steps=5, scalars=scalars_log, stream=output)
         model.fit(stream(x, y, 4), steps_per_epoch=10, callbacks=[progress], verbose=0)
         lines = output.getvalue().splitlines()
         self.assertEqual([line.split("  ")[0] for line in lines], ["step 5/10", "step 10/10"])
@@ -117,6 +126,9 @@ class EvaluationCallbacksTest(tf.test.TestCase):
         self.assertEqual([step for step, _ in scalars["learning_rate"]], [5, 10])
         self.assertAllClose(scalars["learning_rate"][1][1], 0.0)  # decayed to 0 at the end
         self.assertIn("examples_per_second", scalars)
+        reports = read_metrics(run_dir)
+        self.assertEqual([r["step"] for r in reports], [5, 10])
+        self.assertAllClose([r["loss"] for r in reports], [value for _, value in scalars["loss"]])
 
 
 class TrainingBackupTest(tf.test.TestCase):

@@ -16,6 +16,7 @@ from bert_tf.models import BertPretrainer
 from bert_tf.models.pretrainer import example_features
 from bert_tf.training import optimization, pretraining
 from bert_tf.training.loop import NonFiniteLossError, Phase, Trainer
+from bert_tf.training.progress import read_metrics
 from bert_tf.training.settings import PretrainingConfig
 
 _spec = importlib.util.spec_from_file_location(
@@ -107,6 +108,10 @@ class TrainerTest(tf.test.TestCase):
             {"loss", "masked_lm_accuracy", "next_sentence_accuracy", "learning_rate", "sequences_per_second"},
             tags,
         )
+        # metrics.jsonl holds the same reports as the history.
+        reports = read_metrics(str(self.work / "straight"))
+        self.assertEqual([(r["split"], r["step"]) for r in reports], [("train", s) for s in (2, 4, 6, 8, 10)])
+        self.assertAllClose([r["loss"] for r in reports], [h["loss"] for h in result.history])
 
         # A crash right after the checkpoint of step 8 (inside phase 2) leaves ckpt-8 as the
         # latest; a new process (fresh objects, another seed) rerunning the same phases resumes.
@@ -119,6 +124,7 @@ class TrainerTest(tf.test.TestCase):
         resumed = make_trainer(crashed, total_steps=10, steps_per_loop=4, seed=99)
         result = resumed.train(two_phases())
         self.assertEqual([(h["step"], h["seq_length"]) for h in result.history], [(10, 32)])
+        self.assertEqual([r["step"] for r in read_metrics(str(crashed))], [10])
         for ours, theirs in zip(resumed.model.get_weights(), straight, strict=True):
             self.assertAllClose(ours, theirs, atol=1e-6, rtol=0)
         self.assertEqual(int(resumed.optimizer.iterations.numpy()), 10)

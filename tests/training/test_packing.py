@@ -19,7 +19,7 @@ from absl import flags
 from bert_tf import pretrain
 from bert_tf.errors import UsageError
 from bert_tf.training import inputs, pretraining
-from bert_tf.training.progress import ProgressReporter
+from bert_tf.training.progress import ProgressReporter, ScalarLog
 from bert_tf.training.settings import PretrainingConfig
 
 SCRIPT = Path(__file__).with_name("distributed_run.py")
@@ -94,7 +94,8 @@ class PackedReportingTest(tf.test.TestCase):
     def test_progress_line_and_tensorboard_show_real_tokens_and_fill(self):
         log_dir = tempfile.mkdtemp()
         stream = io.StringIO()
-        reporter = ProgressReporter(10, global_batch_size=4, log_dir=log_dir, stream=stream)
+        scalars = ScalarLog(log_dir, "train", log_dir)
+        reporter = ProgressReporter(10, global_batch_size=4, scalars=scalars, stream=stream)
         reporter.start(0)
         metrics = {"loss": 2.0, "real_tokens": 400.0, "fill_rate": 0.78125}
         first = reporter.report(5, metrics, learning_rate=1e-3)
