@@ -278,6 +278,13 @@ class MultiLabelTest(tf.test.TestCase):
             with self.assertRaisesRegex(error, message):
                 run(self.settings(out, **changes))
             self.assertFalse(os.path.exists(out), changes)
+        for task, changes, message in (
+            ("ner", dict(class_weights="balanced"), "task 'ner' has none"),
+            ("stsb", dict(class_weights="1,2"), "is a regression task"),
+            ("classification", dict(threshold=0.3), "--threshold decides a multi_label task's labels"),
+        ):
+            with self.assertRaisesRegex(UsageError, message):
+                self.family(task=task, **changes)
         for threshold in (0.0, 1.0, 1.5):
             with self.assertRaisesRegex(UsageError, "--threshold must be .* between 0 and 1"):
                 self.settings(os.path.join(root, "never"), threshold=threshold)
