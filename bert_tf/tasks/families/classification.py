@@ -349,7 +349,8 @@ class ClassificationFamily(TaskFamily):
         return [self.label_list[i] for i in np.asarray(outputs).argmax(axis=-1)]
 
     def _label_set(self, index: int, labels) -> tuple[str, ...]:
-        """The labels of y[index] of a multi-label example: names or ids, or a multi-hot row."""
+        """The labels of y[index] of a multi-label example: a list of label names, or a
+        multi-hot row (numbers, one per label, 0 or 1)."""
         names = self.label_list
         if isinstance(labels, np.ndarray):
             labels = labels.tolist()
