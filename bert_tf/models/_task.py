@@ -100,9 +100,9 @@ class TaskModel(keras.Model):
         `path`: a Google checkpoint folder, a Hugging Face BERT folder, a pretraining export or
         model_dir, or a fine-tuned folder (`save`, or the CLI's OUTPUT_DIR/model: its head,
         labels, vocab and casing come along). A new head takes `num_classes=` or
-        `label_list=[...]` (classification, tagging); also `task=` (e.g. "mrpc", "squad_v2"),
-        `max_seq_length=`, `vocab_file=`, `lower_case=` and, for spans, the
-        SQuAD options (`doc_stride`, `max_query_length`, `max_answer_length`,
+        `label_list=[...]` (classification, tagging); also `task=` (e.g. "mrpc", "squad_v2",
+        "multi_label", with its `threshold=`), `max_seq_length=`, `vocab_file=`, `lower_case=`
+        and, for spans, the SQuAD options (`doc_stride`, `max_query_length`, `max_answer_length`,
         `null_score_diff_threshold`).
         """
         keras_task = task_api()
@@ -191,7 +191,8 @@ class TaskModel(keras.Model):
         **kwargs,
     ):
         """Keras' fit; `x` may be raw text (see `bert_tf.tasks.keras_task`), with `y` label
-        names or ids. Raw text is batched as the CLI does (dynamic padding; packing for
+        names or ids (multi-label: lists of names, or multi-hot rows), and `class_weight=`
+        "balanced", a list or a dict of per-label weights. Raw text is batched as the CLI does (dynamic padding; packing for
         classification), shuffled in a buffer of `shuffle_buffer_size` with `seed`."""
         if not _TASK_API:  # plain Keras: the task API is not loaded, so no raw text or recipe
             return super().fit(
@@ -213,7 +214,8 @@ class TaskModel(keras.Model):
 
     def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
         """Keras' predict; on raw text, the outputs in input order: logits [examples, classes]
-        (classification, multiple choice), scores [examples, 1] (regression), one [words,
+        (classification, multiple choice), probabilities [examples, labels] (multi-label: a
+        sigmoid each), scores [examples, 1] (regression), one [words,
         tags] logits array per sentence (tagging), the answer strings (spans, whose logits are
         per window). `label_names(outputs)` turns them into label names."""
         if _TASK_API and task_api().is_raw(x):
@@ -228,7 +230,8 @@ class TaskModel(keras.Model):
         return super().evaluate(x, y, batch_size=batch_size, **kwargs)
 
     def label_names(self, outputs):
-        """Label names of `predict`'s outputs (regression: the scores; choices: the indices)."""
+        """Label names of `predict`'s outputs (regression: the scores; choices: the indices;
+        multi-label: each example's list of the labels above the model's threshold)."""
         keras_task = task_api()
         return keras_task.label_names(self, outputs)
 

@@ -27,7 +27,8 @@ class TextClassifierPreprocessor(LabelledPreprocessor):
     `label_list`, or their indices; floats for regression, `label_list=None`). It returns
     the features `{input_ids, input_mask, segment_ids}` int32 [batch, length], or
     `(features, labels[, sample_weight])`, so `dataset.batch(n).map(preprocessor)` feeds
-    `model.fit` directly. A pair too long for `sequence_length` loses tokens from the end
+    `model.fit` directly. With `multi_label`, each example's `y` is a list of labels (a
+    [batch, (labels)] ragged tensor) and its labels a multi-hot float32 [batch, num_labels]. A pair too long for `sequence_length` loses tokens from the end
     of its longer text (the second on a tie), one at a time, as the original.
 
     Args:
@@ -35,7 +36,20 @@ class TextClassifierPreprocessor(LabelledPreprocessor):
       sequence_length: the longest packed row.
       label_list: class names (label i is `label_list[i]`); None for regression.
       pad_to_multiple_of: dynamic padding (see `Preprocessor`); None pads to sequence_length.
+      multi_label: each example has a set of labels (see above).
     """
+
+    def __init__(
+        self,
+        tokenizer,
+        sequence_length: int = 128,
+        label_list=None,
+        pad_to_multiple_of: int | None = 8,
+        multi_label: bool = False,
+        name: str | None = None,
+    ) -> None:
+        super().__init__(tokenizer, sequence_length, label_list, pad_to_multiple_of, name=name)
+        self.multi_label = multi_label
 
     def features(self, x) -> dict[str, tf.Tensor]:
         """The features and `trimmed` ([batch] bool: the row lost tokens)."""
@@ -46,7 +60,16 @@ class TextClassifierPreprocessor(LabelledPreprocessor):
         )
 
     def labels(self, y, features=None) -> tf.Tensor:
-        y = tf.convert_to_tensor(y)
+        if not isinstance(y, tf.RaggedTensor):
+            y = tf.convert_to_tensor(y)
         if self.label_list is None:
             return tf.cast(y, tf.float32)  # regression
-        return self.lookup(self._labels, y, self.label_list)
+        if not self.multi_label:
+            return self.lookup(self._labels, y, self.label_list)
+        if not isinstance(y, tf.RaggedTensor):
+            y = tf.RaggedTensor.from_tensor(y)
+        ids = self.lookup(self._labels, y, self.label_list)  # [batch, (labels)]
+        # Multi-hot: 1.0 where an example has the label, [batch, num_labels].
+        hot = tf.one_hot(ids.flat_values, len(self.label_list), dtype=tf.float32)
+        counts = tf.math.unsorted_segment_sum(hot, ids.value_rowids(), ids.nrows())
+        return tf.minimum(counts, 1.0)  # a label named twice is still one

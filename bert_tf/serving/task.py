@@ -11,6 +11,10 @@ classification (GLUE tasks, own CSV/TSV/JSONL data):
   -> probabilities float32 [batch, num_classes], label string [batch], label_id int32
      [batch], label_names string [batch, num_classes] (the class order).
 regression (STS-B, own data): same inputs -> score float32 [batch].
+multi_label (own data): same inputs -> probabilities float32 [batch, num_labels] (a
+  sigmoid per label), labels string [batch, max labels] (every label whose probability
+  is above task.json's threshold, in label order, padded with ""), num_labels int32
+  [batch], label_names string [batch, num_labels] (the label order).
 span (SQuAD): question, context -> answer string [batch] (the original run_squad's
   get_final_text; "" when there is no answer), score float32 [batch] (start + end logit of
   the best span), answer_start, answer_end int32 [batch] (character offsets in the
@@ -99,14 +103,24 @@ class TaskServing(tf.Module):
         outputs = tf.cast(self.model(inputs, training=False), tf.float32)
         if self._kind == TaskKind.REGRESSION:
             return {"score": outputs[:, 0]}
+        batch = tf.shape(outputs)[0]
+        label_names = tf.tile(self._labels[None, :], [batch, 1])
+        if self._kind == TaskKind.MULTI_LABEL:
+            probabilities = tf.sigmoid(outputs)
+            chosen = probabilities > self._info.threshold  # [batch, num_labels]
+            return {
+                "probabilities": probabilities,
+                "labels": tf.ragged.boolean_mask(label_names, chosen).to_tensor(default_value=""),
+                "num_labels": tf.reduce_sum(tf.cast(chosen, tf.int32), axis=1),
+                "label_names": label_names,
+            }
         probabilities = tf.nn.softmax(outputs, axis=-1)
         label_id = tf.argmax(probabilities, axis=-1, output_type=tf.int32)
-        batch = tf.shape(label_id)[0]
         return {
             "probabilities": probabilities,
             "label_id": label_id,
             "label": tf.gather(self._labels, label_id),
-            "label_names": tf.tile(self._labels[None, :], [batch, 1]),
+            "label_names": label_names,
         }
 
     # --- word pieces with the words they came from -------------------------------

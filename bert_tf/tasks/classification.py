@@ -2,7 +2,9 @@
 
 Users' own data comes from CSV, TSV or JSON-lines files (chosen by extension) with
 named columns; the label set is taken from the training data. GLUE readers
-(`bert_tf.tasks.glue`) produce the same `InputExample`s.
+(`bert_tf.tasks.glue`) produce the same `InputExample`s. Multi-label data
+(`label_separator` given) holds a set of labels per example: a JSON list in JSONL, one
+cell joined by the separator in CSV/TSV.
 
 Example:
 
@@ -19,11 +21,12 @@ InputExample(guid='/.../train.csv line 2', text_a='great film', text_b=None, lab
 
 from __future__ import annotations
 
+import collections
 import csv
 import dataclasses
 import json
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from bert_tf import fileio
 from bert_tf.tasks.features import TaskDataError
@@ -36,7 +39,8 @@ class InputExample:
     guid: str
     text_a: str
     text_b: str | None = None
-    label: str | float | None = None  # None for unlabelled (test) data
+    # None for unlabelled (test) data; a tuple of label names for multi-label data.
+    label: str | float | tuple[str, ...] | None = None
 
 
 def read_table(
@@ -44,9 +48,10 @@ def read_table(
     text_column: str,
     text_b_column: str | None = None,
     label_column: str | None = None,
+    label_separator: str | None = None,
 ) -> list[InputExample]:
     """All examples of a CSV, TSV or JSONL file (see `iter_table`)."""
-    return list(iter_table(path, text_column, text_b_column, label_column))
+    return list(iter_table(path, text_column, text_b_column, label_column, label_separator))
 
 
 def iter_table(
@@ -54,8 +59,14 @@ def iter_table(
     text_column: str,
     text_b_column: str | None = None,
     label_column: str | None = None,
+    label_separator: str | None = None,
 ) -> Iterator[InputExample]:
-    """Streams a CSV, TSV or JSONL file (by extension) with a header / named fields."""
+    """Streams a CSV, TSV or JSONL file (by extension) with a header / named fields.
+
+    With `label_separator` (multi-label data) each label is a tuple of names: a JSON list
+    in JSONL, the cell split on the separator in CSV/TSV (an empty list or cell: no label
+    applies). Without it, a label is one value and a JSON list is refused.
+    """
     path = os.fspath(path)
     extension = os.path.splitext(path)[1].lower()
     if not fileio.isfile(path):
@@ -72,16 +83,15 @@ def iter_table(
                 f"(set --text_column/--text_b_column/--label_column)"
             )
         label = row[label_column] if label_column is not None else None
-        if label_column is not None and (label is None or not str(label).strip()):
-            raise TaskDataError(
-                f"{path} line {line_number}: no label in column {label_column!r}; fill it in or remove the row"
-            )
+        where = f"{path} line {line_number}"
+        if label_column is not None:
+            label = _label(label, label_column, label_separator, where, extension in (".csv", ".tsv"))
         count += 1
         yield InputExample(
-            guid=f"{path} line {line_number}",
+            guid=where,
             text_a=_text(row[text_column]),
             text_b=_text(row[text_b_column]) if text_b_column is not None else None,
-            label=None if label is None else str(label),
+            label=label,
         )
     if not count:
         raise TaskDataError(f"{path} has no examples")
@@ -119,9 +129,43 @@ def _text(value) -> str:
     return "" if value is None else str(value)
 
 
+def _label(value, column: str, separator: str | None, where: str, joined: bool) -> str | tuple[str, ...]:
+    """A row's label: one name, or (`separator` given: multi-label) a tuple of names."""
+    if separator is None:
+        if isinstance(value, list):
+            raise TaskDataError(
+                f"{where}: the label in column {column!r} is a list ({value!r}), but this task takes one "
+                "label per example; for several labels per example use --task=multi_label"
+            )
+        if value is None or not str(value).strip():
+            raise TaskDataError(f"{where}: no label in column {column!r}; fill it in or remove the row")
+        return str(value)
+    if joined:  # CSV/TSV: one cell, the labels joined by the separator
+        value = str(value).split(separator) if value is not None and str(value).strip() else []
+    elif not isinstance(value, list):
+        raise TaskDataError(
+            f"{where}: the label in column {column!r} is {value!r}, not a list; a multi_label example "
+            'in JSONL takes a JSON list of labels, e.g. ["sports", "politics"] (or [] for none)'
+        )
+    names = tuple(dict.fromkeys(str(name).strip() for name in value))  # in order, each once
+    if "" in names:
+        raise TaskDataError(
+            f"{where}: an empty label name in column {column!r} ({value!r}); remove it, or check "
+            f"the separator (--label_separator={separator!r})"
+        )
+    return names
+
+
+def label_names(label) -> tuple[str, ...]:
+    """The label names of one example's label: a multi-label tuple, or one name."""
+    return label if isinstance(label, tuple) else (str(label),)
+
+
 def label_list_from(examples: Sequence[InputExample]) -> list[str]:
     """The sorted set of labels in the data (numerically when every label is an integer)."""
-    labels = {str(example.label) for example in examples if example.label is not None}
+    labels = {
+        name for example in examples if example.label is not None for name in label_names(example.label)
+    }
     if not labels:
         raise TaskDataError("the training data has no labels; set --label_column")
     if all(label.lstrip("-").isdigit() for label in labels):
@@ -150,9 +194,96 @@ def validate(
                 raise TaskDataError(
                     f"{example.guid}: regression label {example.label!r} is not a number"
                 ) from None
-        elif known is not None and str(example.label) not in known:
-            raise TaskDataError(
-                f"{example.guid}: label {example.label!r} is not one of the task's labels "
-                f"{list(label_list)}; fix the row or train with a label set that includes it"
-            )
+        elif known is not None:
+            unknown = [name for name in label_names(example.label) if name not in known]
+            if unknown:
+                raise TaskDataError(
+                    f"{example.guid}: label {unknown[0]!r} is not one of the task's labels "
+                    f"{list(label_list)}; fix the row or train with a label set that includes it"
+                )
         yield example
+
+
+# --- class weights ----------------------------------------------------------------------------
+
+
+def count_labels(examples: Iterable[InputExample]) -> tuple[collections.Counter, int]:
+    """(examples per label name, number of labelled examples)."""
+    counts: collections.Counter = collections.Counter()
+    total = 0
+    for example in examples:
+        if example.label is not None:
+            counts.update(label_names(example.label))
+            total += 1
+    return counts, total
+
+
+def class_weights(
+    spec, label_list: Sequence[str], counts: Mapping[str, int], num_examples: int, multi_label: bool = False
+) -> list[float]:
+    """One positive weight per label of `label_list`, from `spec`:
+
+    - "balanced": scikit-learn's `compute_class_weight("balanced")`, n_samples /
+      (n_classes * count) from the training counts; multi-label: each label's binary
+      "balanced" weights with its negatives at 1, i.e. negatives / positives (the
+      `pos_weight` of PyTorch's BCEWithLogitsLoss);
+    - a list (or a comma-separated string: the command line's) of one weight per label, in
+      label order;
+    - a dict of label name (or id) -> weight, others 1.0 (Keras' `class_weight`).
+    """
+    names = list(label_list)
+    if isinstance(spec, str) and spec.strip().lower() == "balanced":
+        missing = [name for name in names if not counts.get(name)]
+        if missing:
+            raise TaskDataError(
+                f"class weights 'balanced': label {missing[0]!r} has no training example, so its "
+                "weight is undefined; give the weights as a list, one per label"
+            )
+        if not multi_label:
+            return [num_examples / (len(names) * counts[name]) for name in names]
+        everywhere = [name for name in names if counts[name] >= num_examples]
+        if everywhere:
+            raise TaskDataError(
+                f"class weights 'balanced': label {everywhere[0]!r} is on every training example, "
+                "which would weigh its positives 0; give the weights as a list, one per label"
+            )
+        return [(num_examples - counts[name]) / counts[name] for name in names]
+    if isinstance(spec, Mapping):
+        weights = dict.fromkeys(names, 1.0)
+        for key, value in spec.items():
+            name = (
+                names[key]
+                if isinstance(key, int) and not isinstance(key, bool) and 0 <= key < len(names)
+                else key
+            )
+            if name not in weights:
+                raise TaskDataError(
+                    f"class weights: {key!r} is not one of the labels {names} (nor an id into them)"
+                )
+            weights[name] = value
+        values = [weights[name] for name in names]
+    elif isinstance(spec, str):
+        values = [part.strip() for part in spec.split(",")]
+    else:
+        values = list(spec)
+    try:
+        values = [float(value) for value in values]
+    except (TypeError, ValueError):
+        raise TaskDataError(
+            f"class weights {spec!r}: give 'balanced' or numbers, one per label of {names}"
+        ) from None
+    if len(values) != len(names):
+        raise TaskDataError(
+            f"class weights: {len(values)} given for {len(names)} labels {names}; give one per label, "
+            "in that order (or 'balanced')"
+        )
+    bad = [
+        (name, value)
+        for name, value in zip(names, values, strict=True)
+        if not value > 0 or value == float("inf")
+    ]
+    if bad:
+        raise TaskDataError(
+            f"class weights: label {bad[0][0]!r} has weight {bad[0][1]}; weights must be positive numbers"
+        )
+    return values

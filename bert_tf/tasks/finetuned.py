@@ -57,7 +57,11 @@ class FinetunedModelInfo:
     only: the span fields (SQuAD), whose defaults are fine-tuning's and the original
     run_squad's, which a task.json written before they were saved is read with;
     `text_b_column`, the second text's column of own-data pair tasks (GLUE tasks know
-    theirs).
+    theirs); `threshold`, a multi-label model's decision threshold; `class_weights`, the
+    per-label weights a classifier was trained with (a record only).
+
+    A multi-label model is one whose `kind` is "multi_label" (`TaskKind.MULTI_LABEL`): a
+    `BertClassifier` whose logits are read through a sigmoid, one per label.
     """
 
     task: str
@@ -72,6 +76,8 @@ class FinetunedModelInfo:
     n_best_size: int = 20
     version_2_with_negative: bool = False
     null_score_diff_threshold: float = 0.0
+    threshold: float | None = None
+    class_weights: list[float] | None = None
     format_version: int = FORMAT_VERSION
 
     def to_json(self) -> dict[str, Any]:
@@ -123,6 +129,11 @@ class FinetunedModelInfo:
                 ("task", isinstance(self.task, str) and self.task),
                 ("lower_case", isinstance(self.lower_case, bool)),
                 ("max_seq_length", isinstance(self.max_seq_length, int) and self.max_seq_length > 0),
+                (
+                    "threshold",
+                    self.threshold is None
+                    or (isinstance(self.threshold, (int, float)) and 0 < self.threshold < 1),
+                ),
                 (
                     "label_list",
                     labels is None or (isinstance(labels, list) and all(isinstance(x, str) for x in labels)),

@@ -15,6 +15,9 @@ Raw inputs, per family:
 
 - classification / regression: `x` a list (or array, or `tf.data.Dataset`) of texts, or of
   `(text_a, text_b)` pairs, or a tuple of two lists; `y` label names or ids (regression: numbers);
+  multi-label (`task="multi_label"`): `y` one list of label names per example, or multi-hot
+  rows; `predict` returns probabilities, `label_names` the names above the threshold;
+  `fit(..., class_weight="balanced" | {label: weight} | [weights])` weighs the classes;
 - token tagging: `x` a list of sentences, each a list of words (or a string, split on
   whitespace); `y` one list of tags per sentence;
 - spans (SQuAD): `x` a list of `(question, context)` pairs; `y` one answer per question,
@@ -67,6 +70,8 @@ from bert_tf.tokenization import BertTokenizer
 
 # The SQuAD settings a new span head takes (task="squad_v2" makes a SQuAD 2.0 model).
 SPAN_OPTIONS = ("doc_stride", "max_query_length", "max_answer_length", "null_score_diff_threshold")
+# What a new classifier head takes besides its labels: a multi-label model's threshold.
+CLASSIFIER_OPTIONS = ("threshold",)
 
 
 @dataclasses.dataclass
@@ -128,10 +133,12 @@ def from_pretrained(
     CLI's OUTPUT_DIR/model), which brings its head, labels, vocab and casing along.
     """
     family_class = families.family_for_model(cls)
-    allowed = SPAN_OPTIONS if family_class is families.SpanFamily else ()
-    unknown = sorted(set(span_options) - set(allowed))
+    allowed = {families.SpanFamily: SPAN_OPTIONS, families.ClassificationFamily: CLASSIFIER_OPTIONS}
+    unknown = sorted(set(span_options) - set(allowed.get(family_class, ())))
     if unknown:
         raise TypeError(f"{cls.__name__}.from_pretrained got unexpected arguments {unknown}")
+    if "threshold" in span_options and task != "multi_label":
+        raise UsageError("threshold= is a multi-label model's; pass task='multi_label' with it")
     path = os.fspath(path)
     if is_finetuned_dir(path):
         return _from_finetuned(cls, path, num_classes, label_list)
@@ -264,7 +271,12 @@ def build_optimizer(recipe: Recipe, num_train_steps: int) -> keras.optimizers.Op
 
 
 def fit(model, keras_fit, x, y, *, batch_size, epochs, validation_data, seed, shuffle_buffer_size, **kwargs):
-    """`model.fit` on raw text (see the module docstring); returns Keras' History."""
+    """`model.fit` on raw text (see the module docstring); returns Keras' History.
+
+    `class_weight` (raw text): "balanced", {label name or id: weight} (others 1.0, as Keras'
+    own `class_weight`) or one weight per label; applied as per-example sample weights by
+    the task family, and recorded in the model's task.json.
+    """
     _check_compiled(model, "fit")
     recipe = _recipe(model)
     accumulation = recipe.gradient_accumulation_steps if recipe else 1
@@ -285,7 +297,20 @@ def fit(model, keras_fit, x, y, *, batch_size, epochs, validation_data, seed, sh
         )
     if seed is None:  # keras.utils.set_random_seed seeds Python's random too
         seed = random.randrange(2**31)
-    adapter, data = task_data(model, x, y, "train", seed=seed, shuffle_buffer_size=shuffle_buffer_size)
+    class_weight = kwargs.pop("class_weight", None)
+    if class_weight is not None and task_kind(model) not in (TaskKind.CLASSIFICATION, TaskKind.MULTI_LABEL):
+        raise UsageError(f"class_weight weighs classes; a {task_kind(model).value} model has none")
+    adapter, data = task_data(
+        model,
+        x,
+        y,
+        "train",
+        seed=seed,
+        shuffle_buffer_size=shuffle_buffer_size,
+        class_weights=class_weight,
+    )
+    attached = attached_of(model, "fit")
+    attached.info = dataclasses.replace(attached.info, class_weights=adapter.class_weights)
     adapter.count(data)
     steps_per_epoch = max(1, math.ceil(data.stats.num_features / batch_size))
     build_schedule(model, steps_per_epoch * epochs)
@@ -442,17 +467,18 @@ def _split_dataset(dataset: tf.data.Dataset) -> tuple[list, list | None]:
     return xs, (ys if labelled else None)
 
 
-def family_of(model, seed: int = 12345, shuffle_buffer_size: int = 10_000) -> families.TaskFamily:
-    """The task family of `model`'s task, on its task.json (preprocessor, batching, scoring)."""
+def family_of(model, seed: int = 12345, shuffle_buffer_size: int = 10_000, **settings) -> families.TaskFamily:
+    """The task family of `model`'s task, on its task.json (preprocessor, batching, scoring)
+    and `settings` (other FinetuneSettings fields, e.g. class_weights)."""
     attached = attached_of(model, "raw text")
     family = families.family_for_kind(attached.info.kind)
     return family.for_model(
-        attached.info, attached.tokenizer, seed=seed, shuffle_buffer_size=shuffle_buffer_size
+        attached.info, attached.tokenizer, seed=seed, shuffle_buffer_size=shuffle_buffer_size, **settings
     )
 
 
 def task_data(
-    model, x, y, split: str, *, seed: int = 12345, shuffle_buffer_size: int = 10_000
+    model, x, y, split: str, *, seed: int = 12345, shuffle_buffer_size: int = 10_000, class_weights=None
 ) -> tuple[families.TaskFamily, families.TaskData]:
     """(the model's task family, TaskData) of raw `x` and labels `y` (None: unlabelled)."""
     attached = attached_of(model, "raw text")
@@ -462,15 +488,18 @@ def task_data(
     info = attached.info
     if (
         split == "train"
-        and info.kind == TaskKind.CLASSIFICATION
+        and info.kind in (TaskKind.CLASSIFICATION, TaskKind.MULTI_LABEL)
         and not is_pair_task(info)
         and _holds_pairs(x)
     ):
         # A new own-data head learns pairs from its first training data (as the command
         # line does from a CSV's text_b_column); its task.json then says so.
         attached.info = dataclasses.replace(info, text_b_column="text_b")
-    family = family_of(model, seed, shuffle_buffer_size)
-    data = family.python_data(x, y, split)
+    family = family_of(model, seed, shuffle_buffer_size, class_weights=class_weights)
+    try:
+        data = family.python_data(x, y, split)
+    except TaskDataError as error:  # e.g. class weights that do not fit the labels
+        raise UsageError(str(error)) from None
     if not any(True for _ in data.examples()):
         raise UsageError(f"the {split} data has no examples")
     return family, data

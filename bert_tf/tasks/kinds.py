@@ -20,3 +20,4 @@ class TaskKind(enum.StrEnum):
     SPAN = "span"  # SQuAD: start and end logits [batch, seq]
     TOKEN = "token"  # NER: logits [batch, seq, num_tags]
     MULTIPLE_CHOICE = "multiple_choice"  # SWAG: logits [batch, num_choices]
+    MULTI_LABEL = "multi_label"  # own data, a set of labels each: logits [batch, num_labels], sigmoid

@@ -275,8 +275,10 @@ def _run(settings: FinetuneSettings, strategy, policy: str, fresh: bool) -> dict
     adapter.static = adapter.static or isinstance(strategy, tf.distribute.TPUStrategy)
     # A distributed batch is split along its first dimension: packed rows and their labels apart.
     adapter.pack = adapter.pack and strategy.num_replicas_in_sync == 1
-    if finetuned and finetuned.label_list is not None:
-        adapter.label_list = list(finetuned.label_list)
+    if finetuned:  # what the model learnt from its training data: labels, a threshold, ...
+        adapter.restore(finetuned)
+        if finetuned.label_list is not None:
+            adapter.label_list = list(finetuned.label_list)
 
     train = adapter.load("train")
     evals = adapter.load("eval")

@@ -56,6 +56,20 @@ class FinetuneSettings:
         None, "classification/regression: column of the second text of a pair."
     )
     label_column: str = setting("label", "classification/regression: column of the label.")
+    label_separator: str = setting(
+        "|", "multi_label: what joins an example's labels in one CSV/TSV cell (JSONL takes a JSON list)."
+    )
+    threshold: float | None = setting(
+        None,
+        "multi_label: a label is predicted when its probability is above this (default 0.5, or the "
+        "fine-tuned model's own); saved in task.json.",
+    )
+    class_weights: str | None = setting(
+        None,
+        "classification/multi_label: weigh the training loss per label: 'balanced' (scikit-learn's "
+        "n_samples / (n_classes * count) from the training file; multi-label: negatives / positives "
+        "of each label) or one weight per label, comma-separated, in label order.",
+    )
     max_seq_length: int | None = setting(None, "Word pieces per sequence (default 384 for SQuAD, else 128).")
     doc_stride: int = setting(128, "SQuAD: stride between context windows.")
     max_query_length: int = setting(64, "SQuAD: question pieces kept.")
@@ -189,6 +203,14 @@ class FinetuneSettings:
             raise UsageError(
                 f"--mixed_precision={self.mixed_precision} is not a dtype policy; use one of "
                 f"{', '.join((precision.AUTO, *precision.POLICIES))}"
+            )
+        if self.threshold is not None and not 0.0 < self.threshold < 1.0:
+            raise UsageError(
+                f"--threshold must be a probability strictly between 0 and 1, got {self.threshold}"
+            )
+        if not self.label_separator:
+            raise UsageError(
+                "--label_separator is empty; give the text that joins labels in a cell, e.g. '|'"
             )
         if self.static_shapes and self.length_buckets:
             raise UsageError(

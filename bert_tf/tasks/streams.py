@@ -301,7 +301,12 @@ def batches(
         dataset = dataset.unbatch()
         padding = _padding_values(dataset.element_spec, preprocessor.tokenizer.pad_id, ignore_label)
         if batching.bucket_boundaries:
-            dataset = dataset.map(_strip_padding, num_parallel_calls=tf.data.AUTOTUNE)
+            # Labels per piece (token tasks: those padded with ignore_label) are cut with their
+            # row; labels per example (a class, a multi-hot row) are not.
+            per_piece = ignore_label is not None
+            dataset = dataset.map(
+                lambda element: _strip_padding(element, per_piece), num_parallel_calls=tf.data.AUTOTUNE
+            )
             boundaries = list(batching.bucket_boundaries)
             dataset = dataset.bucket_by_sequence_length(
                 lambda element: tf.shape(element["inputs"]["input_ids"])[-1],
@@ -343,8 +348,9 @@ def _padding_values(spec, pad_id: int, ignore_label: int | None):
 
 
 @tf.autograph.experimental.do_not_convert
-def _strip_padding(element):
-    """One row cut to its real length (its padding is the batch's, not its own)."""
+def _strip_padding(element, labels_per_piece: bool = True):
+    """One row cut to its real length (its padding is the batch's, not its own); its labels
+    too where they are per piece."""
     length = tf.reduce_sum(element["inputs"]["input_mask"])
 
     def cut(tensor):
@@ -352,7 +358,7 @@ def _strip_padding(element):
 
     element = dict(element)
     element["inputs"] = {name: cut(value) for name, value in element["inputs"].items()}
-    if "labels" in element:
+    if "labels" in element and labels_per_piece:
         element["labels"] = tf.nest.map_structure(cut, element["labels"])
     return element
 

@@ -25,6 +25,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from bert_tf.errors import UsageError
 from bert_tf.tasks import streams
 from bert_tf.tasks.features import ConversionStats, TaskDataError
 from bert_tf.tasks.kinds import TaskKind
@@ -119,6 +120,7 @@ class TaskFamily:
     packable = False
     ignore_label: int | None = None
     has_eval_loss = True  # whether `predict` computes the training loss on labelled data
+    weighs_classes = False  # whether training takes class weights (settings.class_weights)
 
     def __init__(self, settings, tokenizer):
         self.settings, self.tokenizer = settings, tokenizer
@@ -128,6 +130,11 @@ class TaskFamily:
         # Packed batches for training and prediction (settings.packing). The runner turns it
         # off under a multi-replica strategy, which splits a batch's rows and labels apart.
         self.pack = self.packable and bool(getattr(settings, "packing", True))
+        if getattr(settings, "class_weights", None) is not None and not self.weighs_classes:
+            raise UsageError(
+                f"--class_weights weighs the classes of classification and multi_label tasks; "
+                f"task {settings.task!r} has none"
+            )
         self._predictor = None  # (model, input spec, traced call): see _batch_predictor
 
     @classmethod

@@ -1,13 +1,26 @@
-"""The classification family: GLUE and own-data classification and regression.
+"""The classification family: GLUE and own-data classification, multi-label classification
+and regression.
 
 Reads GLUE TSV files, a GLUE data_dir or TFDS glue/*, and users' CSV/TSV/JSONL; one row
 per example, packed batches; a `BertClassifier` head; GLUE's metrics and submission files;
-served as `text` or `text_a`, `text_b` -> probabilities and label (or score).
+served as `text` or `text_a`, `text_b` -> probabilities and label (or score, or the labels
+above the threshold).
+
+Multi-label classification (`--task=multi_label`, `TaskKind.MULTI_LABEL`) is a kind of this
+family, not a family of its own: it reads the same files, makes the same features, packs
+the same way and has the same head; only its labels (a set per example, multi-hot), loss
+(sigmoid cross-entropy per label), metrics and outputs differ.
+
+Class weights (`--class_weights`) weigh each training example's loss: single-label, by the
+weight of its class (Keras' `class_weight`); multi-label, each label's positive term by the
+label's weight (PyTorch's `pos_weight`). They are per-example sample weights, which packed
+batches carry like the labels, one per example.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
 import os
 from collections.abc import Callable, Iterator
@@ -16,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import keras
 import numpy as np
 import tensorflow as tf
+from keras import ops
 
 from bert_tf import fileio, preprocessing
 from bert_tf.errors import UsageError
@@ -38,6 +52,45 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+DEFAULT_THRESHOLD = 0.5  # multi-label: a label is predicted when its probability is above it
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class MultiLabelCrossentropy(keras.losses.Loss):
+    """Sigmoid cross-entropy of every (example, label) from logits, averaged over both.
+
+    Its values are per label ([batch, num_labels]), so a sample weight per example and label
+    (`example_weights`: the class weights of multi-label data) weighs each term.
+
+    >>> import numpy as np
+    >>> loss = MultiLabelCrossentropy()
+    >>> round(float(loss(np.array([[1.0, 0.0]]), np.array([[0.0, 0.0]]))), 4)  # log(2)
+    0.6931
+    """
+
+    def __init__(self, name: str = "multi_label_crossentropy", **kwargs):
+        super().__init__(name=name, **kwargs)
+
+    def call(self, y_true, y_pred):
+        return ops.binary_crossentropy(ops.cast(y_true, y_pred.dtype), y_pred, from_logits=True)
+
+
+def example_weights(labels: tf.Tensor, class_weights: tf.Tensor) -> tf.Tensor:
+    """The sample weights of a batch's labels under `class_weights` [num_labels].
+
+    Class ids [examples] -> the weight of each example's class [examples]; multi-hot
+    [examples, num_labels] -> the label's weight where the example has the label, 1.0 where
+    it has not [examples, num_labels].
+    """
+    if labels.shape.rank == 1:
+        return tf.gather(class_weights, labels)
+    return tf.where(labels > 0, class_weights[None, :], 1.0)
+
+
+def above_threshold(probabilities, threshold: float) -> np.ndarray:
+    """Multi-label predictions: bool [examples, num_labels], probability above `threshold`."""
+    return np.asarray(probabilities) > threshold
+
 
 def _suffix(name: str) -> str:
     return name.split("_", 1)[1] if "_" in name else ""
@@ -56,22 +109,25 @@ def is_pair_task(info: FinetunedModelInfo) -> bool:
 
 class ClassificationFamily(TaskFamily):
     """GLUE (TSV files, a GLUE data_dir or TFDS glue/*) and users' own CSV/TSV/JSONL:
-    classes (`TaskKind.CLASSIFICATION`) or one score (`TaskKind.REGRESSION`)."""
+    classes (`TaskKind.CLASSIFICATION`), a set of labels (`TaskKind.MULTI_LABEL`) or one
+    score (`TaskKind.REGRESSION`)."""
 
-    kinds = (TaskKind.CLASSIFICATION, TaskKind.REGRESSION)
+    kinds = (TaskKind.CLASSIFICATION, TaskKind.REGRESSION, TaskKind.MULTI_LABEL)
     model_class = BertClassifier
     default_task = "classification"
-    tasks = (*glue.GLUE_TASKS, "classification", "regression")
+    tasks = (*glue.GLUE_TASKS, "classification", "regression", "multi_label")
     aliases = ("sst-2", "sts-b")  # GLUE's spellings
-    task_json_fields = ("text_b_column",)
+    task_json_fields = ("text_b_column", "threshold", "class_weights")
+    OWN_DATA = ("classification", "regression", "multi_label")  # tasks of users' own files
 
     predict_by_length = True
     packable = True
+    weighs_classes = True
 
     def __init__(self, settings, tokenizer):
         super().__init__(settings, tokenizer)
         task = settings.task.lower()
-        self.glue = glue.get_task(task) if task not in ("classification", "regression") else None
+        self.glue = glue.get_task(task) if task not in self.OWN_DATA else None
         if settings.tfds_name and (self.glue is None or settings.tfds_name != f"glue/{self.glue.name}"):
             expected = f"glue/{self.glue.name}" if self.glue else "files (--train_file/--eval_file)"
             raise TaskDataError(
@@ -81,23 +137,52 @@ class ClassificationFamily(TaskFamily):
             )
         regression = task == "regression" or (self.glue is not None and self.glue.is_regression)
         self.kind = TaskKind.REGRESSION if regression else TaskKind.CLASSIFICATION
+        if task == "multi_label":
+            self.kind = TaskKind.MULTI_LABEL
         self.metric_names = self.glue.metrics if self.glue else ("accuracy",)
         self.label_list = list(self.glue.label_list) if self.glue and self.glue.label_list else None
         self.pair = None  # whether examples have a second text: known from the first example
+        # Multi-label: the label cell's separator in CSV/TSV, and the decision threshold
+        # (a fine-tuned model's own unless the settings give one: see `restore`).
+        self.label_separator = getattr(settings, "label_separator", "|")
+        self.threshold = getattr(settings, "threshold", None) or DEFAULT_THRESHOLD
+        # One weight per label once the training data is read (`load`, `python_data`).
+        self.class_weights: list[float] | None = None
+        if getattr(settings, "class_weights", None) is not None and self.kind == TaskKind.REGRESSION:
+            raise UsageError(
+                f"--class_weights weighs classes; task {settings.task!r} is a regression task, which has none"
+            )
+        if getattr(settings, "threshold", None) is not None and not self.multi_label:
+            raise UsageError(
+                f"--threshold decides a multi_label task's labels; task {settings.task!r} predicts one label "
+                "(the most probable): drop --threshold, or pass --task=multi_label"
+            )
+
+    @property
+    def multi_label(self) -> bool:
+        return self.kind == TaskKind.MULTI_LABEL
 
     @property
     def main_metric(self) -> str:
         if self.kind == TaskKind.REGRESSION:
             return "pearson"
+        if self.multi_label:
+            return "micro_f1"
         return self.metric_names[0]  # accuracy; Matthews correlation for CoLA
 
     @property
     def needs_label_list(self) -> bool:
-        return self.kind == TaskKind.CLASSIFICATION
+        return self.kind != TaskKind.REGRESSION
 
     def task_json_values(self, settings) -> dict[str, Any]:
-        # Own-data pair tasks: the second text's column (GLUE tasks know theirs).
-        return {"text_b_column": settings.text_b_column} if settings.text_b_column else {}
+        # Own-data pair tasks: the second text's column (GLUE tasks know theirs); multi-label:
+        # the threshold; the class weights training used, for the record.
+        values: dict[str, Any] = {"text_b_column": settings.text_b_column} if settings.text_b_column else {}
+        if self.multi_label:
+            values["threshold"] = self.threshold
+        if self.class_weights is not None:
+            values["class_weights"] = list(self.class_weights)
+        return values
 
     # -- sources -----------------------------------------------------------------------
     def _readers(self, split: str) -> dict[str, Callable[[], Iterator[classification.InputExample]]]:
@@ -112,7 +197,11 @@ class ClassificationFamily(TaskFamily):
             label_column = s.label_column if labelled else None
             return {
                 split: lambda skipped=None: classification.iter_table(
-                    file, s.text_column, s.text_b_column, label_column
+                    file,
+                    s.text_column,
+                    s.text_b_column,
+                    label_column,
+                    self.label_separator if self.multi_label else None,
                 )
             }
         if self.glue is None:
@@ -153,19 +242,17 @@ class ClassificationFamily(TaskFamily):
         result = []
         labelled = split != "predict"
         for name, reader in self._readers(split).items():
-            collect = split == "train" and self.label_list is None and self.kind == TaskKind.CLASSIFICATION
+            collect = split == "train" and self.label_list is None and self.needs_label_list
             known = None if collect else self.label_list
-            labels: set[str] = set()
-            first = None
             skipped: list[int] = []
-            for example in classification.validate(
+            examples = classification.validate(
                 reader(skipped), known if labelled else None, self.kind == TaskKind.REGRESSION and labelled
-            ):
-                first = first or example
-                if collect and example.label is not None:
-                    labels.add(str(example.label))
+            )
+            first = next(examples, None)
             if first is None:
                 raise TaskDataError(f"the {name} data has no examples")
+            # The training data's labels: the label set, and the counts of balanced class weights.
+            counts, total = classification.count_labels(itertools.chain([first], examples))
             if skipped:
                 logger.warning(
                     "the %s data: skipped %d rows with too few columns (lines %s)",
@@ -173,10 +260,17 @@ class ClassificationFamily(TaskFamily):
                     len(skipped),
                     ", ".join(map(str, skipped[:10])) + (", ..." if len(skipped) > 10 else ""),
                 )
+            if collect and not counts:
+                raise TaskDataError(
+                    f"the {name} data has no labels (every example's label list is empty), so the task "
+                    "has no label set; label the examples, or give the labels (label_list) yourself"
+                )
             if collect:
                 self.label_list = classification.label_list_from(
-                    [classification.InputExample("", "", None, label) for label in labels]
+                    [classification.InputExample("", "", None, label) for label in counts]
                 )
+            if split == "train" and self.needs_label_list:
+                self.class_weights = self._class_weights(counts, total)
             if self.pair is None:
                 self.pair = first.text_b is not None
 
@@ -189,6 +283,15 @@ class ClassificationFamily(TaskFamily):
 
     def restore(self, info) -> None:
         self.pair = is_pair_task(info)
+        if getattr(self.settings, "threshold", None) is None:  # the settings' threshold wins
+            self.threshold = info.threshold if info.threshold is not None else DEFAULT_THRESHOLD
+
+    def _class_weights(self, counts, num_examples: int) -> list[float] | None:
+        """The settings' class weights (None: unweighted) for the training data's label counts."""
+        spec = getattr(self.settings, "class_weights", None)
+        if spec is None:
+            return None
+        return classification.class_weights(spec, self.label_list, counts, num_examples, self.multi_label)
 
     def python_data(self, x, y, split: str) -> TaskData:
         """Texts, or (text_a, text_b) pairs (or a tuple of two lists), with label names or ids
@@ -214,26 +317,65 @@ class ClassificationFamily(TaskFamily):
             wanted = "(text_a, text_b) pairs" if self.pair else "single texts"
             raise UsageError(f"this model reads {wanted}; x holds {'pairs' if pair else 'single texts'}")
         labels = python_inputs.labels_for(y, len(rows))
-        if y is not None and self.kind == TaskKind.CLASSIFICATION:
+        if y is not None and self.multi_label:
+            labels = [self._label_set(index, label) for index, label in enumerate(labels)]
+        elif y is not None and self.kind == TaskKind.CLASSIFICATION:
             labels = [self._label_name(index, label) for index, label in enumerate(labels)]
         examples = [
             classification.InputExample(f"x[{i}]", *(row if pair else (row, None)), label)
             for i, (row, label) in enumerate(zip(rows, labels, strict=True))
         ]
         examples = list(classification.validate(examples, self.label_list, self.kind == TaskKind.REGRESSION))
+        if split == "train" and y is not None and self.needs_label_list:
+            self.class_weights = self._class_weights(*classification.count_labels(examples))
         return TaskData(split, lambda: iter(examples), y is not None, ConversionStats())
 
+    def python_outputs(self, data: TaskData, predictions: Predictions):
+        """Logits [n, classes] (regression: scores [n, 1]); multi-label: the probabilities."""
+        if self.multi_label:
+            return tf.sigmoid(predictions.outputs).numpy()
+        return predictions.outputs
+
     def python_labels(self, outputs) -> list:
-        """Label names of logits [n, classes]; regression: the scores."""
+        """Label names of logits [n, classes]; regression: the scores; multi-label: the list of
+        names whose probability is above the threshold, for each example."""
         if self.kind == TaskKind.REGRESSION:
             return np.asarray(outputs)[:, 0].tolist()
+        if self.multi_label:
+            return [
+                [name for name, on in zip(self.label_list, row, strict=True) if on]
+                for row in above_threshold(outputs, self.threshold)
+            ]
         return [self.label_list[i] for i in np.asarray(outputs).argmax(axis=-1)]
+
+    def _label_set(self, index: int, labels) -> tuple[str, ...]:
+        """The labels of y[index] of a multi-label example: a list of label names, or a
+        multi-hot row (numbers, one per label, 0 or 1)."""
+        names = self.label_list
+        if isinstance(labels, np.ndarray):
+            labels = labels.tolist()
+        if not isinstance(labels, (list, tuple)):
+            raise UsageError(
+                f"y[{index}] is {labels!r}; a multi_label example takes a list of its label names "
+                f"([] for none), or a multi-hot row of {len(names)} numbers, 0 or 1"
+            )
+        if labels and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in labels):
+            if len(labels) != len(names) or not set(labels) <= {0, 1}:
+                raise UsageError(
+                    f"y[{index}] is {labels!r}: a row of numbers is read as multi-hot, which takes "
+                    f"{len(names)} numbers (one per label of {names}), each 0 or 1"
+                )
+            return tuple(name for name, on in zip(names, labels, strict=True) if on)
+        return tuple(dict.fromkeys(self._label_name(index, label) for label in labels))
 
     def _label_name(self, index: int, label) -> str:
         """A label of y[index] as one of `label_list`: a name, or an id into the list."""
         names = self.label_list
         if isinstance(label, (list, tuple)):
-            raise UsageError(f"y[{index}] is a list ({label!r}); a {self.kind.value} example has one label")
+            raise UsageError(
+                f"y[{index}] is a list ({label!r}); a {self.kind.value} example has one label (for "
+                "several labels per example, build the model with task='multi_label')"
+            )
         if isinstance(label, int) and not isinstance(label, bool):
             if not 0 <= label < len(names):
                 raise UsageError(f"y[{index}] is label id {label}, outside 0..{len(names) - 1} of {names}")
@@ -249,21 +391,35 @@ class ClassificationFamily(TaskFamily):
         return preprocessing.TextClassifierPreprocessor(
             self.tokenizer,
             self.settings.max_seq_length,
-            self.label_list if self.kind == TaskKind.CLASSIFICATION else None,
+            self.label_list if self.kind != TaskKind.REGRESSION else None,
             self.pad_to_multiple_of,
+            multi_label=self.multi_label,
         )
 
     def signature(self, labelled: bool) -> tuple:
         x = (TEXT, TEXT) if self.pair else TEXT
         if not labelled:
             return (x,)
+        if self.multi_label:
+            return (x, tf.TensorSpec([None], tf.string))  # the example's label names
         return (x, TEXT if self.kind == TaskKind.CLASSIFICATION else tf.TensorSpec([], tf.float32))
 
     def record(self, example, labelled: bool) -> tuple:
         x = (example.text_a, example.text_b or "") if self.pair else example.text_a
         if not labelled:
             return (x,)
+        if self.multi_label:
+            return (x, list(example.label))
         return (x, str(example.label) if self.kind == TaskKind.CLASSIFICATION else float(example.label))
+
+    def dataset(self, data: TaskData, batch_size: int, training: bool = False) -> tf.data.Dataset:
+        """The family's batches for Keras; training with class weights: `(inputs, labels,
+        sample_weight)`, the weights of `example_weights` (one per example, packed or not)."""
+        dataset = super().dataset(data, batch_size, training)
+        if not training or self.class_weights is None:
+            return dataset
+        weights = tf.constant(self.class_weights, tf.float32)
+        return dataset.map(lambda inputs, labels: (inputs, labels, example_weights(labels, weights)))
 
     # -- model and outputs ---------------------------------------------------------------
     def build_model(self, encoder):
@@ -272,13 +428,18 @@ class ClassificationFamily(TaskFamily):
         )
 
     def _values(self, outputs):
+        """Scores [n] (regression), class ids [n], or multi-label predictions bool [n, labels]."""
         outputs = np.asarray(outputs)
+        if self.multi_label:
+            return above_threshold(tf.sigmoid(outputs).numpy(), self.threshold)
         return outputs[:, 0] if self.kind == TaskKind.REGRESSION else outputs.argmax(axis=-1)
 
     def score(self, data: TaskData, predictions: Predictions) -> dict[str, float]:
         values = self._values(predictions.outputs)
         if self.kind == TaskKind.REGRESSION:
             return metrics.regression_metrics(predictions.labels, values)
+        if self.multi_label:
+            return metrics.multi_label_metrics(predictions.labels, values, self.label_list)
         return metrics.classification_metrics(predictions.labels, values, self.metric_names)
 
     def write(self, data: TaskData, predictions: Predictions, output_dir: str) -> list[str]:
@@ -295,20 +456,30 @@ class ClassificationFamily(TaskFamily):
         with fileio.writing(path) as handle:
             handle.write("id\tprediction\n")
             for example, value in zip(data.examples(), values, strict=True):
-                label = (
-                    f"{float(value):.6g}" if self.kind == TaskKind.REGRESSION else self.label_list[int(value)]
-                )
+                if self.kind == TaskKind.REGRESSION:
+                    label = f"{float(value):.6g}"
+                elif self.multi_label:  # the labels above the threshold, joined as the input's cells
+                    label = self.label_separator.join(np.asarray(self.label_list)[value])
+                else:
+                    label = self.label_list[int(value)]
                 handle.write(f"{example.guid}\t{label}\n")
         return [path]
 
     # -- loss and metrics ----------------------------------------------------------------
     @classmethod
     def compile_args(cls, kind: TaskKind) -> dict:
-        """classification: softmax cross-entropy on integer labels; regression: mean squared error."""
+        """classification: softmax cross-entropy on integer labels; regression: mean squared
+        error; multi-label: sigmoid cross-entropy per label, on multi-hot labels."""
         if kind == TaskKind.REGRESSION:
             return {
                 "loss": keras.losses.MeanSquaredError(),
                 "metrics": [keras.metrics.MeanAbsoluteError(name="mae")],
+            }
+        if kind == TaskKind.MULTI_LABEL:
+            return {
+                "loss": MultiLabelCrossentropy(),
+                # Of every (example, label), on logits: above 0 is a probability above 0.5.
+                "metrics": [keras.metrics.BinaryAccuracy(name="accuracy", threshold=0.0)],
             }
         return softmax_cross_entropy_args()
 
@@ -332,4 +503,7 @@ class ClassificationFamily(TaskFamily):
 
     @classmethod
     def export_info(cls, info: FinetunedModelInfo) -> dict[str, Any]:
-        return {"pair_input": is_pair_task(info)}
+        extra = {"pair_input": is_pair_task(info)}
+        if info.kind == TaskKind.MULTI_LABEL:
+            extra["threshold"] = info.threshold
+        return extra
