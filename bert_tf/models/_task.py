@@ -243,12 +243,15 @@ class TaskModel(keras.Model):
 
     def export(self, filepath, format="bert_tf", overwrite=False, **kwargs):
         """The raw-text task SavedModel of `bert_tf.export --kind=task` (strings in, labels
-        out; served with tensorflow and tensorflow_text only). `format="tf_saved_model"` (or
-        another Keras format) is Keras' own export of the feature-taking model."""
-        if format != "bert_tf":
+        out; served with tensorflow and tensorflow_text only). `format="huggingface"` or
+        `"google"`: the model with its head as a transformers `BertFor...` folder or an
+        original checkpoint (`bert_tf.export --kind=huggingface|google`), which
+        `from_pretrained` reads back. `format="tf_saved_model"` (or another Keras format)
+        is Keras' own export of the feature-taking model."""
+        if format not in ("bert_tf", "huggingface", "google"):
             return super().export(filepath, format=format, **kwargs)
         keras_task = task_api()
-        return keras_task.export(self, filepath, overwrite=overwrite)
+        return keras_task.export(self, filepath, overwrite=overwrite, format=format)
 
 
 class DenseHeadModel(TaskModel):

@@ -211,20 +211,27 @@ def _new_labels(cls, num_classes: int | None, label_list) -> list[str] | None:
     return [str(i) for i in range(num_classes)]
 
 
+# What a user who wants another head on a fine-tuned model's encoder does.
+NEW_HEAD = (
+    "to train a new head on its encoder, start from a pretrained checkpoint, or write this "
+    "model's encoder alone first: bert_tf.checkpoints.export_pretrained("
+    "bert_tf.checkpoints.from_pretrained(PATH, heads='encoder')[0], NEW_DIR, vocab_file=PATH/vocab.txt)"
+)
+
+
 def _from_finetuned(cls, path: str, num_classes, label_list):
     model, tokenizer, info = load_finetuned(path, compile=False)
     if not isinstance(model, cls):
         raise UsageError(
             f"{path} holds a {type(model).__name__} fine-tuned for task {info.task!r} ({info.kind.value}); "
-            f"load it with bert_tf.{type(model).__name__}.from_pretrained"
+            f"load it with bert_tf.{type(model).__name__}.from_pretrained, or {NEW_HEAD}"
         )
     if label_list is not None and [str(label) for label in label_list] != info.label_list:
         raise UsageError(
-            f"{path} was fine-tuned with the labels {info.label_list}, not {list(label_list)}; "
-            "to train a new head, start from a pretrained checkpoint"
+            f"{path} was fine-tuned with the labels {info.label_list}, not {list(label_list)}; {NEW_HEAD}"
         )
     if num_classes is not None and num_classes != model.num_classes:
-        raise UsageError(f"{path} has {model.num_classes} classes, not num_classes={num_classes}")
+        raise UsageError(f"{path} has {model.num_classes} classes, not num_classes={num_classes}; {NEW_HEAD}")
     model.attach(tokenizer, info)
     return model
 
@@ -384,10 +391,15 @@ def save(model, directory, overwrite: bool = True) -> str:
     return save_finetuned(os.fspath(directory), model, attached.tokenizer, attached.info)
 
 
-def export(model, export_dir: str, overwrite: bool = False) -> str:
+def export(model, export_dir: str, overwrite: bool = False, format: str = "bert_tf") -> str:
+    from bert_tf.serving.exporter import export_checkpoint
     from bert_tf.serving.task import export_task_model
 
     attached = attached_of(model, "export")
+    if format in ("huggingface", "google"):
+        return export_checkpoint(
+            format, model, attached.tokenizer, attached.info, os.fspath(export_dir), overwrite=overwrite
+        )
     return export_task_model(
         model, attached.tokenizer, attached.info, os.fspath(export_dir), overwrite=overwrite
     )

@@ -18,6 +18,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import fileio, preprocessing
+from bert_tf.checkpoints import TaskHead
 from bert_tf.errors import UsageError
 from bert_tf.models import BertClassifier
 from bert_tf.tasks import classification, glue, metrics, python_inputs
@@ -333,3 +334,10 @@ class ClassificationFamily(TaskFamily):
     @classmethod
     def export_info(cls, info: FinetunedModelInfo) -> dict[str, Any]:
         return {"pair_input": is_pair_task(info)}
+
+    @classmethod
+    def head(cls, kind: TaskKind) -> TaskHead:
+        """run_classifier.py's `output_weights`; transformers' BertForSequenceClassification,
+        its problem_type telling classes from a score."""
+        problem_type = "regression" if kind == TaskKind.REGRESSION else "single_label_classification"
+        return TaskHead("classifier", "output", "BertForSequenceClassification", problem_type)
