@@ -96,7 +96,7 @@ class TaskHead:
     (`name`: `name_weights`, `name_bias`), the transformers class that has it
     (`architecture`, with `problem_type` for sequence classification), and whether that
     class has a pooler (BertForTokenClassification and BertForQuestionAnswering do not:
-    the pooler is then neither written nor read)."""
+    the pooler is then not written)."""
 
     layer: str
     name: str
@@ -116,13 +116,10 @@ HEAD_VARIABLES = tuple(f"{name}_{part}" for name in HEAD_MODULES for part in ("w
 
 
 def head_slots(model, head: TaskHead) -> list[Slot]:
-    """The encoder's slots (without the pooler where `head` has none) and the head's."""
-    slots = encoder_slots(model.encoder)
-    if not head.pooler:
-        slots = [slot for slot in slots if not slot.name.startswith("bert/pooler/")]
+    """The slots of a task model's encoder and its head."""
     dense = model.get_layer(head.layer)
     return [
-        *slots,
+        *encoder_slots(model.encoder),
         # [units, hidden], as run_classifier.py's output_weights (logits = x W^T + b)
         Slot(f"{head.name}_weights", dense.kernel, transposed=True),
         Slot(f"{head.name}_bias", dense.bias),

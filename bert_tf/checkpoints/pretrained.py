@@ -105,27 +105,13 @@ def load_weights(model: keras.Model, path: str | os.PathLike, head: TaskHead | N
 
 def _load(model: keras.Model, source: _Source, head: TaskHead | None = None) -> None:
     slots = model_slots(model, head)
-    if _what(slots) != "BertPretrainer" and not _has_pooler(source):
-        # transformers' token and span models have none; nothing reads it but a pooled-output head
-        logger.info("%s has no pooler weights: the pooler keeps its initial weights", source.weights)
-        slots = [slot for slot in slots if not slot.name.startswith("bert/pooler/")]
     if source.kind == "google":
         arrays = _read_google(source.weights, slots)
     else:
         arrays = _read_huggingface(source.weights, slots)
-    for slot in slots:  # all checks passed: now assign
+    for slot in [slot for slot in slots if slot.name in arrays]:  # all checks passed: now assign
         value = arrays[slot.name]
         slot.variable.assign(value.T if slot.transposed else value)
-
-
-def _has_pooler(source: _Source) -> bool:
-    if source.kind == "google":
-        integrity.check_tf_checkpoint(source.weights)
-        names = google.read_shapes(source.weights)
-    else:
-        integrity.check_safetensors(source.weights)
-        names = huggingface.read_shapes(source.weights)
-    return any("pooler" in name for name in names)
 
 
 # --- locating and configuring ----------------------------------------------------------
@@ -419,12 +405,16 @@ def _what(slots: list[Slot]) -> str:
     return "BertPretrainer" if any(name.startswith("cls/") for name in names) else "BertEncoder"
 
 
-def _left_out(slots: list[Slot]) -> tuple[bool, bool]:
-    """What a load into `slots` leaves out of a checkpoint: (the heads, for an encoder-only
-    load; the pooler, for a task head that has none: transformers' token and span models)."""
-    head_free = _what(slots) == "BertEncoder"
-    pooler = any(slot.name.startswith("bert/pooler/") for slot in slots)
-    return head_free, not pooler
+def _without_absent_pooler(slots: list[Slot], has_pooler: bool, source: str) -> list[Slot]:
+    """`slots` without the pooler when the checkpoint has none (transformers' token and span
+    models): it keeps its initial weights, read by no head but a pooled-output one."""
+    what = _what(slots)
+    if has_pooler or what == "BertPretrainer":
+        return slots
+    # A new head on this encoder may read the pooler: said louder than for a task head without one.
+    log = logger.warning if what == "BertEncoder" else logger.info
+    log("%s has no pooler weights: the pooler keeps its initial (random) weights", source)
+    return [slot for slot in slots if not slot.name.startswith("bert/pooler/")]
 
 
 def _read_google(prefix: str, slots: list[Slot]) -> dict[str, np.ndarray]:
@@ -436,13 +426,12 @@ def _read_google(prefix: str, slots: list[Slot]) -> dict[str, np.ndarray]:
             "bert_tf.checkpoints.export_pretrained"
         )
     found = google.read_shapes(prefix)
+    slots = _without_absent_pooler(slots, any(name.startswith("bert/pooler/") for name in found), prefix)
     expected = {slot.name: slot.shape for slot in slots}
-    heads, pooler = _left_out(slots)
+    head_free = _what(slots) == "BertEncoder"
 
     def ignored(name: str) -> bool:
-        return (heads and (name.startswith("cls/") or name in HEAD_VARIABLES)) or (
-            pooler and name.startswith("bert/pooler/")
-        )
+        return head_free and (name.startswith("cls/") or name in HEAD_VARIABLES)
 
     _check(expected, found, ignored, prefix, _what(slots))
     return google.read_arrays(prefix, expected)
@@ -451,20 +440,20 @@ def _read_google(prefix: str, slots: list[Slot]) -> dict[str, np.ndarray]:
 def _read_huggingface(path: str, slots: list[Slot]) -> dict[str, np.ndarray]:
     integrity.check_safetensors(path)
     found = huggingface.read_shapes(path)
+    slots = _without_absent_pooler(slots, any("pooler." in name for name in found), path)
     bert_prefix = any(name.startswith("bert.") for name in found)
     to_hf = {slot.name: hf_name(slot.name, bert_prefix) for slot in slots}
     expected = {
         to_hf[slot.name]: slot.shape[::-1] if hf_transposed(slot.name) else slot.shape for slot in slots
     }
-    heads, pooler = _left_out(slots)
+    head_free = _what(slots) == "BertEncoder"
     head_modules = ("cls.", *(f"{module}." for module in HEAD_MODULES.values()))
 
     def ignored(name: str) -> bool:
         return (
             name in huggingface.IGNORED
             or name in huggingface.TIED
-            or (heads and name.startswith(head_modules))
-            or (pooler and name.removeprefix("bert.").startswith("pooler."))
+            or (head_free and name.startswith(head_modules))
         )
 
     _check(expected, found, ignored, path, _what(slots))
@@ -516,6 +505,8 @@ def export_pretrained(
     directory = os.fspath(directory)
     fileio.makedirs(directory)
     slots = model_slots(model, head)
+    if head is not None and not head.pooler:  # as transformers' class: it would warn of unused weights
+        slots = [slot for slot in slots if not slot.name.startswith("bert/pooler/")]
     config = model.config if hasattr(model, "config") else model.encoder.config
     arrays = {slot.name: slot.read() for slot in slots}
     if "google" in formats:

@@ -98,8 +98,9 @@ class TaskModel(keras.Model):
         """This task model on a checkpoint, carrying its preprocessor.
 
         `path`: a Google checkpoint folder, a Hugging Face BERT folder, a pretraining export or
-        model_dir, or a fine-tuned folder (`save`, or the CLI's OUTPUT_DIR/model: its head,
-        labels, vocab and casing come along). A new head takes `num_classes=` or
+        model_dir, or a fine-tuned folder (`save`, or the CLI's OUTPUT_DIR/model, or a
+        Hugging Face `BertFor...` / original fine-tuned checkpoint: its head, labels, vocab and
+        casing come along; `max_seq_length=` may change its sequence length). A new head takes `num_classes=` or
         `label_list=[...]` (classification, tagging); also `task=` (e.g. "mrpc", "squad_v2"),
         `max_seq_length=`, `vocab_file=`, `lower_case=` and, for spans, the
         SQuAD options (`doc_stride`, `max_query_length`, `max_answer_length`,

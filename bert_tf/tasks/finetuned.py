@@ -296,16 +296,21 @@ def _read_checkpoint_folder(directory: str) -> tuple[FinetunedModelInfo, BertTok
     config, checkpoint = inspect_checkpoint(directory)  # also: its files are whole
     if not checkpoint.vocab_file:
         raise TaskDataError(
-            f"{directory} has no vocab.txt; copy the vocab the model was trained with into it"
+            f"{directory} has no vocab.txt (nor a WordPiece tokenizer.json); copy the vocab the model "
+            "was trained with into it"
         )
+    head = found.head
     if fileio.isfile(fileio.join(directory, TASK_FILE)):  # ours: what the format does not hold
         info = _read_task_json(directory)
-        if info.kind != kind:
+        # Kinds may share a head's names (an original classifier and regressor); task.json tells.
+        head = family_for_kind(info.kind).head(info.kind)
+        if (head.name, head.architecture) != (found.head.name, found.head.architecture):
             raise damaged(
                 fileio.join(directory, TASK_FILE),
                 f"it says kind {info.kind.value!r} but the checkpoint holds a {kind.value} head",
                 "export the model again",
             )
+        kind = info.kind
     else:  # written by transformers or the original scripts: fine-tuning's defaults
         family = family_for_kind(kind)
         task = kind.value if kind.value in family.tasks else family.default_task
@@ -323,7 +328,7 @@ def _read_checkpoint_folder(directory: str) -> tuple[FinetunedModelInfo, BertTok
                 "export the model again",
             )
         info = dataclasses.replace(info, label_list=list(labels))
-    return info, tokenizer, found.head, config
+    return info, tokenizer, head, config
 
 
 def _load_checkpoint_folder(directory: str) -> tuple[keras.Model, BertTokenizer, FinetunedModelInfo]:

@@ -134,7 +134,7 @@ def from_pretrained(
         raise TypeError(f"{cls.__name__}.from_pretrained got unexpected arguments {unknown}")
     path = os.fspath(path)
     if is_finetuned_dir(path):
-        return _from_finetuned(cls, path, num_classes, label_list)
+        return _from_finetuned(cls, path, num_classes, label_list, max_seq_length)
     task = task or family_class.default_task
     try:
         task_family = families.family_for_task(task)
@@ -161,11 +161,7 @@ def from_pretrained(
         max_seq_length = min(
             FinetuneSettings(task=task, output_dir="-").max_seq_length, config.max_position_embeddings
         )
-    if not 3 <= max_seq_length <= config.max_position_embeddings:
-        raise UsageError(
-            f"max_seq_length={max_seq_length} must be in [3, {config.max_position_embeddings}] "
-            f"(the model's max_position_embeddings)"
-        )
+    _check_max_seq_length(max_seq_length, config)
     settings = FinetuneSettings(task=task, output_dir="-", max_seq_length=max_seq_length, **span_options)
     family = families.make_family(settings, tokenizer)
     if family.label_list is not None:  # a GLUE task's own labels
@@ -183,6 +179,14 @@ def from_pretrained(
     model = family.build_model(encoder)
     model.attach(tokenizer, task_info(settings, family, tokenizer))
     return model
+
+
+def _check_max_seq_length(max_seq_length: int, config) -> None:
+    if not 3 <= max_seq_length <= config.max_position_embeddings:
+        raise UsageError(
+            f"max_seq_length={max_seq_length} must be in [3, {config.max_position_embeddings}] "
+            f"(the model's max_position_embeddings)"
+        )
 
 
 def _new_labels(cls, num_classes: int | None, label_list) -> list[str] | None:
@@ -219,7 +223,7 @@ NEW_HEAD = (
 )
 
 
-def _from_finetuned(cls, path: str, num_classes, label_list):
+def _from_finetuned(cls, path: str, num_classes, label_list, max_seq_length: int | None):
     model, tokenizer, info = load_finetuned(path, compile=False)
     if not isinstance(model, cls):
         raise UsageError(
@@ -232,6 +236,9 @@ def _from_finetuned(cls, path: str, num_classes, label_list):
         )
     if num_classes is not None and num_classes != model.num_classes:
         raise UsageError(f"{path} has {model.num_classes} classes, not num_classes={num_classes}; {NEW_HEAD}")
+    if max_seq_length is not None:  # e.g. for a transformers folder, which does not say its own
+        _check_max_seq_length(max_seq_length, model.encoder.config)
+        info = dataclasses.replace(info, max_seq_length=max_seq_length)
     model.attach(tokenizer, info)
     return model
 

@@ -23,6 +23,8 @@ from bert_tf.checkpoints import CheckpointError
 from bert_tf.errors import BertTfError, DamagedFileError, UsageError
 from bert_tf.serving.exporter import export_saved_model
 from bert_tf.serving.saving import ExportError
+from bert_tf.tasks.runner import run
+from bert_tf.tasks.settings import FinetuneSettings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TINY = os.path.join(HERE, "..", "fixtures", "hf_tiny")  # a small random BertForPreTraining
@@ -239,9 +241,34 @@ class FormatsTest(tf.test.TestCase):
                 for output, value in theirs.items():
                     self.assertAllClose(ours[output], value, atol=1e-5, rtol=0)
         model = bert_tf.BertClassifier.from_pretrained(self.path("made", "classification"))
-        logits = model.predict(TEXTS)
-        self.assertAllClose(logits, self.reference["made/classification/text_logits"], atol=1e-5, rtol=0)
+        logits = self.reference["made/classification/logits"]
         self.assertEqual(model.label_names(logits), [["spam", "ham"][i] for i in logits.argmax(-1)])
+        # transformers' folders do not say a sequence length: fine-tuning's default, or the caller's
+        self.assertEqual(model.task_info.max_seq_length, 32)  # 128, within max_position_embeddings
+        model = bert_tf.BertClassifier.from_pretrained(self.path("made", "classification"), max_seq_length=20)
+        self.assertEqual(model.task_info.max_seq_length, 20)
+        with self.assertRaisesRegex(UsageError, "max_seq_length=64 must be in \\[3, 32\\]"):
+            bert_tf.BertClassifier.from_pretrained(self.path("made", "classification"), max_seq_length=64)
+
+    def test_the_command_line_evaluates_a_transformers_classifier(self):
+        labels = ["spam", "ham", "ham"]
+        data = self.path("eval.csv")
+        with open(data, "w") as handle:
+            handle.write(
+                "text,label\n"
+                + "".join(f"{text},{label}\n" for text, label in zip(TEXTS, labels, strict=True))
+            )
+        settings = FinetuneSettings(
+            task="classification",
+            init_checkpoint=self.path("made", "classification"),
+            output_dir=self.path("run"),
+            eval_file=data,
+            max_seq_length=16,
+            verbose=0,
+        )
+        predicted = self.reference["made/classification/text_logits"].argmax(-1)
+        expected = np.mean([["spam", "ham"][i] == label for i, label in zip(predicted, labels, strict=True)])
+        self.assertAllClose(run(settings)["accuracy"], expected)
 
     def test_a_transformers_classifier_serves_from_a_task_saved_model(self):
         export_dir = export_saved_model("task", self.path("made", "classification"), self.path("served"))
@@ -325,6 +352,16 @@ class FormatsTest(tf.test.TestCase):
             bert_tf.BertClassifier.from_pretrained(made, num_classes=5)
         with self.assertRaisesRegex(UsageError, "BertSpanLabeler"):
             bert_tf.BertMultipleChoice.from_pretrained(self.path("ours", "google", "span"))
+
+    def test_a_problem_type_bert_tf_does_not_read_is_refused(self):
+        directory = self.path("multi_label")
+        shutil.copytree(self.path("made", "classification"), directory)
+        with open(os.path.join(directory, "config.json")) as handle:
+            config = json.load(handle)
+        with open(os.path.join(directory, "config.json"), "w") as handle:
+            json.dump({**config, "problem_type": "multi_label_classification"}, handle)
+        with self.assertRaisesRegex(CheckpointError, "problem_type='multi_label_classification'"):
+            bert_tf.BertClassifier.from_pretrained(directory)
 
     def test_a_truncated_safetensors_is_one_clear_error_and_nothing_is_written(self):
         directory = self.path("truncated")

@@ -44,6 +44,13 @@ def _suffix(name: str) -> str:
     return name.split("_", 1)[1] if "_" in name else ""
 
 
+# transformers' problem_type of each kind (BertForSequenceClassification's loss and outputs).
+PROBLEM_TYPES = {
+    TaskKind.CLASSIFICATION: "single_label_classification",
+    TaskKind.REGRESSION: "regression",
+}
+
+
 def is_pair_task(info: FinetunedModelInfo) -> bool:
     """Whether a saved classification/regression model reads two texts (its GLUE task's
     definition, or task.json's text_b_column)."""
@@ -339,5 +346,4 @@ class ClassificationFamily(TaskFamily):
     def head(cls, kind: TaskKind) -> TaskHead:
         """run_classifier.py's `output_weights`; transformers' BertForSequenceClassification,
         its problem_type telling classes from a score."""
-        problem_type = "regression" if kind == TaskKind.REGRESSION else "single_label_classification"
-        return TaskHead("classifier", "output", "BertForSequenceClassification", problem_type)
+        return TaskHead("classifier", "output", "BertForSequenceClassification", PROBLEM_TYPES[kind])
