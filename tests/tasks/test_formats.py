@@ -23,6 +23,7 @@ from bert_tf.checkpoints import CheckpointError
 from bert_tf.errors import BertTfError, DamagedFileError, UsageError
 from bert_tf.serving.exporter import export_saved_model
 from bert_tf.serving.saving import ExportError
+from bert_tf.tasks.features import TaskDataError
 from bert_tf.tasks.runner import run
 from bert_tf.tasks.settings import FinetuneSettings
 
@@ -352,6 +353,10 @@ class FormatsTest(tf.test.TestCase):
             bert_tf.BertClassifier.from_pretrained(made, num_classes=5)
         with self.assertRaisesRegex(UsageError, "BertSpanLabeler"):
             bert_tf.BertMultipleChoice.from_pretrained(self.path("ours", "google", "span"))
+        output_dir = self.path("ner_run")
+        with self.assertRaisesRegex(TaskDataError, "fine-tuned for task 'classification', not 'ner'"):
+            run(FinetuneSettings(task="ner", init_checkpoint=made, output_dir=output_dir, verbose=0))
+        self.assertFalse(os.path.exists(output_dir))
 
     def test_a_problem_type_bert_tf_does_not_read_is_refused(self):
         directory = self.path("multi_label")
