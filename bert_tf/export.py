@@ -5,7 +5,13 @@ r"""Exports a BERT checkpoint as a SavedModel that loads with TensorFlow and ten
 
 Kinds: preprocessor (strings -> input_ids/input_mask/segment_ids), encoder (packed inputs ->
 sequence_output/pooled_output/encoder_outputs), mlm (text with [MASK] -> top-k tokens),
-task (a fine-tuned model directory from bert_tf.finetune -> predictions from raw strings).
+task (a fine-tuned model directory from bert_tf.finetune, or a Hugging Face or original
+checkpoint with a task head -> predictions from raw strings). huggingface and google write
+a fine-tuned model with its head as a transformers BertFor... folder or an original
+checkpoint instead of a SavedModel:
+
+    python -m bert_tf.export --kind=huggingface --init_checkpoint=out/model --export_dir=hf_model
+
 The export is written to a temporary sibling directory and renamed into place when
 complete; an existing non-empty --export_dir is refused unless --overwrite.
 `saved_model_cli show --dir DIR --all` lists the signatures.
@@ -29,6 +35,9 @@ def main(flag_values: flags.FlagValues, args: list[str]) -> None:
 
     settings = cli.settings_from_flags(ExportSettings, flag_values)
     path = export_saved_model(**dataclasses.asdict(settings))
+    if settings.kind in ("huggingface", "google"):
+        print(f"exported the fine-tuned model in the {settings.kind} format to {path}")
+        return
     print(f"exported {settings.kind} SavedModel to {path}")
     print(f"inspect it with: saved_model_cli show --dir {path} --all")
 

@@ -63,8 +63,8 @@ def write(path: str, arrays: dict[str, np.ndarray]) -> str:
     return fileio.write_bytes(path, data)
 
 
-def config_dict(config: BertConfig, architecture: str) -> dict[str, Any]:
-    """A transformers `config.json` for this model.
+def config_dict(config: BertConfig, architecture: str, **extra) -> dict[str, Any]:
+    """A transformers `config.json` for this model (`extra`: a task head's id2label, ...).
 
     The original "gelu" is the tanh approximation, which transformers calls "gelu_new"
     (its "gelu" is the erf form, our "gelu_exact"), so the exported model computes the same
@@ -77,9 +77,10 @@ def config_dict(config: BertConfig, architecture: str) -> dict[str, Any]:
         layer_norm_eps=1e-12,
         pad_token_id=0,
         position_embedding_type="absolute",
+        **extra,
     )
     return values
 
 
-def write_config(directory: str, config: BertConfig, architecture: str) -> None:
-    fileio.write_json(fileio.join(directory, "config.json"), config_dict(config, architecture))
+def write_config(directory: str, config: BertConfig, architecture: str, **extra) -> None:
+    fileio.write_json(fileio.join(directory, "config.json"), config_dict(config, architecture, **extra))

@@ -3,6 +3,13 @@
 One table maps each Keras variable to its original name (`bert/encoder/layer_3/...`) and
 says whether the original stores it transposed. The Hugging Face names are derived from
 the original names mechanically, so the two formats cannot drift apart.
+
+A fine-tuned model's head (`TaskHead`) is one dense layer, stored as the original
+fine-tuning scripts store theirs: `{name}_weights` [units, hidden] and `{name}_bias`
+[units]. run_classifier.py names its head `output`, run_squad.py `cls/squad/output`; the
+original has no token tagging or multiple-choice script, so those heads are named in the
+same style, `cls/token/output` and `cls/multiple_choice/output`. In Hugging Face files
+they are transformers' `classifier.*` and `qa_outputs.*`.
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ class CheckpointError(BertTfError, ValueError):
 @dataclasses.dataclass(frozen=True)
 class Slot:
     """One model weight: its original TF1 name, the Keras variable, and whether the TF1
-    array is the transpose of the Keras one (only the NSP weights, stored [2, hidden])."""
+    array is the transpose of the Keras one (the NSP and task-head weights, stored [units, hidden])."""
 
     name: str
     variable: keras.Variable
@@ -83,8 +90,47 @@ def pretrainer_slots(pretrainer) -> list[Slot]:
     ]
 
 
-def model_slots(model) -> list[Slot]:
-    """Slots of a `BertPretrainer`, a `BertEncoder`, or any model with an `.encoder`."""
+@dataclasses.dataclass(frozen=True)
+class TaskHead:
+    """Where a task model's head lives: its Keras dense layer (`layer`), its original name
+    (`name`: `name_weights`, `name_bias`), the transformers class that has it
+    (`architecture`, with `problem_type` for sequence classification), and whether that
+    class has a pooler (BertForTokenClassification and BertForQuestionAnswering do not:
+    the pooler is then not written)."""
+
+    layer: str
+    name: str
+    architecture: str
+    problem_type: str | None = None
+    pooler: bool = True
+
+
+# The original name of each head (TaskHead.name) -> its transformers module.
+HEAD_MODULES = {
+    "output": "classifier",  # run_classifier.py
+    "cls/squad/output": "qa_outputs",  # run_squad.py
+    "cls/token/output": "classifier",
+    "cls/multiple_choice/output": "classifier",
+}
+HEAD_VARIABLES = tuple(f"{name}_{part}" for name in HEAD_MODULES for part in ("weights", "bias"))
+
+
+def head_slots(model, head: TaskHead) -> list[Slot]:
+    """The slots of a task model's encoder and its head."""
+    dense = model.get_layer(head.layer)
+    return [
+        *encoder_slots(model.encoder),
+        # [units, hidden], as run_classifier.py's output_weights (logits = x W^T + b)
+        Slot(f"{head.name}_weights", dense.kernel, transposed=True),
+        Slot(f"{head.name}_bias", dense.bias),
+    ]
+
+
+def model_slots(model, head: TaskHead | None = None) -> list[Slot]:
+    """Slots of a `BertPretrainer`, a `BertEncoder`, or any model with an `.encoder`
+    (with `head`: a task model's encoder and head)."""
+    if head is not None:
+        return head_slots(model, head)
     if hasattr(model, "masked_lm_head"):
         return pretrainer_slots(model)
     if hasattr(model, "transformer_layers"):
@@ -100,6 +146,8 @@ _HF_SPECIAL = {
     "cls/predictions/output_bias": "cls.predictions.bias",
     "cls/seq_relationship/output_weights": "cls.seq_relationship.weight",
     "cls/seq_relationship/output_bias": "cls.seq_relationship.bias",
+    **{f"{name}_weights": f"{module}.weight" for name, module in HEAD_MODULES.items()},
+    **{f"{name}_bias": f"{module}.bias" for name, module in HEAD_MODULES.items()},
 }
 
 

@@ -8,17 +8,29 @@ the model is left untouched.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import logging
 import os
+from collections.abc import Sequence
 
 import keras
 import numpy as np
 import tensorflow as tf
 
 from bert_tf import fileio
+from bert_tf.cache import cache_dir
 from bert_tf.checkpoints import google, huggingface, integrity
-from bert_tf.checkpoints.names import CheckpointError, Slot, hf_name, hf_transposed, model_slots
+from bert_tf.checkpoints.names import (
+    HEAD_MODULES,
+    HEAD_VARIABLES,
+    CheckpointError,
+    Slot,
+    TaskHead,
+    hf_name,
+    hf_transposed,
+    model_slots,
+)
 from bert_tf.config import BertConfig
 from bert_tf.errors import damaged
 from bert_tf.models import BertEncoder, BertPretrainer
@@ -81,22 +93,23 @@ def from_pretrained(
     return model, tokenizer_settings
 
 
-def load_weights(model: keras.Model, path: str | os.PathLike) -> None:
+def load_weights(model: keras.Model, path: str | os.PathLike, head: TaskHead | None = None) -> None:
     """Loads a Google or Hugging Face checkpoint into an existing model.
 
     `model` is a `BertPretrainer`, a `BertEncoder`, or a task model (its `.encoder` is
-    loaded). Nothing is assigned unless every variable is found with the right shape.
+    loaded; with `head`, its head too, see `find_head`). Nothing is assigned unless every
+    variable is found with the right shape.
     """
-    _load(model, _locate(os.fspath(path)))
+    _load(model, _locate(os.fspath(path)), head)
 
 
-def _load(model: keras.Model, source: _Source) -> None:
-    slots = model_slots(model)
+def _load(model: keras.Model, source: _Source, head: TaskHead | None = None) -> None:
+    slots = model_slots(model, head)
     if source.kind == "google":
         arrays = _read_google(source.weights, slots)
     else:
         arrays = _read_huggingface(source.weights, slots)
-    for slot in slots:  # all checks passed: now assign
+    for slot in [slot for slot in slots if slot.name in arrays]:  # all checks passed: now assign
         value = arrays[slot.name]
         slot.variable.assign(value.T if slot.transposed else value)
 
@@ -117,14 +130,108 @@ def inspect_checkpoint(path: str | os.PathLike) -> tuple[BertConfig, TokenizerSe
     return config, tokenizer_settings
 
 
+@dataclasses.dataclass(frozen=True)
+class FoundHead:
+    """The task head a checkpoint carries (`find_head`): which of the heads asked about,
+    its number of outputs, and its class names where the checkpoint has them (a Hugging
+    Face config.json's id2label, in id order; transformers' default names LABEL_0, ...
+    included)."""
+
+    head: TaskHead
+    units: int
+    label_names: list[str] | None
+
+
+def find_head(path: str | os.PathLike, heads: Sequence[TaskHead]) -> FoundHead | None:
+    """Which of `heads` the checkpoint at `path` carries, or None for a checkpoint without
+    a task head (a pretrained model; not a checkpoint: None too).
+
+    A Hugging Face folder says it in config.json: `architectures` (BertForSequenceClassification,
+    ...), and for sequence classification `problem_type`, which transformers infers when
+    it is missing ("regression" for one label, else "single_label_classification"). An
+    original checkpoint says it by the head's variable names (`output_weights`: run_classifier.py,
+    `cls/squad/output_weights`: run_squad.py, ...). No weight is read.
+    """
+    try:
+        source = _locate(os.fspath(path))
+    except CheckpointError:
+        return None
+    if source.kind == "huggingface":
+        return _huggingface_head(source, heads)
+    found = google.read_shapes(source.weights) if not google.is_object_based(source.weights) else {}
+    for head in heads:
+        shape = found.get(f"{head.name}_weights")
+        if shape and len(shape) == 2 and head.problem_type in (None, _problem_type(None, shape[0])):
+            return FoundHead(head, int(shape[0]), None)
+    return None
+
+
+def _problem_type(problem_type: str | None, units: int) -> str:
+    """transformers' rule for a sequence classifier whose config has no problem_type."""
+    return problem_type or ("regression" if units == 1 else "single_label_classification")
+
+
+def _huggingface_head(source: _Source, heads: Sequence[TaskHead]) -> FoundHead | None:
+    config_file = fileio.join(source.directory, "config.json")
+    values = fileio.read_json(config_file) if fileio.isfile(config_file) else {}
+    architectures = values.get("architectures") or [None]
+    matching = [head for head in heads if head.architecture == architectures[0]]
+    if not matching:
+        return None
+    id2label = values.get("id2label")
+    labels = None
+    if isinstance(id2label, dict) and id2label:
+        try:
+            labels = [str(id2label[key]) for key in sorted(id2label, key=int)]
+        except ValueError:
+            raise damaged(config_file, f"id2label keys must be class ids, got {sorted(id2label)}") from None
+    units = len(labels) if labels else int(values.get("num_labels", 2))
+    problem_type = values.get("problem_type")
+    for head in matching:
+        if head.problem_type is None or head.problem_type == _problem_type(problem_type, units):
+            return FoundHead(head, units, labels)
+    known = ", ".join(head.problem_type for head in matching)
+    raise CheckpointError(
+        f"{config_file}: a {architectures[0]} with problem_type={problem_type!r}, which bert_tf does not "
+        f"read; it reads {known}"
+    )
+
+
 def _tokenizer_settings(source: _Source, config: BertConfig) -> TokenizerSettings:
     vocab_file = fileio.join(source.directory, "vocab.txt")
-    if fileio.isfile(vocab_file):
+    if not fileio.isfile(vocab_file):
+        vocab_file = _vocab_of_tokenizer_json(source.directory)
+    if vocab_file:
         _check_vocab(vocab_file, config)
-    else:
-        vocab_file = None
     lower_case, reason = detect_lower_case(source.directory, vocab_file)
     return TokenizerSettings(vocab_file, lower_case, reason)
+
+
+def _vocab_of_tokenizer_json(directory: str) -> str | None:
+    """The WordPiece vocab of a folder's tokenizer.json as a vocab.txt (in the cache: the
+    folder is not written to), or None. transformers 5 saves a BERT tokenizer as
+    tokenizer.json alone."""
+    path = fileio.join(directory, "tokenizer.json")
+    if not fileio.isfile(path):
+        return None
+    text = fileio.read_text(path)
+    try:
+        model = json.loads(text).get("model") or {}
+    except (json.JSONDecodeError, AttributeError):
+        raise damaged(path, "not a JSON object", "download or save the tokenizer again") from None
+    vocab = model.get("vocab")
+    if model.get("type") != "WordPiece" or not isinstance(vocab, dict):
+        return None
+    tokens = sorted(vocab, key=vocab.get)
+    if [vocab[token] for token in tokens] != list(range(len(tokens))):
+        raise damaged(path, "its WordPiece ids are not 0, 1, 2, ...", "download or save the tokenizer again")
+    target = cache_dir() / "vocab" / f"{hashlib.sha256(text.encode()).hexdigest()[:16]}.txt"
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = target.with_suffix(f".{os.getpid()}.tmp")
+        staging.write_text("".join(f"{token}\n" for token in tokens), encoding="utf-8")
+        staging.replace(target)  # whole or absent, for a concurrent reader
+    return str(target)
 
 
 def _check_files(source: _Source) -> None:
@@ -292,7 +399,22 @@ def _check(expected: dict, found: dict, ignored, source: str, what: str) -> None
 
 
 def _what(slots: list[Slot]) -> str:
-    return "BertPretrainer" if any(slot.name.startswith("cls/") for slot in slots) else "BertEncoder"
+    names = {slot.name for slot in slots}
+    if names & set(HEAD_VARIABLES):
+        return "task model"
+    return "BertPretrainer" if any(name.startswith("cls/") for name in names) else "BertEncoder"
+
+
+def _without_absent_pooler(slots: list[Slot], has_pooler: bool, source: str) -> list[Slot]:
+    """`slots` without the pooler when the checkpoint has none (transformers' token and span
+    models): it keeps its initial weights, read by no head but a pooled-output one."""
+    what = _what(slots)
+    if has_pooler or what == "BertPretrainer":
+        return slots
+    # A new head on this encoder may read the pooler: said louder than for a task head without one.
+    log = logger.warning if what == "BertEncoder" else logger.info
+    log("%s has no pooler weights: the pooler keeps its initial (random) weights", source)
+    return [slot for slot in slots if not slot.name.startswith("bert/pooler/")]
 
 
 def _read_google(prefix: str, slots: list[Slot]) -> dict[str, np.ndarray]:
@@ -304,25 +426,34 @@ def _read_google(prefix: str, slots: list[Slot]) -> dict[str, np.ndarray]:
             "bert_tf.checkpoints.export_pretrained"
         )
     found = google.read_shapes(prefix)
+    slots = _without_absent_pooler(slots, any(name.startswith("bert/pooler/") for name in found), prefix)
     expected = {slot.name: slot.shape for slot in slots}
     head_free = _what(slots) == "BertEncoder"
-    _check(expected, found, lambda name: head_free and name.startswith("cls/"), prefix, _what(slots))
+
+    def ignored(name: str) -> bool:
+        return head_free and (name.startswith("cls/") or name in HEAD_VARIABLES)
+
+    _check(expected, found, ignored, prefix, _what(slots))
     return google.read_arrays(prefix, expected)
 
 
 def _read_huggingface(path: str, slots: list[Slot]) -> dict[str, np.ndarray]:
     integrity.check_safetensors(path)
     found = huggingface.read_shapes(path)
+    slots = _without_absent_pooler(slots, any("pooler." in name for name in found), path)
     bert_prefix = any(name.startswith("bert.") for name in found)
     to_hf = {slot.name: hf_name(slot.name, bert_prefix) for slot in slots}
     expected = {
         to_hf[slot.name]: slot.shape[::-1] if hf_transposed(slot.name) else slot.shape for slot in slots
     }
     head_free = _what(slots) == "BertEncoder"
+    head_modules = ("cls.", *(f"{module}." for module in HEAD_MODULES.values()))
 
     def ignored(name: str) -> bool:
         return (
-            name in huggingface.IGNORED or name in huggingface.TIED or (head_free and name.startswith("cls."))
+            name in huggingface.IGNORED
+            or name in huggingface.TIED
+            or (head_free and name.startswith(head_modules))
         )
 
     _check(expected, found, ignored, path, _what(slots))
@@ -352,6 +483,8 @@ def export_pretrained(
     vocab_file: str | None = None,
     lower_case: bool | None = None,
     formats: tuple[str, ...] = ("google", "huggingface"),
+    head: TaskHead | None = None,
+    hf_config: dict | None = None,
 ) -> str:
     """Writes a model so that both the original code and transformers can load it.
 
@@ -359,7 +492,8 @@ def export_pretrained(
     original variable names and shapes; "huggingface": config.json + model.safetensors.
     The vocab file is copied as vocab.txt and `lower_case` recorded in tokenizer_config.json,
     so `from_pretrained(directory)` restores the tokenizer settings too. A task model
-    exports its encoder.
+    exports its encoder; with `head` (`TaskHead`) its head too, as `head.architecture`,
+    `hf_config` adding to config.json (id2label, problem_type, ...).
 
     Example:
 
@@ -370,20 +504,23 @@ def export_pretrained(
         raise ValueError(f"formats must be a non-empty subset of ('google', 'huggingface'), got {formats}")
     directory = os.fspath(directory)
     fileio.makedirs(directory)
-    slots = model_slots(model)
+    slots = model_slots(model, head)
+    if head is not None and not head.pooler:  # as transformers' class: it would warn of unused weights
+        slots = [slot for slot in slots if not slot.name.startswith("bert/pooler/")]
     config = model.config if hasattr(model, "config") else model.encoder.config
     arrays = {slot.name: slot.read() for slot in slots}
     if "google" in formats:
         config.to_json_file(fileio.join(directory, "bert_config.json"))
         google.write(fileio.join(directory, "bert_model.ckpt"), arrays)
     if "huggingface" in formats:
-        pretraining = _what(slots) == "BertPretrainer"
+        what = _what(slots)
         hf_arrays = {
-            hf_name(name, bert_prefix=pretraining): value.T if hf_transposed(name) else value
+            hf_name(name, bert_prefix=what != "BertEncoder"): value.T if hf_transposed(name) else value
             for name, value in arrays.items()
         }
         huggingface.write(fileio.join(directory, "model.safetensors"), hf_arrays)
-        huggingface.write_config(directory, config, "BertForPreTraining" if pretraining else "BertModel")
+        architecture = {"BertPretrainer": "BertForPreTraining", "BertEncoder": "BertModel"}.get(what)
+        huggingface.write_config(directory, config, architecture or head.architecture, **(hf_config or {}))
     if vocab_file:
         _check_vocab(vocab_file, config)
         target = fileio.join(directory, "vocab.txt")

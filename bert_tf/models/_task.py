@@ -98,11 +98,13 @@ class TaskModel(keras.Model):
         """This task model on a checkpoint, carrying its preprocessor.
 
         `path`: a Google checkpoint folder, a Hugging Face BERT folder, a pretraining export or
-        model_dir, or a fine-tuned folder (`save`, or the CLI's OUTPUT_DIR/model: its head,
-        labels, vocab and casing come along). A new head takes `num_classes=` or
-        `label_list=[...]` (classification, tagging); also `task=` (e.g. "mrpc", "squad_v2",
-        "multi_label", with its `threshold=`), `max_seq_length=`, `vocab_file=`, `lower_case=`
-        and, for spans, the SQuAD options (`doc_stride`, `max_query_length`, `max_answer_length`,
+        model_dir, or a fine-tuned folder (`save`, or the CLI's OUTPUT_DIR/model, or a
+        Hugging Face `BertFor...` / original fine-tuned checkpoint: its head, labels, vocab and
+        casing come along; `max_seq_length=` may change its sequence length). A new head takes
+        `num_classes=` or `label_list=[...]` (classification, tagging); also `task=` (e.g.
+        "mrpc", "squad_v2", "multi_label", with its `threshold=`), `max_seq_length=`,
+        `vocab_file=`, `lower_case=` and, for spans, the SQuAD options (`doc_stride`,
+        `max_query_length`, `max_answer_length`,
         `null_score_diff_threshold`).
         """
         keras_task = task_api()
@@ -246,12 +248,15 @@ class TaskModel(keras.Model):
 
     def export(self, filepath, format="bert_tf", overwrite=False, **kwargs):
         """The raw-text task SavedModel of `bert_tf.export --kind=task` (strings in, labels
-        out; served with tensorflow and tensorflow_text only). `format="tf_saved_model"` (or
-        another Keras format) is Keras' own export of the feature-taking model."""
-        if format != "bert_tf":
+        out; served with tensorflow and tensorflow_text only). `format="huggingface"` or
+        `"google"`: the model with its head as a transformers `BertFor...` folder or an
+        original checkpoint (`bert_tf.export --kind=huggingface|google`), which
+        `from_pretrained` reads back. `format="tf_saved_model"` (or another Keras format)
+        is Keras' own export of the feature-taking model."""
+        if format not in ("bert_tf", "huggingface", "google"):
             return super().export(filepath, format=format, **kwargs)
         keras_task = task_api()
-        return keras_task.export(self, filepath, overwrite=overwrite)
+        return keras_task.export(self, filepath, overwrite=overwrite, format=format)
 
 
 class DenseHeadModel(TaskModel):

@@ -6,6 +6,8 @@ Kinds (the signatures of each are documented in the module that builds it):
   - "mlm" (`bert_tf.serving.mlm`): text with [MASK] -> top-k tokens per mask.
   - "task" (`bert_tf.serving.task`): raw strings -> task predictions, from a fine-tuned
     model directory written by `bert_tf.finetune`.
+  - "huggingface", "google": not a SavedModel but a fine-tuned model with its head, as a
+    transformers `BertFor...` folder or an original checkpoint (`bert_tf.tasks.finetuned`).
 
 Example (a randomly initialised tiny model saved as a checkpoint first):
 
@@ -23,10 +25,17 @@ from bert_tf.serving.encoder import EncoderServing
 from bert_tf.serving.loading import check_init_checkpoint, load_pretrained
 from bert_tf.serving.mlm import FillMask
 from bert_tf.serving.preprocessor import BertPreprocessor
-from bert_tf.serving.saving import ExportError, check_export_dir, check_seq_length, export_module
+from bert_tf.serving.saving import (
+    ExportError,
+    atomic_export_dir,
+    check_export_dir,
+    check_seq_length,
+    export_module,
+)
+from bert_tf.tasks.finetuned import FinetunedModelInfo, load_finetuned, save_finetuned
 from bert_tf.tokenization import BertTokenizer
 
-KINDS = ("preprocessor", "encoder", "mlm", "task")
+KINDS = ("preprocessor", "encoder", "mlm", "task", "huggingface", "google")
 DEFAULT_SEQ_LENGTH = 128
 
 
@@ -54,6 +63,10 @@ def export_saved_model(
     check_init_checkpoint(init_checkpoint)
     if kind == "task":
         return task.export_task(init_checkpoint, export_dir, seq_length=seq_length, overwrite=overwrite)
+    if kind in ("huggingface", "google"):
+        task.check_finetuned_dir(init_checkpoint, kind)
+        model, tokenizer, info = load_finetuned(init_checkpoint, compile=False)
+        return export_checkpoint(kind, model, tokenizer, info, export_dir, overwrite)
     seq_length = DEFAULT_SEQ_LENGTH if seq_length is None else seq_length
     model, config, settings = load_pretrained(init_checkpoint, "pretraining" if kind == "mlm" else "encoder")
     return export_from_model(
@@ -96,6 +109,17 @@ def export_from_model(
         return build_module(kind, model, config, vocab_copy, lower_case, seq_length, top_k)
 
     return export_module(build, kind, config, vocab_file, lower_case, export_dir, seq_length, overwrite, info)
+
+
+def export_checkpoint(
+    kind: str, model, tokenizer, info: FinetunedModelInfo, export_dir: str, overwrite: bool = False
+) -> str:
+    """Writes a fine-tuned task model with its head in the `kind` checkpoint format
+    ("huggingface" or "google"), all at once or not at all; returns the absolute directory."""
+    export_dir = fileio.abspath(fileio.check_path(export_dir))
+    with atomic_export_dir(export_dir, overwrite) as staging:
+        save_finetuned(staging, model, tokenizer, info, format=kind)
+    return export_dir
 
 
 def build_module(

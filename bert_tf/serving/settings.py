@@ -17,7 +17,7 @@ import dataclasses
 from bert_tf.cli import setting
 from bert_tf.errors import UsageError
 
-EXPORT_KINDS = ("preprocessor", "encoder", "mlm", "task")
+EXPORT_KINDS = ("preprocessor", "encoder", "mlm", "task", "huggingface", "google")
 
 
 def _required(help_text: str) -> dataclasses.Field:
@@ -38,10 +38,11 @@ class ExportSettings:
     kind: str = dataclasses.field(metadata={"help": "What to export.", "choices": EXPORT_KINDS})
     init_checkpoint: str = _required(
         "A Google checkpoint directory or prefix, a Hugging Face BERT directory, a bert_tf checkpoint "
-        "(a pretraining model_dir: its export/), or (for --kind=task) a fine-tuned model directory "
-        "written by bert_tf.finetune."
+        "(a pretraining model_dir: its export/), or (for --kind=task, huggingface, google) a fine-tuned "
+        "model: a directory written by bert_tf.finetune, or a Hugging Face or original checkpoint with "
+        "a task head."
     )
-    export_dir: str = _required("Directory to write the SavedModel to.")
+    export_dir: str = _required("Directory to write the SavedModel (or the checkpoint) to.")
     seq_length: int | None = setting(
         None,
         "Packed sequence length, at most the model's max_position_embeddings. Default: 128, or for "

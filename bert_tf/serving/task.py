@@ -54,7 +54,7 @@ from bert_tf.serving.saving import ExportError, check_seq_length, export_module
 from bert_tf.serving.spans import SpanSettings
 from bert_tf.tasks import ner_entities, squad_answers
 from bert_tf.tasks.families import family_for_kind
-from bert_tf.tasks.finetuned import MODEL_FILE, TASK_FILE, FinetunedModelInfo, load_finetuned
+from bert_tf.tasks.finetuned import FinetunedModelInfo, is_finetuned_dir, load_finetuned
 from bert_tf.tasks.kinds import TaskKind
 from bert_tf.tokenization import BertTokenizer
 
@@ -267,16 +267,22 @@ class TaskServing(tf.Module):
         return self._family.serving_signatures(self, self._info, self._seq_length)
 
 
+def check_finetuned_dir(init_checkpoint: str, kind: str) -> None:
+    """A clear error for an --init_checkpoint that holds no fine-tuned model."""
+    if not is_finetuned_dir(init_checkpoint):
+        raise ExportError(
+            f"--kind={kind} needs a fine-tuned model: the model/ folder that bert_tf.finetune writes, or a "
+            f"Hugging Face or original checkpoint with a task head (BertForSequenceClassification, ...); "
+            f"{init_checkpoint} is neither"
+        )
+
+
 def export_task(
     init_checkpoint: str, export_dir: str, seq_length: int | None = None, overwrite: bool = False
 ) -> str:
-    """Exports the fine-tuned model directory `init_checkpoint` (see module docstring)."""
-    for name in (MODEL_FILE, TASK_FILE):
-        if not fileio.isfile(fileio.join(init_checkpoint, name)):
-            raise ExportError(
-                f"--kind=task needs a fine-tuned model directory (the model/ folder that "
-                f"bert_tf.finetune writes); {init_checkpoint} has no {name}"
-            )
+    """Exports the fine-tuned model directory `init_checkpoint` (see module docstring):
+    a folder bert_tf.finetune wrote, or a Hugging Face or original checkpoint with a task head."""
+    check_finetuned_dir(init_checkpoint, "task")
     model, tokenizer, info = load_finetuned(init_checkpoint, compile=False)
     return export_task_model(
         model, tokenizer, info, export_dir, seq_length, overwrite, source=fileio.abspath(init_checkpoint)

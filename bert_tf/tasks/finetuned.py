@@ -6,6 +6,18 @@ architecture and weights), `bert_config.json` (the encoder's config), `vocab.txt
 the raw-text export (`bert_tf.serving.task`) need besides the weights. This module is
 the only one that reads or writes the folder.
 
+The same model also lives in the two checkpoint formats, head included (`FORMATS`;
+written by `save_finetuned(..., format=...)`, read back by `load_finetuned` like the
+Keras folder): "huggingface", a transformers `BertFor...` folder (config.json with
+architectures, id2label/label2id and problem_type; model.safetensors; vocab.txt and
+tokenizer_config.json), and "google", an original checkpoint (bert_config.json,
+bert_model.ckpt with the original fine-tuning scripts' head names, vocab.txt). Both get
+task.json too, for what neither format holds (the task, max_seq_length, the SQuAD
+settings; the original format's label names). A folder that transformers or the original
+scripts wrote, without task.json, is read as well: its kind from its head
+(`bert_tf.tasks.families.task_heads`), its class names from id2label (original
+checkpoints: the class ids), the rest fine-tuning's defaults.
+
 task.json is versioned (`format_version`); a file without one is version 1, the format
 before the field existed, and reads unchanged.
 
@@ -35,15 +47,28 @@ import bert_tf.models  # noqa: F401
 import bert_tf.tasks.models  # noqa: F401
 import bert_tf.training.optimization  # noqa: F401
 from bert_tf import fileio
+from bert_tf.checkpoints import (
+    FoundHead,
+    TaskHead,
+    export_pretrained,
+    find_head,
+    inspect_checkpoint,
+    load_weights,
+)
 from bert_tf.checkpoints.integrity import check_keras_archive
-from bert_tf.errors import damaged
-from bert_tf.tasks.families import family_for_kind
+from bert_tf.config import BertConfig
+from bert_tf.errors import UsageError, damaged
+from bert_tf.models import BertEncoder
+from bert_tf.tasks.families import family_for_kind, task_heads
+from bert_tf.tasks.families.classification import DEFAULT_THRESHOLD
 from bert_tf.tasks.features import TaskDataError
 from bert_tf.tasks.kinds import TaskKind
+from bert_tf.tasks.settings import FinetuneSettings
 from bert_tf.tokenization import BertTokenizer
 
 MODEL_FILE = "model.keras"
 TASK_FILE = "task.json"
+FORMATS = ("keras", "huggingface", "google")
 FORMAT_VERSION = 1
 # What every task.json holds; the other fields are a family's (its `task_json_fields`).
 _COMMON_FIELDS = ("task", "kind", "label_list", "lower_case", "max_seq_length", "format_version")
@@ -147,14 +172,37 @@ class FinetunedModelInfo:
 
 
 def is_finetuned_dir(directory: str | None) -> bool:
-    """Whether `directory` is a folder `save_finetuned` wrote (it holds model.keras and task.json)."""
-    return bool(directory) and all(
-        fileio.isfile(fileio.join(directory, name)) for name in (MODEL_FILE, TASK_FILE)
-    )
+    """Whether `directory` holds a fine-tuned model: a folder `save_finetuned` wrote
+    (model.keras and task.json), or a Hugging Face or original checkpoint with a task head."""
+    if not directory:
+        return False
+    if _is_keras_folder(directory):
+        return True
+    return _found_head(directory) is not None
+
+
+def _is_keras_folder(directory: str) -> bool:
+    return all(fileio.isfile(fileio.join(directory, name)) for name in (MODEL_FILE, TASK_FILE))
+
+
+def _found_head(directory: str) -> tuple[TaskKind, FoundHead] | None:
+    """(kind, head) of a checkpoint folder with a task head, else None."""
+    heads = task_heads()
+    found = find_head(directory, list(heads.values()))
+    if found is None:
+        return None
+    return next(kind for kind, head in heads.items() if head == found.head), found
 
 
 def read_info(directory: str) -> FinetunedModelInfo:
-    """The `FinetunedModelInfo` of a fine-tuned model folder (its task.json)."""
+    """The `FinetunedModelInfo` of a fine-tuned model folder (its task.json; a checkpoint
+    with a task head: see the module docstring)."""
+    if not _is_keras_folder(directory) and _found_head(directory):
+        return _read_checkpoint_folder(directory)[0]
+    return _read_task_json(directory)
+
+
+def _read_task_json(directory: str) -> FinetunedModelInfo:
     path = fileio.join(directory, TASK_FILE)
     try:
         if not fileio.exists(path):
@@ -183,11 +231,17 @@ def task_info(settings, family, tokenizer) -> FinetunedModelInfo:
     )
 
 
-def save_finetuned(directory: str, model, tokenizer, info: FinetunedModelInfo) -> str:
+def save_finetuned(directory: str, model, tokenizer, info: FinetunedModelInfo, format: str = "keras") -> str:
     """Saves a fine-tuned model so that it can be rebuilt without the run's flags.
 
     `info` is its task.json (`task_info`); `load_finetuned(directory)` reads the folder back.
+    `format` (`FORMATS`): "keras" (model.keras), or one of the checkpoint formats with the
+    head, "huggingface" or "google" (see the module docstring).
     """
+    if format not in FORMATS:
+        raise UsageError(f"unknown format {format!r}; use one of {', '.join(FORMATS)}")
+    if format != "keras":
+        return _save_checkpoint(directory, model, tokenizer, info, format)
     fileio.makedirs(directory)
     # Keras writes model.keras as a zip through a local file; copied whole to any filesystem.
     with tempfile.TemporaryDirectory() as local:
@@ -202,10 +256,13 @@ def save_finetuned(directory: str, model, tokenizer, info: FinetunedModelInfo) -
 def load_finetuned(
     directory: str, compile: bool = True
 ) -> tuple[keras.Model, BertTokenizer, FinetunedModelInfo]:
-    """(Keras model, BertTokenizer, FinetunedModelInfo) from a `save_finetuned` folder.
+    """(Keras model, BertTokenizer, FinetunedModelInfo) from a `save_finetuned` folder, or
+    a Hugging Face or original checkpoint with a task head (not compiled).
 
     `compile=False` skips the saved optimizer, loss and metrics (serving needs none).
     """
+    if not _is_keras_folder(directory) and _found_head(directory):
+        return _load_checkpoint_folder(directory)
     path = fileio.join(directory, MODEL_FILE)
     if not fileio.isfile(path):
         raise TaskDataError(f"no {MODEL_FILE} in {directory}; is it the model/ folder of a fine-tuning run?")
@@ -216,4 +273,81 @@ def load_finetuned(
         check_keras_archive(os.path.join(local, MODEL_FILE), display_path=path)
         model = keras.saving.load_model(os.path.join(local, MODEL_FILE), compile=compile)
     tokenizer = BertTokenizer(fileio.join(directory, "vocab.txt"), lower_case=info.lower_case)
+    return model, tokenizer, info
+
+
+# --- the checkpoint formats, head included -------------------------------------------------
+
+
+def _save_checkpoint(directory: str, model, tokenizer, info: FinetunedModelInfo, format: str) -> str:
+    head = family_for_kind(info.kind).head(info.kind)
+    hf_config: dict[str, Any] = {}
+    if info.label_list is not None:
+        hf_config["id2label"] = {str(i): label for i, label in enumerate(info.label_list)}
+        hf_config["label2id"] = {label: i for i, label in enumerate(info.label_list)}
+    else:  # transformers sizes its regression and span heads by num_labels
+        hf_config["num_labels"] = int(keras.ops.shape(model.get_layer(head.layer).kernel)[-1])
+    if head.problem_type:
+        hf_config["problem_type"] = head.problem_type
+    export_pretrained(
+        model,
+        directory,
+        vocab_file=tokenizer.vocab_file,
+        lower_case=tokenizer.lower_case,
+        formats=(format,),
+        head=head,
+        hf_config=hf_config,
+    )
+    fileio.write_json(fileio.join(directory, TASK_FILE), info.to_json())
+    return directory
+
+
+def _read_checkpoint_folder(directory: str) -> tuple[FinetunedModelInfo, BertTokenizer, TaskHead, BertConfig]:
+    """(task.json, tokenizer, head, encoder config) of a checkpoint folder with a task head."""
+    kind, found = _found_head(directory)
+    config, checkpoint = inspect_checkpoint(directory)  # also: its files are whole
+    if not checkpoint.vocab_file:
+        raise TaskDataError(
+            f"{directory} has no vocab.txt (nor a WordPiece tokenizer.json); copy the vocab the model "
+            "was trained with into it"
+        )
+    head = found.head
+    if fileio.isfile(fileio.join(directory, TASK_FILE)):  # ours: what the format does not hold
+        info = _read_task_json(directory)
+        # Kinds may share a head's names (an original classifier and regressor); task.json tells.
+        head = family_for_kind(info.kind).head(info.kind)
+        if (head.name, head.architecture) != (found.head.name, found.head.architecture):
+            raise damaged(
+                fileio.join(directory, TASK_FILE),
+                f"it says kind {info.kind.value!r} but the checkpoint holds a {kind.value} head",
+                "export the model again",
+            )
+        kind = info.kind
+    else:  # written by transformers or the original scripts: fine-tuning's defaults
+        family = family_for_kind(kind)
+        task = kind.value if kind.value in family.tasks else family.default_task
+        max_seq_length = min(
+            FinetuneSettings(task=task, output_dir="-").max_seq_length, config.max_position_embeddings
+        )
+        info = FinetunedModelInfo(task, kind, None, checkpoint.lower_case, max_seq_length)
+        if kind == TaskKind.MULTI_LABEL:  # transformers' multi-label models: sigmoid above 0.5
+            info = dataclasses.replace(info, threshold=DEFAULT_THRESHOLD)
+    tokenizer = BertTokenizer(checkpoint.vocab_file, lower_case=info.lower_case)
+    if family_for_kind(kind).for_model(info, tokenizer).needs_label_list:
+        labels = found.label_names or info.label_list or [str(i) for i in range(found.units)]
+        if len(labels) != found.units:
+            raise damaged(
+                fileio.join(directory, TASK_FILE),
+                f"it names {len(labels)} classes but the head has {found.units}",
+                "export the model again",
+            )
+        info = dataclasses.replace(info, label_list=list(labels))
+    return info, tokenizer, head, config
+
+
+def _load_checkpoint_folder(directory: str) -> tuple[keras.Model, BertTokenizer, FinetunedModelInfo]:
+    info, tokenizer, head, config = _read_checkpoint_folder(directory)
+    family = family_for_kind(info.kind).for_model(info, tokenizer)
+    model = family.build_model(BertEncoder(config))
+    load_weights(model, directory, head=head)
     return model, tokenizer, info

@@ -141,7 +141,7 @@ def from_pretrained(
         raise UsageError("threshold= is a multi-label model's; pass task='multi_label' with it")
     path = os.fspath(path)
     if is_finetuned_dir(path):
-        return _from_finetuned(cls, path, num_classes, label_list)
+        return _from_finetuned(cls, path, num_classes, label_list, max_seq_length)
     task = task or family_class.default_task
     try:
         task_family = families.family_for_task(task)
@@ -168,11 +168,7 @@ def from_pretrained(
         max_seq_length = min(
             FinetuneSettings(task=task, output_dir="-").max_seq_length, config.max_position_embeddings
         )
-    if not 3 <= max_seq_length <= config.max_position_embeddings:
-        raise UsageError(
-            f"max_seq_length={max_seq_length} must be in [3, {config.max_position_embeddings}] "
-            f"(the model's max_position_embeddings)"
-        )
+    _check_max_seq_length(max_seq_length, config)
     settings = FinetuneSettings(task=task, output_dir="-", max_seq_length=max_seq_length, **span_options)
     family = families.make_family(settings, tokenizer)
     if family.label_list is not None:  # a GLUE task's own labels
@@ -190,6 +186,14 @@ def from_pretrained(
     model = family.build_model(encoder)
     model.attach(tokenizer, task_info(settings, family, tokenizer))
     return model
+
+
+def _check_max_seq_length(max_seq_length: int, config) -> None:
+    if not 3 <= max_seq_length <= config.max_position_embeddings:
+        raise UsageError(
+            f"max_seq_length={max_seq_length} must be in [3, {config.max_position_embeddings}] "
+            f"(the model's max_position_embeddings)"
+        )
 
 
 def _new_labels(cls, num_classes: int | None, label_list) -> list[str] | None:
@@ -218,20 +222,30 @@ def _new_labels(cls, num_classes: int | None, label_list) -> list[str] | None:
     return [str(i) for i in range(num_classes)]
 
 
-def _from_finetuned(cls, path: str, num_classes, label_list):
+# What a user who wants another head on a fine-tuned model's encoder does.
+NEW_HEAD = (
+    "to train a new head on its encoder, start from a pretrained checkpoint, or write this "
+    "model's encoder alone first: bert_tf.checkpoints.export_pretrained("
+    "bert_tf.checkpoints.from_pretrained(PATH, heads='encoder')[0], NEW_DIR, vocab_file=PATH/vocab.txt)"
+)
+
+
+def _from_finetuned(cls, path: str, num_classes, label_list, max_seq_length: int | None):
     model, tokenizer, info = load_finetuned(path, compile=False)
     if not isinstance(model, cls):
         raise UsageError(
             f"{path} holds a {type(model).__name__} fine-tuned for task {info.task!r} ({info.kind.value}); "
-            f"load it with bert_tf.{type(model).__name__}.from_pretrained"
+            f"load it with bert_tf.{type(model).__name__}.from_pretrained, or {NEW_HEAD}"
         )
     if label_list is not None and [str(label) for label in label_list] != info.label_list:
         raise UsageError(
-            f"{path} was fine-tuned with the labels {info.label_list}, not {list(label_list)}; "
-            "to train a new head, start from a pretrained checkpoint"
+            f"{path} was fine-tuned with the labels {info.label_list}, not {list(label_list)}; {NEW_HEAD}"
         )
     if num_classes is not None and num_classes != model.num_classes:
-        raise UsageError(f"{path} has {model.num_classes} classes, not num_classes={num_classes}")
+        raise UsageError(f"{path} has {model.num_classes} classes, not num_classes={num_classes}; {NEW_HEAD}")
+    if max_seq_length is not None:  # e.g. for a transformers folder, which does not say its own
+        _check_max_seq_length(max_seq_length, model.encoder.config)
+        info = dataclasses.replace(info, max_seq_length=max_seq_length)
     model.attach(tokenizer, info)
     return model
 
@@ -409,10 +423,15 @@ def save(model, directory, overwrite: bool = True) -> str:
     return save_finetuned(os.fspath(directory), model, attached.tokenizer, attached.info)
 
 
-def export(model, export_dir: str, overwrite: bool = False) -> str:
+def export(model, export_dir: str, overwrite: bool = False, format: str = "bert_tf") -> str:
+    from bert_tf.serving.exporter import export_checkpoint
     from bert_tf.serving.task import export_task_model
 
     attached = attached_of(model, "export")
+    if format in ("huggingface", "google"):
+        return export_checkpoint(
+            format, model, attached.tokenizer, attached.info, os.fspath(export_dir), overwrite=overwrite
+        )
     return export_task_model(
         model, attached.tokenizer, attached.info, os.fspath(export_dir), overwrite=overwrite
     )

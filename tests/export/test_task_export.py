@@ -624,7 +624,7 @@ class TaskExportTest(tf.test.TestCase):
         self.assertIn("outputs['choice'] tensor_info:\n        dtype: DT_INT32\n        shape: (-1)", shown)
 
     def test_a_pretrained_checkpoint_is_not_a_task_model(self):
-        with self.assertRaisesRegex(ExportError, "fine-tuned model directory.*no model.keras"):
+        with self.assertRaisesRegex(ExportError, "needs a fine-tuned model.*task head.*is neither"):
             export_saved_model("task", self.root, os.path.join(self.root, "never"))
         self.assertFalse(os.path.exists(os.path.join(self.root, "never")))
 

@@ -17,6 +17,7 @@ bert_tf.tasks.features.TaskDataError: unknown task 'imdb'; use one of cola, sst2
 
 from __future__ import annotations
 
+from bert_tf.checkpoints import TaskHead
 from bert_tf.tasks.families.base import Predictions, TaskData, TaskFamily
 from bert_tf.tasks.families.choice import ChoiceFamily
 from bert_tf.tasks.families.classification import ClassificationFamily
@@ -39,6 +40,7 @@ __all__ = [
     "family_for_task",
     "make_family",
     "register",
+    "task_heads",
 ]
 
 _BY_TASK: dict[str, type[TaskFamily]] = {}  # task name (lower case, aliases too) -> family
@@ -91,6 +93,12 @@ def family_for_model(model_class: type) -> type[TaskFamily]:
         if issubclass(model_class, family.model_class):
             return family
     raise TypeError(f"{model_class.__name__} is not the task model of a task family")
+
+
+def task_heads() -> dict[TaskKind, TaskHead]:
+    """Every kind's head as Hugging Face folders and original checkpoints store it
+    (`TaskFamily.head`); a kind is found back from its head (`bert_tf.tasks.finetuned`)."""
+    return {kind: family.head(kind) for kind, family in _BY_KIND.items()}
 
 
 def make_family(settings, tokenizer) -> TaskFamily:

@@ -25,6 +25,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from bert_tf.checkpoints import TaskHead
 from bert_tf.errors import UsageError
 from bert_tf.tasks import streams
 from bert_tf.tasks.features import ConversionStats, TaskDataError
@@ -389,3 +390,10 @@ class TaskFamily:
     def export_info(cls, info: FinetunedModelInfo) -> dict[str, Any]:
         """What this family adds to the export's assets.extra/export_info.json."""
         return {}
+
+    # -- other formats (bert_tf.tasks.finetuned: Hugging Face and original checkpoints) -----
+    @classmethod
+    def head(cls, kind: TaskKind) -> TaskHead:
+        """Where the head of a model of `kind` lives in a Hugging Face folder (the
+        transformers class and problem_type) and in an original checkpoint (its names)."""
+        raise NotImplementedError(f"{cls.__name__} has no head in other formats")

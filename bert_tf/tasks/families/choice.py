@@ -14,6 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import fileio, preprocessing
+from bert_tf.checkpoints import TaskHead
 from bert_tf.errors import UsageError
 from bert_tf.models import BertMultipleChoice
 from bert_tf.tasks import metrics, python_inputs, swag
@@ -126,3 +127,9 @@ class ChoiceFamily(TaskFamily):
         endings = tf.TensorSpec([None, None], tf.string, name="endings")
         choose = tf.function(serving._choose).get_concrete_function(serving_input("context"), endings)
         return {"serving_default": choose}
+
+    @classmethod
+    def head(cls, kind: TaskKind) -> TaskHead:
+        """BertForMultipleChoice's classifier [1, hidden]; the original has no multiple-choice
+        script: `cls/multiple_choice/output_weights`, in run_squad.py's style."""
+        return TaskHead("scorer", "cls/multiple_choice/output", "BertForMultipleChoice")

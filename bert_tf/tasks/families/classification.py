@@ -32,6 +32,7 @@ import tensorflow as tf
 from keras import ops
 
 from bert_tf import fileio, preprocessing
+from bert_tf.checkpoints import TaskHead
 from bert_tf.errors import UsageError
 from bert_tf.models import BertClassifier
 from bert_tf.tasks import classification, glue, metrics, python_inputs
@@ -94,6 +95,14 @@ def above_threshold(probabilities, threshold: float) -> np.ndarray:
 
 def _suffix(name: str) -> str:
     return name.split("_", 1)[1] if "_" in name else ""
+
+
+# transformers' problem_type of each kind (BertForSequenceClassification's loss and outputs).
+PROBLEM_TYPES = {
+    TaskKind.CLASSIFICATION: "single_label_classification",
+    TaskKind.REGRESSION: "regression",
+    TaskKind.MULTI_LABEL: "multi_label_classification",
+}
 
 
 def is_pair_task(info: FinetunedModelInfo) -> bool:
@@ -507,3 +516,9 @@ class ClassificationFamily(TaskFamily):
         if info.kind == TaskKind.MULTI_LABEL:
             extra["threshold"] = info.threshold
         return extra
+
+    @classmethod
+    def head(cls, kind: TaskKind) -> TaskHead:
+        """run_classifier.py's `output_weights`; transformers' BertForSequenceClassification,
+        its problem_type telling classes from a score."""
+        return TaskHead("classifier", "output", "BertForSequenceClassification", PROBLEM_TYPES[kind])

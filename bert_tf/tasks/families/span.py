@@ -16,6 +16,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import preprocessing
+from bert_tf.checkpoints import TaskHead
 from bert_tf.errors import UsageError
 from bert_tf.models import BertSpanLabeler
 from bert_tf.tasks import metrics, python_inputs, squad, tfds_sources
@@ -267,3 +268,8 @@ class SpanFamily(TaskFamily):
     @classmethod
     def export_info(cls, info: FinetunedModelInfo) -> dict[str, Any]:
         return {name: getattr(info, name) for name in SPAN_FIELDS}
+
+    @classmethod
+    def head(cls, kind: TaskKind) -> TaskHead:
+        """run_squad.py's `cls/squad/output_weights` [2, hidden]; BertForQuestionAnswering (no pooler)."""
+        return TaskHead("span_dense", "cls/squad/output", "BertForQuestionAnswering", pooler=False)

@@ -17,6 +17,7 @@ import tensorflow as tf
 from keras import ops
 
 from bert_tf import preprocessing
+from bert_tf.checkpoints import TaskHead
 from bert_tf.errors import UsageError
 from bert_tf.models import BertTokenClassifier
 from bert_tf.tasks import metrics, ner, python_inputs, tfds_sources
@@ -189,6 +190,12 @@ class TokenFamily(TaskFamily):
         """text -> entity_text, entity_label, entity_start, entity_end, entity_score, num_entities."""
         entities = tf.function(serving._entities).get_concrete_function(serving_input("text"))
         return {"serving_default": entities}
+
+    @classmethod
+    def head(cls, kind: TaskKind) -> TaskHead:
+        """BertForTokenClassification's classifier (no pooler); the original has no tagging
+        script: `cls/token/output_weights` [tags, hidden], in run_squad.py's style."""
+        return TaskHead("classifier", "cls/token/output", "BertForTokenClassification", pooler=False)
 
 
 def _check_tags(sentences: Iterable[ner.Sentence], label_list, source) -> None:
