@@ -61,6 +61,19 @@ FAMILIES = {
         {"num_labels": 1, "problem_type": "regression"},
         "rows",
     ),
+    "multi_label": (
+        bert_tf.BertClassifier,
+        {"task": "multi_label", "label_list": ["news", "sport", "tech"]},
+        "classifier",
+        "AutoModelForSequenceClassification",
+        "BertForSequenceClassification",
+        {
+            "id2label": {0: "red", 1: "green", 2: "blue"},
+            "label2id": {"red": 0, "green": 1, "blue": 2},
+            "problem_type": "multi_label_classification",
+        },
+        "rows",
+    ),
     "token": (
         bert_tf.BertTokenClassifier,
         {"label_list": ["O", "B-PER", "I-PER"]},
@@ -199,6 +212,7 @@ class FormatsTest(tf.test.TestCase):
         expected = {
             "classification": ("BertForSequenceClassification", "single_label_classification", 3),
             "regression": ("BertForSequenceClassification", "regression", 1),
+            "multi_label": ("BertForSequenceClassification", "multi_label_classification", 3),
             "token": ("BertForTokenClassification", None, 3),
             "span": ("BertForQuestionAnswering", None, 2),
         }
@@ -228,6 +242,7 @@ class FormatsTest(tf.test.TestCase):
         label_names = {
             "classification": ["spam", "ham"],
             "regression": None,
+            "multi_label": ["red", "green", "blue"],
             "token": ["LABEL_0", "LABEL_1", "LABEL_2", "LABEL_3"],
             "span": None,
             "choice": None,
@@ -250,6 +265,15 @@ class FormatsTest(tf.test.TestCase):
         self.assertEqual(model.task_info.max_seq_length, 20)
         with self.assertRaisesRegex(UsageError, "max_seq_length=64 must be in \\[3, 32\\]"):
             bert_tf.BertClassifier.from_pretrained(self.path("made", "classification"), max_seq_length=64)
+        # A multi-label model from transformers: its labels are those whose sigmoid is above 0.5.
+        multi = bert_tf.BertClassifier.from_pretrained(self.path("made", "multi_label"))
+        self.assertEqual((multi.task_info.kind.value, multi.task_info.threshold), ("multi_label", 0.5))
+        logits = self.reference["made/multi_label/logits"]
+        expected = [
+            [name for name, x in zip(["red", "green", "blue"], row, strict=True) if x > 0] for row in logits
+        ]
+        probabilities = 1 / (1 + np.exp(-logits))  # predict gives a multi-label model's probabilities
+        self.assertEqual(multi.label_names(probabilities), expected)
 
     def test_the_command_line_evaluates_a_transformers_classifier(self):
         labels = ["spam", "ham", "ham"]
@@ -319,6 +343,9 @@ class FormatsTest(tf.test.TestCase):
                 ours = outputs_of(model, self.inputs[prefix])
                 for output, value in self.ours[name].items():
                     self.assertAllClose(ours[output], value, atol=1e-6, rtol=0)
+        # The head names of a multi-label model are run_classifier.py's too: task.json tells it.
+        model = bert_tf.BertClassifier.from_pretrained(self.path("ours", "google", "multi_label"))
+        self.assertEqual((model.task_info.kind.value, model.task_info.threshold), ("multi_label", 0.5))
 
     def test_an_original_run_classifier_checkpoint_reads_with_class_ids(self):
         # What run_classifier.py leaves: the checkpoint, no task.json: classes are named by id.
@@ -364,8 +391,8 @@ class FormatsTest(tf.test.TestCase):
         with open(os.path.join(directory, "config.json")) as handle:
             config = json.load(handle)
         with open(os.path.join(directory, "config.json"), "w") as handle:
-            json.dump({**config, "problem_type": "multi_label_classification"}, handle)
-        with self.assertRaisesRegex(CheckpointError, "problem_type='multi_label_classification'"):
+            json.dump({**config, "problem_type": "ordinal_regression"}, handle)
+        with self.assertRaisesRegex(CheckpointError, "problem_type='ordinal_regression'"):
             bert_tf.BertClassifier.from_pretrained(directory)
 
     def test_a_truncated_safetensors_is_one_clear_error_and_nothing_is_written(self):
