@@ -45,6 +45,10 @@ setup(
             # its words are checked against.
             "rjieba>=0.2",
             "jieba>=0.42",
+            # Fine-tuned models exported to the Hugging Face format are loaded by transformers
+            # itself, and its models loaded by ours (tests/tasks/test_formats.py).
+            "torch>=2.4",
+            "transformers>=4.44",
         ],
         # bench/finetune.py: the pretrained MiniLM checkpoint it fine-tunes, and the
         # Hugging Face side it is compared with (PyTorch; its CPU build is enough);
