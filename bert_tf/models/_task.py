@@ -101,9 +101,10 @@ class TaskModel(keras.Model):
         model_dir, or a fine-tuned folder (`save`, or the CLI's OUTPUT_DIR/model: its head,
         labels, vocab and casing come along). A new head takes `num_classes=` or
         `label_list=[...]` (classification, tagging); also `task=` (e.g. "mrpc", "squad_v2"),
-        `max_seq_length=`, `vocab_file=`, `lower_case=` and, for spans, the
-        SQuAD options (`doc_stride`, `max_query_length`, `max_answer_length`,
-        `null_score_diff_threshold`).
+        `max_seq_length=`, `vocab_file=`, `lower_case=`; for long texts (classification,
+        regression, tagging) `doc_stride=N` (windows every N pieces) and, for classifiers,
+        `window_pooling="mean"|"max"`; for spans the SQuAD options (`doc_stride`,
+        `max_query_length`, `max_answer_length`, `null_score_diff_threshold`).
         """
         keras_task = task_api()
         return keras_task.from_pretrained(cls, path, **kwargs)

@@ -57,7 +57,8 @@ class FinetunedModelInfo:
     only: the span fields (SQuAD), whose defaults are fine-tuning's and the original
     run_squad's, which a task.json written before they were saved is read with;
     `text_b_column`, the second text's column of own-data pair tasks (GLUE tasks know
-    theirs).
+    theirs); `doc_stride` and `window_pooling` of a classifier or tagger trained on long
+    texts in windows (absent: texts are cut at max_seq_length).
     """
 
     task: str
@@ -66,7 +67,11 @@ class FinetunedModelInfo:
     lower_case: bool
     max_seq_length: int
     text_b_column: str | None = None
-    doc_stride: int = 128
+    # Windows of long texts: SQuAD's stride (128 where a task.json lacks it); classification,
+    # regression and token tagging: the stride, None without windows, and how a classifier's
+    # windows combine.
+    doc_stride: int | None = None
+    window_pooling: str | None = None
     max_query_length: int = 64
     max_answer_length: int = 30
     n_best_size: int = 20

@@ -65,9 +65,6 @@ from bert_tf.tasks.kinds import TaskKind
 from bert_tf.tasks.settings import FinetuneSettings
 from bert_tf.tokenization import BertTokenizer
 
-# The SQuAD settings a new span head takes (task="squad_v2" makes a SQuAD 2.0 model).
-SPAN_OPTIONS = ("doc_stride", "max_query_length", "max_answer_length", "null_score_diff_threshold")
-
 
 @dataclasses.dataclass
 class Attached:
@@ -119,17 +116,20 @@ def from_pretrained(
     max_seq_length: int | None = None,
     vocab_file: str | None = None,
     lower_case: bool | None = None,
-    **span_options,
+    **options,
 ):
     """A task model of class `cls` on the checkpoint at `path`, carrying its preprocessor.
 
     `path` is anything the toolkit reads: a Google checkpoint folder, a Hugging Face BERT
     folder, a pretraining export or model_dir, or a fine-tuned folder (`model.save` or the
     CLI's OUTPUT_DIR/model), which brings its head, labels, vocab and casing along.
+    `options` are the family's FinetuneSettings fields (`TaskFamily.python_options`: SQuAD's,
+    the windows of long texts); a new head keeps them in its task description.
     """
     family_class = families.family_for_model(cls)
-    allowed = SPAN_OPTIONS if family_class is families.SpanFamily else ()
-    unknown = sorted(set(span_options) - set(allowed))
+    # doc_stride is every family's to judge: one without windows says so.
+    allowed = ("doc_stride", *family_class.python_options)
+    unknown = sorted(set(options) - set(allowed))
     if unknown:
         raise TypeError(f"{cls.__name__}.from_pretrained got unexpected arguments {unknown}")
     path = os.fspath(path)
@@ -166,7 +166,7 @@ def from_pretrained(
             f"max_seq_length={max_seq_length} must be in [3, {config.max_position_embeddings}] "
             f"(the model's max_position_embeddings)"
         )
-    settings = FinetuneSettings(task=task, output_dir="-", max_seq_length=max_seq_length, **span_options)
+    settings = FinetuneSettings(task=task, output_dir="-", max_seq_length=max_seq_length, **options)
     family = families.make_family(settings, tokenizer)
     if family.label_list is not None:  # a GLUE task's own labels
         if label_list is not None and label_list != list(family.label_list):

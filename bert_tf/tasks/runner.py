@@ -87,6 +87,7 @@ RESUME_FIELDS = (
     "label_column",
     "max_seq_length",
     "doc_stride",
+    "window_pooling",
     "max_query_length",
     "train_batch_size",
     "learning_rate",
@@ -226,14 +227,16 @@ def _finetuned_info(settings: FinetuneSettings) -> FinetunedModelInfo | None:
     return info
 
 
-def _log_stats(data: TaskData) -> dict:
+def _log_stats(data: TaskData, adapter) -> dict:
     stats = data.stats.as_dict()
     logger.info("%s data: %s", data.name, stats)
     if data.stats.num_truncated:
         logger.warning(
-            "%s: %d examples were longer than max_seq_length and were truncated",
+            "%s: %d of %d examples were longer than max_seq_length and were truncated%s",
             data.name,
             data.stats.num_truncated,
+            data.stats.num_examples,
+            adapter.truncation_hint(),
         )
     return stats
 
@@ -293,7 +296,7 @@ def _run(settings: FinetuneSettings, strategy, policy: str, fresh: bool) -> dict
         )
     for data in (*train, *evals, *predicts):
         adapter.count(data)
-    data_stats = {data.name: _log_stats(data) for data in (*train, *evals, *predicts)}
+    data_stats = {data.name: _log_stats(data, adapter) for data in (*train, *evals, *predicts)}
     # Steps count batches of features (SQuAD: windows, several per long context).
     num_examples = train[0].stats.num_features if train else 0
     plan = TrainingPlan.make(settings, num_examples, has_eval_data=bool(evals))

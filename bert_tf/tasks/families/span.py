@@ -22,6 +22,7 @@ from bert_tf.tasks import metrics, python_inputs, squad, tfds_sources
 from bert_tf.tasks.families.base import TEXT, Predictions, TaskData, TaskFamily, serving_input, split_file
 from bert_tf.tasks.features import ConversionStats, TaskDataError
 from bert_tf.tasks.kinds import TaskKind
+from bert_tf.tasks.settings import SQUAD_DOC_STRIDE
 from bert_tf.tasks.squad_postprocess import postprocess, write_predictions
 
 if TYPE_CHECKING:
@@ -52,6 +53,8 @@ class SpanFamily(TaskFamily):
     kind = TaskKind.SPAN
     main_metric = "f1"
     has_eval_loss = False  # the labels are answer texts, not the model's positions
+    python_options = ("doc_stride", "max_query_length", "max_answer_length", "null_score_diff_threshold")
+    reads_windows = True  # contexts, every doc_stride pieces (settings: 128 by default)
     keep = ("token_to_orig", "token_is_max_context", "input_ids")
 
     def __init__(self, settings, tokenizer):
@@ -253,7 +256,8 @@ class SpanFamily(TaskFamily):
     # -- serving ---------------------------------------------------------------------------
     @classmethod
     def serving_preprocessor(cls, tokenizer, info: FinetunedModelInfo, seq_length: int):
-        return preprocessing.SpanPreprocessor(tokenizer, seq_length, info.doc_stride, info.max_query_length)
+        doc_stride = info.doc_stride or SQUAD_DOC_STRIDE  # a task.json from before it was saved
+        return preprocessing.SpanPreprocessor(tokenizer, seq_length, doc_stride, info.max_query_length)
 
     @classmethod
     def serving_signatures(cls, serving, info: FinetunedModelInfo, seq_length: int) -> dict:
