@@ -10,7 +10,6 @@ import dataclasses
 
 from bert_tf.serving.saving import ExportError
 from bert_tf.tasks.finetuned import FinetunedModelInfo
-from bert_tf.tasks.settings import SQUAD_DOC_STRIDE
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,10 +26,7 @@ class SpanSettings:
 
     @classmethod
     def from_task_info(cls, info: FinetunedModelInfo) -> SpanSettings:
-        values = {field.name: getattr(info, field.name) for field in dataclasses.fields(cls)}
-        if values["doc_stride"] is None:  # a task.json from before the field was saved
-            values["doc_stride"] = SQUAD_DOC_STRIDE
-        return cls(**values)
+        return cls(**{field.name: getattr(info, field.name) for field in dataclasses.fields(cls)})
 
     def check(self, seq_length: int) -> None:
         """Raises ExportError for settings that leave no window or span."""

@@ -40,6 +40,7 @@ from bert_tf.errors import damaged
 from bert_tf.tasks.families import family_for_kind
 from bert_tf.tasks.features import TaskDataError
 from bert_tf.tasks.kinds import TaskKind
+from bert_tf.tasks.settings import SQUAD_DOC_STRIDE
 from bert_tf.tokenization import BertTokenizer
 
 MODEL_FILE = "model.keras"
@@ -78,6 +79,10 @@ class FinetunedModelInfo:
     version_2_with_negative: bool = False
     null_score_diff_threshold: float = 0.0
     format_version: int = FORMAT_VERSION
+
+    def __post_init__(self):
+        if self.kind == TaskKind.SPAN and self.doc_stride is None:  # SQuAD always reads windows
+            object.__setattr__(self, "doc_stride", SQUAD_DOC_STRIDE)
 
     def to_json(self) -> dict[str, Any]:
         """The task.json content: the common fields, and those of the kind's family that are set

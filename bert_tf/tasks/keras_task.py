@@ -287,6 +287,7 @@ def fit(model, keras_fit, x, y, *, batch_size, epochs, validation_data, seed, sh
         seed = random.randrange(2**31)
     adapter, data = task_data(model, x, y, "train", seed=seed, shuffle_buffer_size=shuffle_buffer_size)
     adapter.count(data)
+    adapter.warn_if_truncated(data)
     steps_per_epoch = max(1, math.ceil(data.stats.num_features / batch_size))
     build_schedule(model, steps_per_epoch * epochs)
     dataset = adapter.dataset(data, batch_size // accumulation, training=True)

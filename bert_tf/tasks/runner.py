@@ -230,14 +230,7 @@ def _finetuned_info(settings: FinetuneSettings) -> FinetunedModelInfo | None:
 def _log_stats(data: TaskData, adapter) -> dict:
     stats = data.stats.as_dict()
     logger.info("%s data: %s", data.name, stats)
-    if data.stats.num_truncated:
-        logger.warning(
-            "%s: %d of %d examples were longer than max_seq_length and were truncated%s",
-            data.name,
-            data.stats.num_truncated,
-            data.stats.num_examples,
-            adapter.truncation_hint(),
-        )
+    adapter.warn_if_truncated(data)
     return stats
 
 

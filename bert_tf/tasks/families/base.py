@@ -18,6 +18,7 @@ runner (`bert_tf.tasks.runner`) drives all of them the same way; in Python:
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -32,6 +33,8 @@ from bert_tf.tasks.kinds import TaskKind
 
 if TYPE_CHECKING:
     from bert_tf.tasks.finetuned import FinetunedModelInfo
+
+logger = logging.getLogger(__name__)
 
 TEXT = tf.TensorSpec([], tf.string)  # one text of a raw record
 
@@ -195,11 +198,21 @@ class TaskFamily:
                 f"--doc_stride={max(1, room // 2)} (half a window) or any value from 1 to {room - 1}"
             )
 
-    def truncation_hint(self) -> str:
-        """What a user whose texts were cut can do about it."""
-        if self.reads_windows and not self.windowed:
-            return "; --doc_stride=N (doc_stride=N in Python) reads them whole, in windows every N pieces"
-        return ""
+    def warn_if_truncated(self, data: TaskData) -> None:
+        """Logs how many of the data's examples were cut (`count` has run), and how to read them whole."""
+        stats = data.stats
+        if stats.num_truncated:
+            hint = ""
+            if self.reads_windows and not self.windowed:
+                hint = "; --doc_stride=N (doc_stride=N in Python) reads them whole, in windows every N pieces"
+            logger.warning(
+                "%s: %d of %d examples were longer than max_seq_length=%d and were truncated%s",
+                data.name,
+                stats.num_truncated,
+                stats.num_examples,
+                self.settings.max_seq_length,
+                hint,
+            )
 
     @property
     def needs_label_list(self) -> bool:

@@ -22,7 +22,6 @@ from bert_tf.tasks import metrics, python_inputs, squad, tfds_sources
 from bert_tf.tasks.families.base import TEXT, Predictions, TaskData, TaskFamily, serving_input, split_file
 from bert_tf.tasks.features import ConversionStats, TaskDataError
 from bert_tf.tasks.kinds import TaskKind
-from bert_tf.tasks.settings import SQUAD_DOC_STRIDE
 from bert_tf.tasks.squad_postprocess import postprocess, write_predictions
 
 if TYPE_CHECKING:
@@ -256,8 +255,7 @@ class SpanFamily(TaskFamily):
     # -- serving ---------------------------------------------------------------------------
     @classmethod
     def serving_preprocessor(cls, tokenizer, info: FinetunedModelInfo, seq_length: int):
-        doc_stride = info.doc_stride or SQUAD_DOC_STRIDE  # a task.json from before it was saved
-        return preprocessing.SpanPreprocessor(tokenizer, seq_length, doc_stride, info.max_query_length)
+        return preprocessing.SpanPreprocessor(tokenizer, seq_length, info.doc_stride, info.max_query_length)
 
     @classmethod
     def serving_signatures(cls, serving, info: FinetunedModelInfo, seq_length: int) -> dict:
