@@ -134,7 +134,7 @@ def from_pretrained(
         raise TypeError(f"{cls.__name__}.from_pretrained got unexpected arguments {unknown}")
     path = os.fspath(path)
     if is_finetuned_dir(path):
-        return _from_finetuned(cls, path, num_classes, label_list)
+        return _from_finetuned(cls, path, num_classes, label_list, options)
     task = task or family_class.default_task
     try:
         task_family = families.family_for_task(task)
@@ -211,8 +211,11 @@ def _new_labels(cls, num_classes: int | None, label_list) -> list[str] | None:
     return [str(i) for i in range(num_classes)]
 
 
-def _from_finetuned(cls, path: str, num_classes, label_list):
+def _from_finetuned(cls, path: str, num_classes, label_list, options: dict):
     model, tokenizer, info = load_finetuned(path, compile=False)
+    if options:  # e.g. windows for texts longer than the model was trained on; checked by its family
+        info = dataclasses.replace(info, **options)
+        families.family_for_kind(info.kind).for_model(info, tokenizer)
     if not isinstance(model, cls):
         raise UsageError(
             f"{path} holds a {type(model).__name__} fine-tuned for task {info.task!r} ({info.kind.value}); "

@@ -257,6 +257,11 @@ def run(settings: FinetuneSettings) -> dict[str, float]:
 
 def _run(settings: FinetuneSettings, strategy, policy: str, fresh: bool) -> dict[str, float]:
     finetuned = _finetuned_info(settings)
+    if finetuned and finetuned.doc_stride is not None and settings.doc_stride is None:
+        # A model trained on long texts in windows reads them so again, unless told otherwise.
+        settings = dataclasses.replace(
+            settings, doc_stride=finetuned.doc_stride, window_pooling=finetuned.window_pooling or "mean"
+        )
     with strategy.scope():
         if finetuned:  # a model/ folder of an earlier run: its head, labels and tokenizer
             model, tokenizer, _ = load_finetuned(settings.init_checkpoint, compile=False)

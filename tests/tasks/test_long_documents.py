@@ -259,7 +259,8 @@ class CommandLineTest(tf.test.TestCase):
         output_dir = os.path.join(self.dir, "windows")
         run(FinetuneSettings(output_dir=output_dir, doc_stride=6, window_pooling="max", **self.base))
         with open(os.path.join(output_dir, "data_stats.json")) as handle:
-            stats = json.load(handle)["train"]
+            all_stats = json.load(handle)
+        stats = all_stats["train"]
         self.assertEqual(stats["num_truncated"], 0)
         self.assertGreater(stats["num_features"], stats["num_examples"])  # windows
         with open(os.path.join(output_dir, "model", "task.json")) as handle:
@@ -267,6 +268,16 @@ class CommandLineTest(tf.test.TestCase):
         self.assertEqual((info["doc_stride"], info["window_pooling"]), (6, "max"))
         with open(os.path.join(output_dir, "eval_predictions.tsv")) as handle:
             self.assertLen(handle.read().splitlines(), 1 + 12)  # a header, one answer per text
+        # The saved model evaluates in the same windows without being told again.
+        again = os.path.join(self.dir, "again")
+        settings = {**self.base, "train_file": None, "vocab_file": None, "bert_config": None}
+        scores = run(
+            FinetuneSettings(output_dir=again, init_checkpoint=os.path.join(output_dir, "model"), **settings)
+        )
+        with open(os.path.join(again, "data_stats.json")) as handle:
+            self.assertEqual(json.load(handle)["eval"], all_stats["eval"])
+        with open(os.path.join(output_dir, "eval_results.json")) as handle:
+            self.assertAllClose(scores, json.load(handle))
 
     def test_bad_settings_get_one_clear_error_and_nothing_is_written(self):
         out = os.path.join(self.dir, "out")
