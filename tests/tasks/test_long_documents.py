@@ -113,7 +113,7 @@ class WindowedPredictionTest(tf.test.TestCase):
     def test_a_tagger_reads_each_word_from_its_max_context_window(self):
         tokenizer = self.tagger.tokenizer
         sentences = [text.split() for text in self.texts if text] + [["one"]]
-        outputs = self.tagger.predict(sentences, batch_size=2)
+        outputs = self.tagger.predict(sentences, batch_size=2)  # a sentence's windows in several batches
         for words, word_logits in zip(sentences, outputs, strict=True):
             word_pieces = [p or [tokenizer.unk_id] for p in pieces_of(tokenizer, words)]
             pieces = [piece for p in word_pieces for piece in p]
@@ -130,7 +130,6 @@ class WindowedPredictionTest(tf.test.TestCase):
             # Every word exactly once: one logits row each, none missing (NaN), the reference's.
             self.assertEqual(word_logits.shape, (len(words), 4))
             self.assertAllClose(word_logits, np.stack(expected), atol=1e-5)
-        self.assertAllClose(self.tagger.predict(sentences, batch_size=64), outputs, atol=1e-5)
         tags = self.tagger.label_names(outputs)
         self.assertEqual([len(t) for t in tags], [len(s) for s in sentences])
 
@@ -194,7 +193,9 @@ class WindowedPredictionTest(tf.test.TestCase):
 class LearningTest(tf.test.TestCase):
     def test_windows_learn_a_label_that_truncation_never_sees(self):
         """The polarity word sits past the first window: cut at max_seq_length, a text is
-        filler only (chance); read in windows, its label is learnt."""
+        filler only (chance); read in windows, its label is learnt. The same recipe from
+        Python (cut) and from the command line (windows), which give the same weights
+        (tests/tasks/test_keras_task.py)."""
         directory = self.get_temp_dir()
         checkpoint = tiny_checkpoint(directory, write_vocab(directory))
         rng = random.Random(0)
@@ -210,26 +211,62 @@ class LearningTest(tf.test.TestCase):
             return texts, labels
 
         train, test = rows(128), rows(80)
-        results = {}
-        for doc_stride in (None, 7):
-            tf.keras.utils.set_random_seed(1)
-            model = bert_tf.BertClassifier.from_pretrained(
-                checkpoint, label_list=["neg", "pos"], max_seq_length=16, doc_stride=doc_stride
+        # Cut (Python): the examples are counted as cut, with the way to read them whole.
+        tf.keras.utils.set_random_seed(1)
+        model = bert_tf.BertClassifier.from_pretrained(
+            checkpoint, label_list=["neg", "pos"], max_seq_length=16
+        )
+        model.compile(learning_rate=3e-3)
+        with self.assertLogs("bert_tf.tasks.families.base", logging.WARNING) as logs:
+            model.fit(*train, batch_size=16, epochs=8, seed=1, verbose=0)
+        self.assertIn("128 of 128 examples were longer than max_seq_length=16", logs.output[0])
+        self.assertIn("--doc_stride=N (doc_stride=N in Python) reads them whole", logs.output[0])
+        truncated = model.evaluate(*test)["accuracy"]
+        # Windows (the command line): nothing cut, one answer per text.
+        files = {
+            name: write_csv(
+                os.path.join(directory, f"{name}.csv"),
+                [{"text": t, "label": y} for t, y in zip(*data, strict=True)],
             )
-            model.compile(learning_rate=3e-3)
-            # Cut texts are counted, with the way to read them whole; windows cut nothing.
-            if doc_stride:
-                with self.assertNoLogs("bert_tf.tasks.families.base", logging.WARNING):
-                    model.fit(*train, batch_size=16, epochs=8, seed=1, verbose=0)
-            else:
-                with self.assertLogs("bert_tf.tasks.families.base", logging.WARNING) as logs:
-                    model.fit(*train, batch_size=16, epochs=8, seed=1, verbose=0)
-                self.assertIn("128 of 128 examples were longer than max_seq_length=16", logs.output[0])
-                self.assertIn("--doc_stride=N (doc_stride=N in Python) reads them whole", logs.output[0])
-            results[doc_stride] = model.evaluate(*test)["accuracy"]
-        print("long documents, test accuracy (truncated, windows):", results)
-        self.assertLess(results[None], 0.7)
-        self.assertGreater(results[7], 0.9)
+            for name, data in (("train", train), ("test", test))
+        }
+        output_dir = os.path.join(directory, "windows")
+        recipe = dict(task="classification", max_seq_length=16, eval_file=files["test"], verbose=0)
+        with self.assertNoLogs("bert_tf.tasks.families.base", logging.WARNING):
+            windows = run(
+                FinetuneSettings(
+                    output_dir=output_dir,
+                    init_checkpoint=checkpoint,
+                    train_file=files["train"],
+                    doc_stride=7,
+                    window_pooling="max",
+                    learning_rate=3e-3,
+                    train_batch_size=16,
+                    num_train_epochs=8,
+                    seed=1,
+                    **recipe,
+                )
+            )["accuracy"]
+        print("long documents, test accuracy: truncated", truncated, "windows", windows)
+        self.assertLess(truncated, 0.7)
+        self.assertGreater(windows, 0.9)
+        with open(os.path.join(output_dir, "data_stats.json")) as handle:
+            stats = json.load(handle)
+        self.assertEqual(stats["train"]["num_truncated"], 0)
+        self.assertGreater(stats["train"]["num_features"], stats["train"]["num_examples"])  # windows
+        with open(os.path.join(output_dir, "model", "task.json")) as handle:
+            info = json.load(handle)
+        self.assertEqual((info["doc_stride"], info["window_pooling"]), (7, "max"))
+        with open(os.path.join(output_dir, "eval_predictions.tsv")) as handle:
+            self.assertLen(handle.read().splitlines(), 1 + 80)  # a header, one answer per text
+        # The saved model evaluates in the same windows without being told again.
+        again = os.path.join(directory, "again")
+        scores = run(
+            FinetuneSettings(output_dir=again, init_checkpoint=os.path.join(output_dir, "model"), **recipe)
+        )
+        with open(os.path.join(again, "data_stats.json")) as handle:
+            self.assertEqual(json.load(handle)["eval"], stats["eval"])
+        self.assertAllClose(scores["accuracy"], windows)
 
 
 class CommandLineTest(tf.test.TestCase):
@@ -254,30 +291,6 @@ class CommandLineTest(tf.test.TestCase):
             num_train_epochs=1.0,
             verbose=0,
         )
-
-    def test_a_run_reads_long_texts_in_windows_and_answers_once_per_text(self):
-        output_dir = os.path.join(self.dir, "windows")
-        run(FinetuneSettings(output_dir=output_dir, doc_stride=6, window_pooling="max", **self.base))
-        with open(os.path.join(output_dir, "data_stats.json")) as handle:
-            all_stats = json.load(handle)
-        stats = all_stats["train"]
-        self.assertEqual(stats["num_truncated"], 0)
-        self.assertGreater(stats["num_features"], stats["num_examples"])  # windows
-        with open(os.path.join(output_dir, "model", "task.json")) as handle:
-            info = json.load(handle)
-        self.assertEqual((info["doc_stride"], info["window_pooling"]), (6, "max"))
-        with open(os.path.join(output_dir, "eval_predictions.tsv")) as handle:
-            self.assertLen(handle.read().splitlines(), 1 + 12)  # a header, one answer per text
-        # The saved model evaluates in the same windows without being told again.
-        again = os.path.join(self.dir, "again")
-        settings = {**self.base, "train_file": None, "vocab_file": None, "bert_config": None}
-        scores = run(
-            FinetuneSettings(output_dir=again, init_checkpoint=os.path.join(output_dir, "model"), **settings)
-        )
-        with open(os.path.join(again, "data_stats.json")) as handle:
-            self.assertEqual(json.load(handle)["eval"], all_stats["eval"])
-        with open(os.path.join(output_dir, "eval_results.json")) as handle:
-            self.assertAllClose(scores, json.load(handle))
 
     def test_bad_settings_get_one_clear_error_and_nothing_is_written(self):
         out = os.path.join(self.dir, "out")
