@@ -103,8 +103,9 @@ class TaskModel(keras.Model):
         casing come along; `max_seq_length=` may change its sequence length). A new head takes
         `num_classes=` or `label_list=[...]` (classification, tagging); also `task=` (e.g.
         "mrpc", "squad_v2", "multi_label", with its `threshold=`), `max_seq_length=`,
-        `vocab_file=`, `lower_case=` and, for spans, the SQuAD options (`doc_stride`,
-        `max_query_length`, `max_answer_length`,
+        `vocab_file=`, `lower_case=`; for long texts (classification, regression, tagging)
+        `doc_stride=N` (windows every N pieces) and, for classifiers, `window_pooling="mean"|"max"`;
+        for spans the SQuAD options (`doc_stride`, `max_query_length`, `max_answer_length`,
         `null_score_diff_threshold`).
         """
         keras_task = task_api()

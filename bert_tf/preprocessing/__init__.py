@@ -9,6 +9,9 @@ SavedModel (`bert_tf.serving.task`).
 - `TokenTaggerPreprocessor`: words and their tags (NER).
 - `SpanPreprocessor`: question and context, in windows (SQuAD).
 - `MultipleChoicePreprocessor`: a context and its endings (SWAG).
+
+A text longer than a row is read in overlapping windows (`bert_tf.preprocessing.windows`):
+SQuAD's contexts always, the classifier's and tagger's texts when given a `doc_stride`.
 """
 
 from bert_tf.preprocessing.choice import MultipleChoicePreprocessor

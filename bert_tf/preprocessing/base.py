@@ -11,6 +11,8 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
+from bert_tf.preprocessing.windows import check_doc_stride
+
 # The features a BERT task model reads; preprocessors may compute more (see `features`).
 MODEL_INPUTS = ("input_ids", "input_mask", "segment_ids")
 
@@ -89,7 +91,12 @@ class Preprocessor(tf.Module):
 
 
 class LabelledPreprocessor(Preprocessor):
-    """A preprocessor of one text field with class labels (`label_list`; None: regression)."""
+    """A preprocessor of one text field with class labels (`label_list`; None: regression).
+
+    `doc_stride` (None: off) reads a text longer than a row as overlapping windows, every
+    `doc_stride` pieces (`bert_tf.preprocessing.windows`): one row per window, and
+    `features` adds `example_index` [windows], each window's row of the batch.
+    """
 
     def __init__(
         self,
@@ -97,6 +104,7 @@ class LabelledPreprocessor(Preprocessor):
         sequence_length: int = 128,
         label_list: Sequence[str] | None = None,
         pad_to_multiple_of: int | None = 8,
+        doc_stride: int | None = None,
         name: str | None = None,
     ) -> None:
         super().__init__(tokenizer, sequence_length, pad_to_multiple_of, name=name)
@@ -104,3 +112,10 @@ class LabelledPreprocessor(Preprocessor):
             raise ValueError(f"sequence_length must be at least 3 ([CLS] x [SEP]), got {sequence_length}")
         self.label_list = list(label_list) if label_list is not None else None
         self._labels = self.label_table(self.label_list) if self.label_list else None
+        self.doc_stride = check_doc_stride(doc_stride, self.sequence_length - 2)
+
+    @property
+    def windowed(self) -> bool:
+        """Whether a text may make several rows (`bert_tf.tasks.streams` regroups them into
+        batches of rows)."""
+        return self.doc_stride is not None

@@ -24,66 +24,15 @@ Example (one example, a 10-piece context, windows of up to 4 pieces every 3):
 
 from __future__ import annotations
 
-import typing
-
-import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
 from bert_tf.preprocessing.base import Preprocessor
 from bert_tf.preprocessing.segments import combine_segments, flat_pieces
+from bert_tf.preprocessing.windows import doc_windows, is_max_context, take_windows
 
 # The original run_squad's whitespace for splitting a context into words.
 CONTEXT_WHITESPACE = "[ \\t\\r\\n\\x{202F}]+"
-
-
-class Windows(typing.NamedTuple):
-    """The windows of a batch of contexts, all examples' windows in one list [w]."""
-
-    example: tf.Tensor  # [w] the example (row of the batch) each window reads
-    index: tf.Tensor  # [w] its number among that example's windows
-    start: tf.Tensor  # [w] its first context piece
-    length: tf.Tensor  # [w] its number of context pieces
-    count: tf.Tensor  # [b] windows per example (at least 1)
-    first_window: tf.Tensor  # [b] the first window of each example in the list
-
-    def per_example(self, values: tf.Tensor) -> tf.RaggedTensor:
-        """[w] -> [b, (windows)]."""
-        return tf.RaggedTensor.from_row_lengths(values, self.count)
-
-
-def doc_windows(num_pieces: tf.Tensor, max_pieces: tf.Tensor, doc_stride: int) -> Windows:
-    """The windows of each example: [b] context lengths and [b] window sizes (int64)."""
-    step = tf.minimum(max_pieces, doc_stride)
-    count = 1 + (tf.maximum(num_pieces - max_pieces, 0) + step - 1) // step  # [b]
-    index = tf.ragged.range(count)  # [b, (windows)]
-    example = index.value_rowids()
-    start = index.flat_values * tf.gather(step, example)
-    length = tf.minimum(tf.gather(max_pieces, example), tf.gather(num_pieces, example) - start)
-    return Windows(example, index.flat_values, start, length, count, index.row_starts())
-
-
-def window_pieces(query: tf.RaggedTensor, context: tf.RaggedTensor, windows: Windows):
-    """(question [w, (q)], window's context pieces [w, (length)]) of every window."""
-    first = tf.gather(context.row_starts(), windows.example) + windows.start
-    index = tf.ragged.range(first, first + windows.length)  # [w, (length)] into the flat pieces
-    return tf.gather(query, windows.example), tf.gather(context.flat_values, index)
-
-
-def is_max_context(windows: Windows, doc_position: tf.Tensor) -> tf.Tensor:
-    """[w, seq] bool: whether window w gives context piece `doc_position[w, i]` the most context."""
-    starts = tf.gather(windows.per_example(windows.start).to_tensor(), windows.example)  # [w, windows]
-    lengths = tf.gather(windows.per_example(windows.length).to_tensor(), windows.example)  # padding: 0
-    starts, lengths = starts[:, None, :], lengths[:, None, :]  # [w, 1, windows]
-    position = doc_position[:, :, None]  # [w, seq, 1]
-    last = starts + lengths - 1
-    holds = (starts <= position) & (position <= last)  # [w, seq, windows]
-    context = tf.cast(tf.minimum(position - starts, last - position), tf.float64)
-    score = tf.where(holds, context + 0.01 * tf.cast(lengths, tf.float64), -np.inf)
-    best = tf.reduce_max(score, axis=2, keepdims=True)
-    number = tf.range(tf.shape(score, out_type=tf.int64)[2])
-    first_best = tf.reduce_min(tf.where(tf.equal(score, best), number, tf.int64.max), axis=2)
-    return tf.equal(first_best, windows.index[:, None])
 
 
 class SpanPreprocessor(Preprocessor):
@@ -147,7 +96,10 @@ class SpanPreprocessor(Preprocessor):
         with tf.control_dependencies([check]):
             max_pieces = tf.identity(max_pieces)
         windows = doc_windows(context_pieces.row_lengths(), max_pieces, self.doc_stride)
-        window_query, window_context = window_pieces(query, context_pieces, windows)
+        window_query, window_context = (
+            tf.gather(query, windows.example),
+            take_windows(context_pieces, windows),
+        )
         packed = combine_segments(
             [window_query, window_context], self.sequence_length, *self.special_ids, self.pad_to_multiple_of
         )

@@ -11,6 +11,9 @@ classification (GLUE tasks, own CSV/TSV/JSONL data):
   -> probabilities float32 [batch, num_classes], label string [batch], label_id int32
      [batch], label_names string [batch, num_classes] (the class order).
 regression (STS-B, own data): same inputs -> score float32 [batch].
+  A model trained with doc_stride (task.json) reads a long text (of a pair, the second) in
+  windows as fine-tuning does, and its logits (score) are the mean or max (window_pooling)
+  of its windows', as evaluation combines them.
 multi_label (own data): same inputs -> probabilities float32 [batch, num_labels] (a
   sigmoid per label), labels string [batch, max labels] (every label whose probability
   is above task.json's threshold, in label order, padded with ""), num_labels int32
@@ -31,7 +34,8 @@ token (NER): text -> entities: entity_text, entity_label string [batch, max_enti
   int32 [batch]; padding is "" / -1 / 0. Words are split like the original basic
   tokenizer (whitespace, punctuation, CJK), tagged and grouped into entities as
   evaluation reads them (`bert_tf.tasks.ner_entities`: the first piece's highest logit,
-  seqeval's chunk rules).
+  seqeval's chunk rules). A model trained with doc_stride (task.json) reads a long text in
+  windows as fine-tuning does, each word from the window where it has the most context.
 multiple_choice (SWAG): context [batch], endings [batch, num_choices] -> probabilities
   float32 [batch, num_choices] (softmax over the choices), choice int32 [batch] (the
   most probable). As fine-tuning (`bert_tf.tasks.swag`): each choice is packed
@@ -50,6 +54,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from bert_tf import fileio, preprocessing
+from bert_tf.preprocessing.windows import pool_windows
 from bert_tf.serving.saving import ExportError, check_seq_length, export_module
 from bert_tf.serving.spans import SpanSettings
 from bert_tf.tasks import ner_entities, squad_answers
@@ -99,8 +104,13 @@ class TaskServing(tf.Module):
     # --- classification and regression -----------------------------------------
 
     def _classify(self, texts: list[tf.Tensor]) -> dict[str, tf.Tensor]:
-        inputs = self.preprocessor(texts[0] if len(texts) == 1 else tuple(texts))
+        features = self.preprocessor.features(texts[0] if len(texts) == 1 else tuple(texts))
+        inputs = {name: features[name] for name in preprocessing.base.MODEL_INPUTS}
         outputs = tf.cast(self.model(inputs, training=False), tf.float32)
+        if "example_index" in features:  # long texts in windows: one output per text, as evaluation's
+            outputs = pool_windows(
+                outputs, features["example_index"], tf.shape(texts[0])[0], self._info.window_pooling or "mean"
+            )
         if self._kind == TaskKind.REGRESSION:
             return {"score": outputs[:, 0]}
         batch = tf.shape(outputs)[0]
@@ -140,16 +150,14 @@ class TaskServing(tf.Module):
         words, begin, end = self.tokenizer.split_words_with_offsets(text)  # [b, (w)]
         features = self.preprocessor.features(words)
         inputs = {name: features[name] for name in preprocessing.base.MODEL_INPUTS}
-        logits = tf.cast(self.model(inputs, training=False), tf.float32)  # [b, length, labels]
-        # Each word's first piece (-1: cut by seq_length), as fine-tuning reads predictions;
-        # tags and entities by evaluation's rules (bert_tf.tasks.ner_entities).
-        first = features["word_positions"]  # [b, (w)]
-        kept = first.flat_values >= 0
-        where = tf.stack([first.value_rowids(), tf.maximum(tf.cast(first.flat_values, tf.int64), 0)], axis=1)
-        word_logits = tf.gather_nd(logits, where)  # [all words, labels]
+        logits = tf.cast(self.model(inputs, training=False), tf.float32)  # [rows, length, labels]
+        # Each word's first piece (not read: cut by seq_length), as fine-tuning reads
+        # predictions (with windows: from the window where it has the most context); tags
+        # and entities by evaluation's rules (bert_tf.tasks.ner_entities).
+        word_logits, kept = preprocessing.tagger.word_logits(logits, features, words)  # [all words, ...]
         tag = tf.where(kept, ner_entities.word_tag_ids(word_logits), -1)
         tag_prob = tf.reduce_max(tf.nn.softmax(word_logits, axis=-1), axis=-1)
-        found = ner_entities.entity_words(first.with_flat_values(tag), self._info.label_list)
+        found = ner_entities.entity_words(words.with_flat_values(tag), self._info.label_list)
         row = found.row
         num = tf.shape(row, out_type=tf.int64)[0]
         member = found.word_entity.flat_values

@@ -63,7 +63,7 @@ from bert_tf.tasks.families import family_for_kind, task_heads
 from bert_tf.tasks.families.classification import DEFAULT_THRESHOLD
 from bert_tf.tasks.features import TaskDataError
 from bert_tf.tasks.kinds import TaskKind
-from bert_tf.tasks.settings import FinetuneSettings
+from bert_tf.tasks.settings import SQUAD_DOC_STRIDE, FinetuneSettings
 from bert_tf.tokenization import BertTokenizer
 
 MODEL_FILE = "model.keras"
@@ -83,7 +83,9 @@ class FinetunedModelInfo:
     run_squad's, which a task.json written before they were saved is read with;
     `text_b_column`, the second text's column of own-data pair tasks (GLUE tasks know
     theirs); `threshold`, a multi-label model's decision threshold; `class_weights`, the
-    per-label weights a classifier was trained with (a record only).
+    per-label weights a classifier was trained with (a record only); `doc_stride` and
+    `window_pooling` of a classifier or tagger trained on long texts in windows (absent:
+    texts are cut at max_seq_length).
 
     A multi-label model is one whose `kind` is "multi_label" (`TaskKind.MULTI_LABEL`): a
     `BertClassifier` whose logits are read through a sigmoid, one per label.
@@ -95,7 +97,11 @@ class FinetunedModelInfo:
     lower_case: bool
     max_seq_length: int
     text_b_column: str | None = None
-    doc_stride: int = 128
+    # Windows of long texts: SQuAD's stride (128 where a task.json lacks it); classification,
+    # regression and token tagging: the stride, None without windows, and how a classifier's
+    # windows combine.
+    doc_stride: int | None = None
+    window_pooling: str | None = None
     max_query_length: int = 64
     max_answer_length: int = 30
     n_best_size: int = 20
@@ -104,6 +110,10 @@ class FinetunedModelInfo:
     threshold: float | None = None
     class_weights: list[float] | None = None
     format_version: int = FORMAT_VERSION
+
+    def __post_init__(self):
+        if self.kind == TaskKind.SPAN and self.doc_stride is None:  # SQuAD always reads windows
+            object.__setattr__(self, "doc_stride", SQUAD_DOC_STRIDE)
 
     def to_json(self) -> dict[str, Any]:
         """The task.json content: the common fields, and those of the kind's family that are set

@@ -68,11 +68,6 @@ from bert_tf.tasks.kinds import TaskKind
 from bert_tf.tasks.settings import FinetuneSettings
 from bert_tf.tokenization import BertTokenizer
 
-# The SQuAD settings a new span head takes (task="squad_v2" makes a SQuAD 2.0 model).
-SPAN_OPTIONS = ("doc_stride", "max_query_length", "max_answer_length", "null_score_diff_threshold")
-# What a new classifier head takes besides its labels: a multi-label model's threshold.
-CLASSIFIER_OPTIONS = ("threshold",)
-
 
 @dataclasses.dataclass
 class Attached:
@@ -124,24 +119,27 @@ def from_pretrained(
     max_seq_length: int | None = None,
     vocab_file: str | None = None,
     lower_case: bool | None = None,
-    **span_options,
+    **options,
 ):
     """A task model of class `cls` on the checkpoint at `path`, carrying its preprocessor.
 
     `path` is anything the toolkit reads: a Google checkpoint folder, a Hugging Face BERT
     folder, a pretraining export or model_dir, or a fine-tuned folder (`model.save` or the
     CLI's OUTPUT_DIR/model), which brings its head, labels, vocab and casing along.
+    `options` are the family's FinetuneSettings fields (`TaskFamily.python_options`: SQuAD's,
+    the windows of long texts); a new head keeps them in its task description.
     """
     family_class = families.family_for_model(cls)
-    allowed = {families.SpanFamily: SPAN_OPTIONS, families.ClassificationFamily: CLASSIFIER_OPTIONS}
-    unknown = sorted(set(span_options) - set(allowed.get(family_class, ())))
+    # doc_stride is every family's to judge: one without windows says so.
+    allowed = ("doc_stride", *family_class.python_options)
+    unknown = sorted(set(options) - set(allowed))
     if unknown:
         raise TypeError(f"{cls.__name__}.from_pretrained got unexpected arguments {unknown}")
-    if "threshold" in span_options and task != "multi_label":
-        raise UsageError("threshold= is a multi-label model's; pass task='multi_label' with it")
     path = os.fspath(path)
     if is_finetuned_dir(path):
-        return _from_finetuned(cls, path, num_classes, label_list, max_seq_length)
+        return _from_finetuned(cls, path, num_classes, label_list, max_seq_length, options)
+    if "threshold" in options and task != "multi_label":
+        raise UsageError("threshold= is a multi-label model's; pass task='multi_label' with it")
     task = task or family_class.default_task
     try:
         task_family = families.family_for_task(task)
@@ -169,7 +167,7 @@ def from_pretrained(
             FinetuneSettings(task=task, output_dir="-").max_seq_length, config.max_position_embeddings
         )
     _check_max_seq_length(max_seq_length, config)
-    settings = FinetuneSettings(task=task, output_dir="-", max_seq_length=max_seq_length, **span_options)
+    settings = FinetuneSettings(task=task, output_dir="-", max_seq_length=max_seq_length, **options)
     family = families.make_family(settings, tokenizer)
     if family.label_list is not None:  # a GLUE task's own labels
         if label_list is not None and label_list != list(family.label_list):
@@ -230,8 +228,11 @@ NEW_HEAD = (
 )
 
 
-def _from_finetuned(cls, path: str, num_classes, label_list, max_seq_length: int | None):
+def _from_finetuned(cls, path: str, num_classes, label_list, max_seq_length: int | None, options: dict):
     model, tokenizer, info = load_finetuned(path, compile=False)
+    if options:  # e.g. windows for texts longer than the model was trained on; checked by its family
+        info = dataclasses.replace(info, **options)
+        families.family_for_kind(info.kind).for_model(info, tokenizer)
     if not isinstance(model, cls):
         raise UsageError(
             f"{path} holds a {type(model).__name__} fine-tuned for task {info.task!r} ({info.kind.value}); "
@@ -326,6 +327,7 @@ def fit(model, keras_fit, x, y, *, batch_size, epochs, validation_data, seed, sh
     attached = attached_of(model, "fit")
     attached.info = dataclasses.replace(attached.info, class_weights=adapter.class_weights)
     adapter.count(data)
+    adapter.warn_if_truncated(data)
     steps_per_epoch = max(1, math.ceil(data.stats.num_features / batch_size))
     build_schedule(model, steps_per_epoch * epochs)
     dataset = adapter.dataset(data, batch_size // accumulation, training=True)

@@ -86,6 +86,7 @@ RESUME_FIELDS = (
     "label_column",
     "max_seq_length",
     "doc_stride",
+    "window_pooling",
     "max_query_length",
     "train_batch_size",
     "learning_rate",
@@ -225,15 +226,10 @@ def _finetuned_info(settings: FinetuneSettings) -> FinetunedModelInfo | None:
     return info
 
 
-def _log_stats(data: TaskData) -> dict:
+def _log_stats(data: TaskData, adapter) -> dict:
     stats = data.stats.as_dict()
     logger.info("%s data: %s", data.name, stats)
-    if data.stats.num_truncated:
-        logger.warning(
-            "%s: %d examples were longer than max_seq_length and were truncated",
-            data.name,
-            data.stats.num_truncated,
-        )
+    adapter.warn_if_truncated(data)
     return stats
 
 
@@ -260,6 +256,11 @@ def run(settings: FinetuneSettings) -> dict[str, float]:
 
 def _run(settings: FinetuneSettings, strategy, policy: str, fresh: bool) -> dict[str, float]:
     finetuned = _finetuned_info(settings)
+    if finetuned and finetuned.doc_stride is not None and settings.doc_stride is None:
+        # A model trained on long texts in windows reads them so again, unless told otherwise.
+        settings = dataclasses.replace(
+            settings, doc_stride=finetuned.doc_stride, window_pooling=finetuned.window_pooling or "mean"
+        )
     with strategy.scope():
         if finetuned:  # a model/ folder of an earlier run: its head, labels and tokenizer
             model, tokenizer, _ = load_finetuned(settings.init_checkpoint, compile=False)
@@ -294,7 +295,7 @@ def _run(settings: FinetuneSettings, strategy, policy: str, fresh: bool) -> dict
         )
     for data in (*train, *evals, *predicts):
         adapter.count(data)
-    data_stats = {data.name: _log_stats(data) for data in (*train, *evals, *predicts)}
+    data_stats = {data.name: _log_stats(data, adapter) for data in (*train, *evals, *predicts)}
     # Steps count batches of features (SQuAD: windows, several per long context).
     num_examples = train[0].stats.num_features if train else 0
     plan = TrainingPlan.make(settings, num_examples, has_eval_data=bool(evals))

@@ -15,6 +15,11 @@ from bert_tf.cli import setting
 from bert_tf.errors import UsageError
 from bert_tf.training import precision
 
+SQUAD_DOC_STRIDE = 128  # the original run_squad's
+# How the windows of a long text combine (`bert_tf.preprocessing.windows.POOLINGS`; not
+# imported here: this module loads without TensorFlow).
+WINDOW_POOLINGS = ("mean", "max")
+
 
 @dataclasses.dataclass
 class FinetuneSettings:
@@ -71,7 +76,18 @@ class FinetuneSettings:
         "of each label) or one weight per label, comma-separated, in label order.",
     )
     max_seq_length: int | None = setting(None, "Word pieces per sequence (default 384 for SQuAD, else 128).")
-    doc_stride: int = setting(128, "SQuAD: stride between context windows.")
+    doc_stride: int | None = setting(
+        None,
+        "Read texts longer than --max_seq_length as overlapping windows starting every N pieces: "
+        "SQuAD's contexts (default 128); classification, regression and ner (default: off, long "
+        "texts are cut), each window trained on with its text's labels and combined into one answer "
+        "per text. Of a pair, the second text is windowed and the first kept whole.",
+    )
+    window_pooling: str = setting(
+        "mean",
+        "classification/regression with --doc_stride: a text's logits are the mean or the max of its windows'.",
+        choices=WINDOW_POOLINGS,
+    )
     max_query_length: int = setting(64, "SQuAD: question pieces kept.")
     n_best_size: int = setting(20, "SQuAD: candidates kept per question.")
     max_answer_length: int = setting(30, "SQuAD: longest answer in pieces.")
@@ -157,21 +173,33 @@ class FinetuneSettings:
     )
 
     def __post_init__(self):
+        squad = self.task.lower().startswith("squad")
         if self.max_seq_length is None:
-            self.max_seq_length = 384 if self.task.lower().startswith("squad") else 128
+            self.max_seq_length = 384 if squad else 128
+        if self.doc_stride is None and squad:
+            self.doc_stride = SQUAD_DOC_STRIDE
+        if self.window_pooling not in WINDOW_POOLINGS:
+            raise UsageError(
+                f"--window_pooling={self.window_pooling} is not a way to combine windows; use one of "
+                f"{', '.join(WINDOW_POOLINGS)}"
+            )
         for name in (
             "max_seq_length",
             "train_batch_size",
             "eval_batch_size",
             "pad_to_multiple_of",
             "shuffle_buffer_size",
-            "doc_stride",
             "n_best_size",
             "max_query_length",
             "max_answer_length",
         ):
             if getattr(self, name) <= 0:
                 raise UsageError(f"--{name} must be a positive integer, got {getattr(self, name)}")
+        if self.doc_stride is not None and self.doc_stride <= 0:
+            raise UsageError(
+                f"--doc_stride must be a positive number of word pieces, got {self.doc_stride}; leave it "
+                "unset to cut long texts at --max_seq_length instead"
+            )
         if not self.learning_rate > 0:
             raise UsageError(
                 f"--learning_rate must be > 0, got {self.learning_rate} (BERT uses 2e-5 to 5e-5)"

@@ -281,6 +281,11 @@ def batches(
         if "example_index" in features:
             index = tf.gather(index, features["example_index"])
         element["meta"] = {"index": index, "trimmed": features["trimmed"], **{n: features[n] for n in keep}}
+        if regroup:  # rows are batched again (padded_batch): ragged meta (NER's word positions) as -1-padded
+            element["meta"] = {
+                name: value.to_tensor(default_value=-1) if isinstance(value, tf.RaggedTensor) else value
+                for name, value in element["meta"].items()
+            }
         if labelled:
             element["labels"] = preprocessor.labels(batch["y"], features)
         if batching.pack:  # rows as long as the batch's padded length (few_shapes: the longest)
@@ -335,7 +340,7 @@ def _padding_values(spec, pad_id: int, ignore_label: int | None):
             return tf.constant(pad_id, leaf.dtype)
         if path[0] == "labels" and ignore_label is not None and leaf.shape.rank:
             return tf.constant(ignore_label, leaf.dtype)
-        if path[-1] in ("token_to_orig",):
+        if path[-1] in ("token_to_orig", "word_positions"):  # -1: no piece of the context / word here
             return tf.constant(-1, leaf.dtype)
         return tf.zeros([], leaf.dtype)
 

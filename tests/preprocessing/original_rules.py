@@ -98,6 +98,23 @@ def _check_is_max_context(spans, span_index, position):
     return span_index == best_index
 
 
+def doc_spans(num_pieces, max_doc, doc_stride):
+    """run_squad's `doc_spans`: (start, length) of each window over `num_pieces` pieces."""
+    spans, offset = [], 0
+    while offset < num_pieces:
+        length = min(num_pieces - offset, max_doc)
+        spans.append((offset, length))
+        if offset + length == num_pieces:
+            break
+        offset += min(length, doc_stride)
+    return spans
+
+
+def max_context_span(spans, position):
+    """The window (index into `spans`) where piece `position` has the most context."""
+    return next(index for index in range(len(spans)) if _check_is_max_context(spans, index, position))
+
+
 def squad_features(
     tokenizer, question, context, answer_text, answer_start, max_seq_length, doc_stride, max_query_length
 ):
@@ -120,14 +137,7 @@ def squad_features(
         tok_start, tok_end = _improve_answer_span(
             doc_ids, tok_start, tok_end, pieces_of(tokenizer, [answer_text])[0]
         )
-    max_doc = max_seq_length - len(query) - 3
-    spans, offset = [], 0
-    while offset < len(doc_ids):
-        length = min(len(doc_ids) - offset, max_doc)
-        spans.append((offset, length))
-        if offset + length == len(doc_ids):
-            break
-        offset += min(length, doc_stride)
+    spans = doc_spans(len(doc_ids), max_seq_length - len(query) - 3, doc_stride)
     windows = []
     for span_index, (span_start, span_length) in enumerate(spans):
         ids = [tokenizer.cls_id, *query, tokenizer.sep_id]

@@ -18,6 +18,7 @@ runner (`bert_tf.tasks.runner`) drives all of them the same way; in Python:
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -33,6 +34,8 @@ from bert_tf.tasks.kinds import TaskKind
 
 if TYPE_CHECKING:
     from bert_tf.tasks.finetuned import FinetunedModelInfo
+
+logger = logging.getLogger(__name__)
 
 TEXT = tf.TensorSpec([], tf.string)  # one text of a raw record
 
@@ -122,9 +125,23 @@ class TaskFamily:
     ignore_label: int | None = None
     has_eval_loss = True  # whether `predict` computes the training loss on labelled data
     weighs_classes = False  # whether training takes class weights (settings.class_weights)
+    # Whether the family reads a text longer than max_seq_length in windows, every
+    # settings.doc_stride pieces (`bert_tf.preprocessing.windows`): SQuAD always; classification,
+    # regression and token tagging when doc_stride is set; multiple choice never.
+    reads_windows: ClassVar[bool] = False
+    # The FinetuneSettings fields the task models' from_pretrained takes for a new head.
+    python_options: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, settings, tokenizer):
         self.settings, self.tokenizer = settings, tokenizer
+        doc_stride = getattr(settings, "doc_stride", None)
+        if doc_stride is not None and not self.reads_windows:
+            raise UsageError(
+                f"--doc_stride reads long texts in windows, which task {settings.task!r} does not; "
+                "leave --doc_stride unset (a text past --max_seq_length is cut)"
+            )
+        # Several rows per text, combined into one answer per text (`gather`).
+        self.windowed = doc_stride is not None
         # Static shapes (TPUs, or settings.static_shapes): rows padded to max_seq_length,
         # fixed-size batches. The runner sets it for TPUStrategy.
         self.static = bool(getattr(settings, "static_shapes", False))
@@ -151,6 +168,7 @@ class TaskFamily:
             max_seq_length=info.max_seq_length,
             text_b_column=info.text_b_column,
             null_score_diff_threshold=info.null_score_diff_threshold,
+            window_pooling=info.window_pooling or "mean",
             **span,
             **settings,
         )
@@ -175,6 +193,33 @@ class TaskFamily:
     def python_labels(self, outputs) -> list:
         """The task models' `label_names`: what `python_outputs` says, as labels."""
         raise NotImplementedError
+
+    def check_doc_stride(self, room: int) -> None:
+        """UsageError unless settings.doc_stride (when set) is below `room`, the pieces a window
+        of max_seq_length holds: windows `room` or more apart would not overlap."""
+        s = self.settings
+        if s.doc_stride is not None and s.doc_stride >= room:
+            raise UsageError(
+                f"--doc_stride={s.doc_stride} is not below the {room} pieces a window of "
+                f"--max_seq_length={s.max_seq_length} holds, so windows would not overlap; pass "
+                f"--doc_stride={max(1, room // 2)} (half a window) or any value from 1 to {room - 1}"
+            )
+
+    def warn_if_truncated(self, data: TaskData) -> None:
+        """Logs how many of the data's examples were cut (`count` has run), and how to read them whole."""
+        stats = data.stats
+        if stats.num_truncated:
+            hint = ""
+            if self.reads_windows and not self.windowed:
+                hint = "; --doc_stride=N (doc_stride=N in Python) reads them whole, in windows every N pieces"
+            logger.warning(
+                "%s: %d of %d examples were longer than max_seq_length=%d and were truncated%s",
+                data.name,
+                stats.num_truncated,
+                stats.num_examples,
+                self.settings.max_seq_length,
+                hint,
+            )
 
     @property
     def needs_label_list(self) -> bool:
@@ -292,7 +337,10 @@ class TaskFamily:
                 loss_sum, loss_count = loss_sum + loss * count, loss_count + count
             parts.append((outputs, labels, element["meta"], real))
         predictions = self.gather(parts)
-        if loss_count:
+        if self.windowed and predictions.labels is not None and self.has_eval_loss:
+            # The loss of the texts' combined outputs, not of their windows'.
+            predictions.loss = self.task_loss(self.kind, predictions.labels, predictions.outputs)
+        elif loss_count:
             predictions.loss = loss_sum / loss_count
         return predictions
 

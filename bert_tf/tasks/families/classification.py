@@ -35,6 +35,7 @@ from bert_tf import fileio, preprocessing
 from bert_tf.checkpoints import TaskHead
 from bert_tf.errors import UsageError
 from bert_tf.models import BertClassifier
+from bert_tf.preprocessing.windows import pool_windows
 from bert_tf.tasks import classification, glue, metrics, python_inputs
 from bert_tf.tasks.families.base import (
     TEXT,
@@ -126,12 +127,14 @@ class ClassificationFamily(TaskFamily):
     default_task = "classification"
     tasks = (*glue.GLUE_TASKS, "classification", "regression", "multi_label")
     aliases = ("sst-2", "sts-b")  # GLUE's spellings
-    task_json_fields = ("text_b_column", "threshold", "class_weights")
+    task_json_fields = ("text_b_column", "threshold", "class_weights", "doc_stride", "window_pooling")
     OWN_DATA = ("classification", "regression", "multi_label")  # tasks of users' own files
 
     predict_by_length = True
     packable = True
     weighs_classes = True
+    python_options = ("threshold", "doc_stride", "window_pooling")
+    reads_windows = True  # with settings.doc_stride: long texts in windows, logits pooled per text
 
     def __init__(self, settings, tokenizer):
         super().__init__(settings, tokenizer)
@@ -166,10 +169,17 @@ class ClassificationFamily(TaskFamily):
                 f"--threshold decides a multi_label task's labels; task {settings.task!r} predicts one label "
                 "(the most probable): drop --threshold, or pass --task=multi_label"
             )
+        # A text's windows are rows of their own: packed rows hold one example each.
+        self.pack = self.pack and not self.windowed
+        self.check_doc_stride(settings.max_seq_length - (3 if self._pair_task(settings) else 2))
 
     @property
     def multi_label(self) -> bool:
         return self.kind == TaskKind.MULTI_LABEL
+
+    def _pair_task(self, settings) -> bool:
+        """Whether the settings name a pair task (own data: a text_b_column)."""
+        return bool(settings.text_b_column) or (self.glue is not None and self.glue.text_b is not None)
 
     @property
     def main_metric(self) -> str:
@@ -185,12 +195,14 @@ class ClassificationFamily(TaskFamily):
 
     def task_json_values(self, settings) -> dict[str, Any]:
         # Own-data pair tasks: the second text's column (GLUE tasks know theirs); multi-label:
-        # the threshold; the class weights training used, for the record.
+        # the threshold; the class weights training used, for the record; windows.
         values: dict[str, Any] = {"text_b_column": settings.text_b_column} if settings.text_b_column else {}
         if self.multi_label:
             values["threshold"] = self.threshold
         if self.class_weights is not None:
             values["class_weights"] = list(self.class_weights)
+        if settings.doc_stride is not None:
+            values.update(doc_stride=settings.doc_stride, window_pooling=settings.window_pooling)
         return values
 
     # -- sources -----------------------------------------------------------------------
@@ -403,6 +415,7 @@ class ClassificationFamily(TaskFamily):
             self.label_list if self.kind != TaskKind.REGRESSION else None,
             self.pad_to_multiple_of,
             multi_label=self.multi_label,
+            doc_stride=self.settings.doc_stride,
         )
 
     def signature(self, labelled: bool) -> tuple:
@@ -435,6 +448,21 @@ class ClassificationFamily(TaskFamily):
         return BertClassifier(
             encoder, num_classes=1 if self.kind == TaskKind.REGRESSION else len(self.label_list)
         )
+
+    def gather(self, parts) -> Predictions:
+        """One output per example: with windows, the mean (or max: settings.window_pooling) of
+        its windows' logits (or scores)."""
+        if not self.windowed:
+            return super().gather(parts)
+        index = np.concatenate([np.asarray(m["index"])[real] for _, _, m, real in parts])
+        outputs = np.concatenate([np.asarray(o)[real] for o, _, _, real in parts])
+        examples, example_of_window = np.unique(index, return_inverse=True)  # every example has windows
+        pooled = pool_windows(outputs, example_of_window, len(examples), self.settings.window_pooling).numpy()
+        labels = None
+        if parts and parts[0][1] is not None:
+            window_labels = np.concatenate([np.asarray(y)[real] for _, y, _, real in parts])
+            labels = window_labels[np.unique(index, return_index=True)[1]]  # an example's windows share it
+        return Predictions(pooled, labels)
 
     def _values(self, outputs):
         """Scores [n] (regression), class ids [n], or multi-label predictions bool [n, labels]."""
@@ -495,7 +523,12 @@ class ClassificationFamily(TaskFamily):
     # -- serving ---------------------------------------------------------------------------
     @classmethod
     def serving_preprocessor(cls, tokenizer, info: FinetunedModelInfo, seq_length: int):
-        return preprocessing.TextClassifierPreprocessor(tokenizer, seq_length)
+        if info.doc_stride is not None and info.doc_stride >= seq_length - 2:
+            raise UsageError(
+                f"the model reads windows every doc_stride={info.doc_stride} pieces (task.json), which "
+                f"--seq_length={seq_length} cannot hold; export with --seq_length={info.doc_stride + 3} or more"
+            )
+        return preprocessing.TextClassifierPreprocessor(tokenizer, seq_length, doc_stride=info.doc_stride)
 
     @classmethod
     def serving_signatures(cls, serving, info: FinetunedModelInfo, seq_length: int) -> dict:
@@ -515,6 +548,8 @@ class ClassificationFamily(TaskFamily):
         extra = {"pair_input": is_pair_task(info)}
         if info.kind == TaskKind.MULTI_LABEL:
             extra["threshold"] = info.threshold
+        if info.doc_stride:
+            extra.update(doc_stride=info.doc_stride, window_pooling=info.window_pooling)
         return extra
 
     @classmethod

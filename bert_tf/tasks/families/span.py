@@ -53,6 +53,8 @@ class SpanFamily(TaskFamily):
     kind = TaskKind.SPAN
     main_metric = "f1"
     has_eval_loss = False  # the labels are answer texts, not the model's positions
+    python_options = ("doc_stride", "max_query_length", "max_answer_length", "null_score_diff_threshold")
+    reads_windows = True  # contexts, every doc_stride pieces (settings: 128 by default)
     keep = ("token_to_orig", "token_is_max_context", "input_ids")
 
     def __init__(self, settings, tokenizer):

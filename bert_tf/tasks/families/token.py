@@ -67,8 +67,18 @@ class TokenFamily(TaskFamily):
     tasks = ("ner",)
     kind = TaskKind.TOKEN
     main_metric = "f1"
-    keep = ("word_positions",)
+    keep = ("word_positions", "num_words")
     ignore_label = preprocessing.IGNORE_LABEL
+    task_json_fields = ("doc_stride",)
+    python_options = ("doc_stride",)
+    reads_windows = True  # with settings.doc_stride: each word tagged from its max-context window
+
+    def __init__(self, settings, tokenizer):
+        super().__init__(settings, tokenizer)
+        self.check_doc_stride(settings.max_seq_length - 2)
+
+    def task_json_values(self, settings) -> dict:
+        return {"doc_stride": settings.doc_stride} if settings.doc_stride is not None else {}
 
     def load(self, split: str) -> list[TaskData]:
         s = self.settings
@@ -99,7 +109,11 @@ class TokenFamily(TaskFamily):
 
     def preprocessor(self):
         return preprocessing.TokenTaggerPreprocessor(
-            self.tokenizer, self.settings.max_seq_length, self.label_list, self.pad_to_multiple_of
+            self.tokenizer,
+            self.settings.max_seq_length,
+            self.label_list,
+            self.pad_to_multiple_of,
+            doc_stride=self.settings.doc_stride,
         )
 
     def signature(self, labelled: bool) -> tuple:
@@ -146,17 +160,21 @@ class TokenFamily(TaskFamily):
         return BertTokenClassifier(encoder, num_classes=len(self.label_list))
 
     def gather(self, parts) -> Predictions:
-        word_logits = []
+        """Per sentence, its words' logits at their first pieces (NaN for words cut by
+        max_seq_length); with windows, each from the one window that holds it as max context."""
+        word_logits: dict[int, np.ndarray] = {}
         for outputs, _, meta, real in parts:
             logits = np.asarray(outputs)
             positions = meta["word_positions"]
-            positions = positions.to_list() if hasattr(positions, "to_list") else positions
+            positions = positions.to_list() if hasattr(positions, "to_list") else np.asarray(positions)
             for row in np.flatnonzero(real):
-                where = np.asarray(positions[row], dtype=np.int64)
-                rows = logits[row, np.maximum(where, 0)].astype(np.float64)
-                rows[where < 0] = np.nan
-                word_logits.append(rows)
-        return Predictions(word_logits)
+                where = np.asarray(positions[row][: int(meta["num_words"][row])], dtype=np.int64)
+                index = int(meta["index"][row])
+                if index not in word_logits:
+                    word_logits[index] = np.full([len(where), logits.shape[-1]], np.nan)
+                read = where >= 0
+                word_logits[index][read] = logits[row, where[read]]
+        return Predictions([word_logits[index] for index in sorted(word_logits)])
 
     def score(self, data: TaskData, predictions: Predictions) -> dict[str, float]:
         predicted = ner.word_predictions(predictions.outputs, self.label_list)
@@ -183,7 +201,12 @@ class TokenFamily(TaskFamily):
     # -- serving ---------------------------------------------------------------------------
     @classmethod
     def serving_preprocessor(cls, tokenizer, info: FinetunedModelInfo, seq_length: int):
-        return preprocessing.TokenTaggerPreprocessor(tokenizer, seq_length)
+        if info.doc_stride is not None and info.doc_stride >= seq_length - 2:
+            raise UsageError(
+                f"the model reads windows every doc_stride={info.doc_stride} pieces (task.json), which "
+                f"--seq_length={seq_length} cannot hold; export with --seq_length={info.doc_stride + 3} or more"
+            )
+        return preprocessing.TokenTaggerPreprocessor(tokenizer, seq_length, doc_stride=info.doc_stride)
 
     @classmethod
     def serving_signatures(cls, serving, info: FinetunedModelInfo, seq_length: int) -> dict:
