@@ -252,6 +252,7 @@ class LearningTest(tf.test.TestCase):
                     learning_rate=3e-3,
                     train_batch_size=16,
                     num_train_epochs=8,
+                    eval_every_steps=0,  # scored once, after training
                     seed=1,
                     **recipe,
                 )
