@@ -98,6 +98,15 @@ class WindowedPredictionTest(tf.test.TestCase):
                 self.classifier.predict(self.texts, batch_size=batch_size), expected, atol=1e-5
             )
         self.assertGreater(max(len(t.split()) for t in self.texts), 30)  # several windows, really
+        # Regression: the score is the mean of the windows' scores.
+        regressor = bert_tf.BertClassifier.from_pretrained(
+            HF_TINY, num_classes=1, max_seq_length=16, doc_stride=5
+        )
+        self.assertAllClose(
+            regressor.predict(self.texts, batch_size=3),
+            self.reference_classifier(regressor, self.texts),
+            atol=1e-5,
+        )
 
     def test_max_pooling_and_pairs_keep_the_first_text_whole(self):
         model = bert_tf.BertClassifier.from_pretrained(  # MRPC: pairs
@@ -243,6 +252,7 @@ class LearningTest(tf.test.TestCase):
                     learning_rate=3e-3,
                     train_batch_size=16,
                     num_train_epochs=8,
+                    eval_every_steps=0,  # scored once, after training
                     seed=1,
                     **recipe,
                 )
