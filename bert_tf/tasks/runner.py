@@ -256,11 +256,15 @@ def run(settings: FinetuneSettings) -> dict[str, float]:
 
 def _run(settings: FinetuneSettings, strategy, policy: str, fresh: bool) -> dict[str, float]:
     finetuned = _finetuned_info(settings)
-    if finetuned and finetuned.doc_stride is not None and settings.doc_stride is None:
+    if finetuned and finetuned.doc_stride is not None:
         # A model trained on long texts in windows reads them so again, unless told otherwise.
         settings = dataclasses.replace(
-            settings, doc_stride=finetuned.doc_stride, window_pooling=finetuned.window_pooling or "mean"
+            settings,
+            doc_stride=settings.doc_stride or finetuned.doc_stride,
+            window_pooling=settings.window_pooling or finetuned.window_pooling,
         )
+    if settings.doc_stride is not None and settings.window_pooling is None:
+        settings = dataclasses.replace(settings, window_pooling="mean")
     with strategy.scope():
         if finetuned:  # a model/ folder of an earlier run: its head, labels and tokenizer
             model, tokenizer, _ = load_finetuned(settings.init_checkpoint, compile=False)

@@ -83,9 +83,10 @@ class FinetuneSettings:
         "texts are cut), each window trained on with its text's labels and combined into one answer "
         "per text. Of a pair, the second text is windowed and the first kept whole.",
     )
-    window_pooling: str = setting(
-        "mean",
-        "classification/regression with --doc_stride: a text's logits are the mean or the max of its windows'.",
+    window_pooling: str | None = setting(  # None: mean, or what a fine-tuned --init_checkpoint used
+        None,
+        "classification/regression with --doc_stride: a text's logits are the mean or the max of its windows' "
+        "(default: mean, or the fine-tuned model's own).",
         choices=WINDOW_POOLINGS,
     )
     max_query_length: int = setting(64, "SQuAD: question pieces kept.")
@@ -178,7 +179,7 @@ class FinetuneSettings:
             self.max_seq_length = 384 if squad else 128
         if self.doc_stride is None and squad:
             self.doc_stride = SQUAD_DOC_STRIDE
-        if self.window_pooling not in WINDOW_POOLINGS:
+        if self.window_pooling is not None and self.window_pooling not in WINDOW_POOLINGS:
             raise UsageError(
                 f"--window_pooling={self.window_pooling} is not a way to combine windows; use one of "
                 f"{', '.join(WINDOW_POOLINGS)}"

@@ -277,6 +277,16 @@ class LearningTest(tf.test.TestCase):
         with open(os.path.join(again, "data_stats.json")) as handle:
             self.assertEqual(json.load(handle)["eval"], stats["eval"])
         self.assertAllClose(scores["accuracy"], windows)
+        # ... and pools them as told when told: --window_pooling=mean over the saved max.
+        mean = run(
+            FinetuneSettings(
+                output_dir=os.path.join(directory, "mean"),
+                init_checkpoint=os.path.join(output_dir, "model"),
+                window_pooling="mean",
+                **recipe,
+            )
+        )
+        self.assertNotAllClose(mean["eval_loss"], scores["eval_loss"])
 
 
 class CommandLineTest(tf.test.TestCase):

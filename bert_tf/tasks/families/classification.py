@@ -202,7 +202,7 @@ class ClassificationFamily(TaskFamily):
         if self.class_weights is not None:
             values["class_weights"] = list(self.class_weights)
         if settings.doc_stride is not None:
-            values.update(doc_stride=settings.doc_stride, window_pooling=settings.window_pooling)
+            values.update(doc_stride=settings.doc_stride, window_pooling=settings.window_pooling or "mean")
         return values
 
     # -- sources -----------------------------------------------------------------------
@@ -457,7 +457,9 @@ class ClassificationFamily(TaskFamily):
         index = np.concatenate([np.asarray(m["index"])[real] for _, _, m, real in parts])
         outputs = np.concatenate([np.asarray(o)[real] for o, _, _, real in parts])
         examples, example_of_window = np.unique(index, return_inverse=True)  # every example has windows
-        pooled = pool_windows(outputs, example_of_window, len(examples), self.settings.window_pooling).numpy()
+        pooled = pool_windows(
+            outputs, example_of_window, len(examples), self.settings.window_pooling or "mean"
+        ).numpy()
         labels = None
         if parts and parts[0][1] is not None:
             window_labels = np.concatenate([np.asarray(y)[real] for _, y, _, real in parts])
