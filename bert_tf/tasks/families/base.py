@@ -134,7 +134,7 @@ class TaskFamily:
 
     def __init__(self, settings, tokenizer):
         self.settings, self.tokenizer = settings, tokenizer
-        doc_stride = getattr(settings, "doc_stride", None)
+        doc_stride = settings.doc_stride
         if doc_stride is not None and not self.reads_windows:
             raise UsageError(
                 f"--doc_stride reads long texts in windows, which task {settings.task!r} does not; "
@@ -148,7 +148,7 @@ class TaskFamily:
         # Packed batches for training and prediction (settings.packing). The runner turns it
         # off under a multi-replica strategy, which splits a batch's rows and labels apart.
         self.pack = self.packable and bool(getattr(settings, "packing", True))
-        if getattr(settings, "class_weights", None) is not None and not self.weighs_classes:
+        if settings.class_weights is not None and not self.weighs_classes:
             raise UsageError(
                 f"--class_weights weighs the classes of classification and multi_label tasks; "
                 f"task {settings.task!r} has none"

@@ -156,15 +156,15 @@ class ClassificationFamily(TaskFamily):
         self.pair = None  # whether examples have a second text: known from the first example
         # Multi-label: the label cell's separator in CSV/TSV, and the decision threshold
         # (a fine-tuned model's own unless the settings give one: see `restore`).
-        self.label_separator = getattr(settings, "label_separator", "|")
-        self.threshold = getattr(settings, "threshold", None) or DEFAULT_THRESHOLD
+        self.label_separator = settings.label_separator
+        self.threshold = settings.threshold or DEFAULT_THRESHOLD
         # One weight per label once the training data is read (`load`, `python_data`).
         self.class_weights: list[float] | None = None
-        if getattr(settings, "class_weights", None) is not None and self.kind == TaskKind.REGRESSION:
+        if settings.class_weights is not None and self.kind == TaskKind.REGRESSION:
             raise UsageError(
                 f"--class_weights weighs classes; task {settings.task!r} is a regression task, which has none"
             )
-        if getattr(settings, "threshold", None) is not None and not self.multi_label:
+        if settings.threshold is not None and not self.multi_label:
             raise UsageError(
                 f"--threshold decides a multi_label task's labels; task {settings.task!r} predicts one label "
                 "(the most probable): drop --threshold, or pass --task=multi_label"
@@ -304,12 +304,12 @@ class ClassificationFamily(TaskFamily):
 
     def restore(self, info) -> None:
         self.pair = is_pair_task(info)
-        if getattr(self.settings, "threshold", None) is None:  # the settings' threshold wins
+        if self.settings.threshold is None:  # the settings' threshold wins
             self.threshold = info.threshold if info.threshold is not None else DEFAULT_THRESHOLD
 
     def _class_weights(self, counts, num_examples: int) -> list[float] | None:
         """The settings' class weights (None: unweighted) for the training data's label counts."""
-        spec = getattr(self.settings, "class_weights", None)
+        spec = self.settings.class_weights
         if spec is None:
             return None
         return classification.class_weights(spec, self.label_list, counts, num_examples, self.multi_label)
