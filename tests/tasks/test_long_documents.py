@@ -142,6 +142,31 @@ class WindowedPredictionTest(tf.test.TestCase):
         tags = self.tagger.label_names(outputs)
         self.assertEqual([len(t) for t in tags], [len(s) for s in sentences])
 
+    def test_multi_label_pools_the_logits_then_thresholds_and_its_saved_model_agrees(self):
+        model = bert_tf.BertClassifier.from_pretrained(
+            HF_TINY, task="multi_label", label_list=["x", "y", "z"], max_seq_length=16, doc_stride=5
+        )
+        # The probabilities are the sigmoid of the windows' mean logits (not a mean of sigmoids).
+        expected = tf.sigmoid(self.reference_classifier(model, self.texts)).numpy()
+        probabilities = model.predict(self.texts, batch_size=3)
+        self.assertAllClose(probabilities, expected, atol=1e-5)
+        # Saved and read back with a threshold among the probabilities: some labels on, some off.
+        directory = self.get_temp_dir()
+        threshold = float(np.median(probabilities))
+        model = bert_tf.BertClassifier.from_pretrained(
+            model.save(os.path.join(directory, "saved")), threshold=threshold
+        )
+        model.export(os.path.join(directory, "multi_label"))
+        served = tf.saved_model.load(os.path.join(directory, "multi_label")).signatures["serving_default"]
+        outputs = served(text=tf.constant(self.texts))
+        self.assertAllClose(outputs["probabilities"].numpy(), expected, atol=1e-5)
+        got = [
+            [label.decode() for label in row[:count]]
+            for row, count in zip(outputs["labels"].numpy(), outputs["num_labels"].numpy(), strict=True)
+        ]
+        self.assertEqual(got, model.label_names(probabilities))
+        self.assertTrue(0 < sum(len(labels) for labels in got) < 3 * len(self.texts))
+
     def test_the_saved_model_answers_what_evaluation_scores(self):
         directory = self.get_temp_dir()
         # Saved, the model keeps its windows (task.json), which the command line's export reads.
