@@ -14,13 +14,13 @@ on a TPU from the original TFRecords:
 
 from __future__ import annotations
 
-import os
 import sys
 
 from absl import flags
 
 from bert_tf import cli
-from bert_tf.backend import backend_from_argv
+from bert_tf.backend import select_backend
+from bert_tf.errors import UsageError
 
 # Flags of the settings fields defined elsewhere (the shared strategy flags) or not flags.
 STRATEGY_FIELDS = ("strategy", "tpu", "num_gpus")
@@ -49,12 +49,26 @@ def settings_from_flags(flag_values: flags.FlagValues = flags.FLAGS):
 
 def main(flag_values: flags.FlagValues, args: list[str]) -> None:
     # lazy: Keras fixes its backend when first imported, which --backend sets in __main__ first
+    from bert_tf import fileio
     from bert_tf.training.pretraining import run_pretraining
 
-    run_pretraining(settings_from_flags(flag_values))
+    result = run_pretraining(settings_from_flags(flag_values))
+    if result.is_chief:
+        cli.result(
+            f"the run is in {fileio.abspath(result.model_dir)}: rerunning the same command resumes it (with "
+            "a larger --num_train_steps it trains on); another --model_dir starts afresh"
+        )
+
+
+def command() -> None:
+    """The `bert-tf-pretrain` command (setup.py's entry point), also `python -m bert_tf.pretrain`."""
+    try:
+        # --backend=jax must reach Keras before its first import (in define_flags), which fixes it.
+        select_backend(sys.argv)
+    except UsageError as error:
+        cli.fail(str(error), error.exit_code)
+    cli.run(main, define_flags)
 
 
 if __name__ == "__main__":
-    # --backend=jax must reach Keras before its first import (in define_flags), which fixes it.
-    os.environ.update(backend_from_argv(sys.argv))
-    cli.run(main, define_flags)
+    command()
