@@ -2,7 +2,8 @@
 
 Keras reads `KERAS_BACKEND` once, when it is first imported, so `--backend=jax` has to
 be read from the command line (and the `--flagfile`s it names) before any module that
-imports Keras; this module imports nothing heavier than absl's flags.
+imports Keras: `bert_tf.cli.run` calls `select_backend` first. This module imports nothing
+heavier than absl's flags.
 """
 
 from __future__ import annotations

@@ -55,6 +55,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from absl import flags
 
+from bert_tf.backend import select_backend
 from bert_tf.errors import BertTfError
 
 HELP_FLAGS = ("--help", "-help", "--helpshort", "-helpshort", "--helpfull", "-helpfull", "-?", "--?")
@@ -407,6 +408,12 @@ def run(
     from absl import logging as absl_logging
 
     argv = list(sys.argv if argv is None else argv)
+    try:
+        # Keras fixes its backend when first imported: --backend=jax (or $KERAS_BACKEND) is
+        # read before define_flags imports it.
+        select_backend(argv)
+    except BertTfError as error:
+        fail(str(error), error.exit_code)
     verbose = "--verbose" in argv or "-verbose" in argv
     wants_help = any(arg.split("=", 1)[0] in HELP_FLAGS for arg in argv[1:])
     quiet_start(verbose=verbose, import_tensorflow=not wants_help)  # the help is listed without it
