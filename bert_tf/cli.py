@@ -15,7 +15,8 @@ A program module holds only what is particular to it:
 
 - Flags come from the fields of a settings dataclass: name, type and default from the
   field, help from `metadata={"help": ...}` (`"flag"` renames the flag, `"choices"` makes it
-  an enum). A field added to the dataclass is a flag with no other change.
+  an enum, `"old_flags"` keeps former names working for a release, each noted in one line
+  when used). A field added to the dataclass is a flag with no other change.
 - One error policy: a `BertTfError` (or a flag the parser refuses) prints one line,
   "PROGRAM: error: MESSAGE", and exits 2 for a bad command line, 1 for anything else; any
   other exception is one line too, with a pointer to `--verbose`, which shows tracebacks.
@@ -26,8 +27,14 @@ A program module holds only what is particular to it:
   `--verbose` or `TF_CPP_MIN_LOG_LEVEL=0` shows everything.
 - The library's log lines are the program's report: what the `bert_tf` and `pipelines`
   loggers say at INFO and up (DEBUG with `--verbose`) goes to stderr as plain lines,
-  warnings prefixed "warning: " (`show_library_logs`).
-- `--helpshort` (and `--help`) list this program's flags; `--helpfull` every library's too.
+  warnings prefixed "warning: " (`show_library_logs`). absl's `--verbosity` (`-v`) sets
+  the level when given (1: DEBUG, 0: INFO, -1: WARNING) and then also lets TensorFlow's
+  own INFO lines through, which are otherwise held to WARNING.
+- Logs on stderr, results on stdout: while a program runs, what it prints goes to stderr
+  with its logs and progress; `result` lines alone go to stdout (see `run`).
+- `--flagfile=PATH` reads flags from a file, --backend included (`bert_tf.backend`).
+- `--helpshort` (and `--help`) list this program's flags, not those TensorFlow and absl
+  define on import; `--helpfull` every library's too.
 
 This module is light (no TensorFlow): TensorFlow is imported by `quiet_start` or later.
 """
@@ -48,6 +55,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from absl import flags
 
+from bert_tf.backend import select_backend
 from bert_tf.errors import BertTfError
 
 HELP_FLAGS = ("--help", "-help", "--helpshort", "-helpshort", "--helpfull", "-helpfull", "-?", "--?")
@@ -79,7 +87,10 @@ class _NativeNoiseFilter:
     held back. At exit the real stderr is put back and what is left in the pipe forwarded.
     """
 
+    _MARK = b"\x00bert_tf.cli: drained"  # see drain; never forwarded
+
     def __init__(self) -> None:
+        self.drained = threading.Event()
         sys.stderr.flush()
         self.target = os.dup(2)
         read, write = os.pipe()
@@ -97,8 +108,13 @@ class _NativeNoiseFilter:
         pending, passing = b"", False  # passing: inside a line forwarded as it comes
         while chunk := os.read(read, 1 << 16):
             *lines, pending = (pending + chunk).split(b"\n")
-            kept = []
+            kept, drained = [], False
             for line in lines:
+                if line.endswith(self._MARK):  # a partial line before it stays partial
+                    rest, drained = line[: -len(self._MARK)], True
+                    kept.append(rest)
+                    passing = passing or bool(rest)
+                    continue
                 if passing or not _NATIVE_NOISE.match(line):
                     kept.append(line + b"\n")
                 passing = False
@@ -107,9 +123,19 @@ class _NativeNoiseFilter:
                 pending, passing = b"", True
             if kept:
                 self._write(b"".join(kept))
+            if drained:
+                self.drained.set()
         if pending and not _NATIVE_NOISE.match(pending):
             self._write(pending)
         os.close(read)
+
+    def drain(self, timeout: float = 2.0) -> None:
+        """Waits until what was written to stderr so far is forwarded, so that what comes
+        next on stdout shows after it (both usually reach the same terminal)."""
+        sys.stderr.flush()
+        self.drained.clear()
+        os.write(2, self._MARK + b"\n")
+        self.drained.wait(timeout)
 
     def close(self) -> None:
         for stream in (sys.stdout, sys.stderr):
@@ -118,6 +144,9 @@ class _NativeNoiseFilter:
         os.dup2(self.target, 2)  # the pipe's last writer in this process: the thread sees its end
         # Child processes still holding the pipe keep it open: wait only briefly.
         self.thread.join(timeout=2)
+
+
+_noise_filter: _NativeNoiseFilter | None = None
 
 
 def quiet_start(verbose: bool = False, import_tensorflow: bool = True) -> None:
@@ -131,7 +160,8 @@ def quiet_start(verbose: bool = False, import_tensorflow: bool = True) -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if verbose or os.environ["TF_CPP_MIN_LOG_LEVEL"] == "0" or "tensorflow" in sys.modules:
         return
-    _NativeNoiseFilter()
+    global _noise_filter
+    _noise_filter = _NativeNoiseFilter()
     if not import_tensorflow:
         return
     import tensorflow as tf
@@ -153,8 +183,8 @@ class _PlainFormatter(logging.Formatter):
         return f"warning: {message}" if record.levelno >= logging.WARNING else message
 
 
-def show_library_logs(verbose: bool = False) -> None:
-    """Sends the `bert_tf` and `pipelines` loggers to stderr as plain lines, INFO and up.
+def show_library_logs(verbose: bool = False, level: int = logging.INFO) -> None:
+    """Sends the `bert_tf` and `pipelines` loggers to stderr as plain lines, `level` and up.
 
     Without this their INFO lines are not shown at all, and absl's handler (which the root
     logger has under `app.run`) would print the rest in glog's format, the format of the
@@ -169,7 +199,7 @@ def show_library_logs(verbose: bool = False) -> None:
         for old in [h for h in logger.handlers if h.get_name() == _HANDLER_NAME]:
             logger.removeHandler(old)
         logger.addHandler(handler)
-        logger.setLevel(logging.DEBUG if verbose else logging.INFO)
+        logger.setLevel(logging.DEBUG if verbose else level)
         logger.propagate = False  # not again through absl's handler on the root logger
 
 
@@ -179,8 +209,8 @@ def show_library_logs(verbose: bool = False) -> None:
 def setting(default, help: str, **metadata) -> dataclasses.Field:  # noqa: A002 (absl's word)
     """A settings dataclass field that is also a flag: `lr: float = setting(5e-5, "Peak rate.")`.
 
-    `metadata` may hold `flag` (the flag's name if not the field's; None: no flag) and
-    `choices` (an enum flag).
+    `metadata` may hold `flag` (the flag's name if not the field's; None: no flag),
+    `choices` (an enum flag) and `old_flags` (former names that still work, see `define_old_names`).
     """
     return dataclasses.field(default=default, metadata={"help": help, **metadata})
 
@@ -253,9 +283,32 @@ def define_settings_flags(
             flags.DEFINE_list(name, default, help_text, flag_values=flag_values)
         else:
             flags.DEFINE_string(name, default, help_text, flag_values=flag_values)
+        define_old_names(name, field.metadata.get("old_flags", ()), flag_values)
     names = {field.name: flag_name(field) for field in dataclasses.fields(settings_class)}
     if required:
         flags.mark_flags_as_required([names[name] for name in required], flag_values=flag_values)
+
+
+def define_old_names(name: str, old_names: Iterable[str], flag_values: flags.FlagValues) -> None:
+    """Keeps a renamed flag's old names working for a release: each is an alias of --`name`
+    that `run` notes in one line when used (`note_old_flag_names`); --helpshort lists only --`name`.
+    """
+    for old_name in old_names:
+        flags.DEFINE_alias(old_name, name, flag_values=flag_values)
+        flag_values[old_name].help = f"Old name of --{name} (until the next release)."
+        flag_values[old_name].renamed_to = name
+
+
+def note_old_flag_names(flag_values: flags.FlagValues) -> None:
+    """One line on stderr for each old flag name on the command line, naming the new one."""
+    for name in flag_values:
+        new_name = getattr(flag_values[name], "renamed_to", None)
+        if new_name and flag_values[name].present:
+            print(
+                f"{_program_name()}: note: --{name} is now --{new_name}; the old name works until the next release",
+                file=sys.stderr,
+                flush=True,
+            )
 
 
 def settings_flags(settings_class, **options) -> Callable[[flags.FlagValues], None]:
@@ -302,6 +355,18 @@ def _one_line(message: str) -> str:
     return "; ".join(part.strip() for part in str(message).splitlines() if part.strip())
 
 
+_results_stream = None  # the real stdout while `run` runs a program's main
+
+
+def result(line: str) -> None:
+    """Prints a line of the program's results on stdout (see `run`), after all it said so far."""
+    if _noise_filter is not None:
+        _noise_filter.drain()
+    else:
+        sys.stderr.flush()
+    print(line, file=_results_stream or sys.stdout, flush=True)
+
+
 def fail(message: str, exit_code: int = 1) -> typing.NoReturn:
     """Prints "PROGRAM: error: MESSAGE" as one line on stderr and exits with `exit_code`."""
     sys.stdout.flush()
@@ -312,8 +377,14 @@ def fail(message: str, exit_code: int = 1) -> typing.NoReturn:
 def _mark_key_flags(flag_values: flags.FlagValues, names: Iterable[str]) -> None:
     # Flags defined here (not in the program's own module) are listed by --helpshort only
     # once registered as key flags of the main module, which absl names after sys.argv[0].
+    # Only this project's flags: the modules a program imports while defining its flags
+    # (TensorFlow's TPU client, absl's test runner) define flags of their own on the way.
     for name in names:
-        flag_values.register_key_flag_for_module(sys.argv[0], flag_values[name])
+        module = flag_values.find_module_defining_flag(name) or ""
+        if getattr(flag_values[name], "renamed_to", None):
+            continue  # an old name: --helpfull lists it
+        if module.split(".")[0] in LIBRARY_LOGGERS or module in ("__main__", sys.argv[0]):  # the packages
+            flag_values.register_key_flag_for_module(sys.argv[0], flag_values[name])
 
 
 def run(
@@ -327,11 +398,22 @@ def run(
 
     `positional` describes the positional arguments a program takes ("TEXT ..."); without
     it, any is a usage error. `args` are the positional arguments.
+
+    Logs on stderr, results on stdout, in every program: while `main` runs, what is printed
+    goes to stderr (the library's progress and notes, the output folder named first), and
+    only what `main` passes to `result` goes to stdout (scores, predictions, and the closing
+    line naming what was written), so `OUT=$(python -m ...)` captures the results alone.
     """
     from absl import app
     from absl import logging as absl_logging
 
     argv = list(sys.argv if argv is None else argv)
+    try:
+        # Keras fixes its backend when first imported: --backend=jax (or $KERAS_BACKEND) is
+        # read before define_flags imports it.
+        select_backend(argv)
+    except BertTfError as error:
+        fail(str(error), error.exit_code)
     verbose = "--verbose" in argv or "-verbose" in argv
     wants_help = any(arg.split("=", 1)[0] in HELP_FLAGS for arg in argv[1:])
     quiet_start(verbose=verbose, import_tensorflow=not wants_help)  # the help is listed without it
@@ -361,13 +443,21 @@ def run(
     def checked_main(args: list[str]) -> None:
         if len(args) > 1 and not positional:
             fail(f"unexpected arguments {' '.join(args[1:])!r}; flags are written --name=value", 2)
-        show_library_logs(verbose=flag_values.verbose)
-        if not flag_values.verbose:
+        note_old_flag_names(flag_values)
+        verbosity = flag_values["verbosity"]  # absl's --verbosity (-v): 0 INFO, 1 DEBUG, -1 WARNING, ...
+        level = (
+            absl_logging.converter.absl_to_standard(verbosity.value) if verbosity.present else logging.INFO
+        )
+        show_library_logs(verbose=flag_values.verbose, level=level)
+        if not (flag_values.verbose or verbosity.present):
             # TensorFlow logs through absl, whose verbosity app.run sets to INFO: "Assets
             # written to ...", "Collective all_reduce tensors: ..." on every save and step.
             absl_logging.set_verbosity(absl_logging.WARNING)
+        global _results_stream
+        _results_stream = sys.stdout
         try:
-            main(flag_values, args[1:])
+            with contextlib.redirect_stdout(sys.stderr):
+                main(flag_values, args[1:])
         except BertTfError as error:
             if flag_values.verbose:
                 raise

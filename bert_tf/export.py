@@ -1,7 +1,7 @@
 r"""Exports a BERT checkpoint as a SavedModel that loads with TensorFlow and tensorflow-text alone.
 
     python -m bert_tf.export --kind=preprocessor --init_checkpoint=uncased_L-12_H-768_A-12 \
-        --export_dir=exports/preprocessor --seq_length=128
+        --export_dir=exports/preprocessor --max_seq_length=128
 
 Kinds: preprocessor (strings -> input_ids/input_mask/segment_ids), encoder (packed inputs ->
 sequence_output/pooled_output/encoder_outputs), mlm (text with [MASK] -> top-k tokens),
@@ -31,16 +31,23 @@ define_flags = cli.settings_flags(ExportSettings, required=("kind", "init_checkp
 
 def main(flag_values: flags.FlagValues, args: list[str]) -> None:
     # lazy: importing this module loads no TensorFlow; running the program does
+    from bert_tf import fileio
     from bert_tf.serving.exporter import export_saved_model
 
     settings = cli.settings_from_flags(ExportSettings, flag_values)
+    print(f"export_dir: {fileio.abspath(settings.export_dir)}", flush=True)  # on stderr (cli.run)
     path = export_saved_model(**dataclasses.asdict(settings))
     if settings.kind in ("huggingface", "google"):
-        print(f"exported the fine-tuned model in the {settings.kind} format to {path}")
+        cli.result(f"exported the fine-tuned model in the {settings.kind} format to {path}")
         return
-    print(f"exported {settings.kind} SavedModel to {path}")
-    print(f"inspect it with: saved_model_cli show --dir {path} --all")
+    cli.result(f"exported {settings.kind} SavedModel to {path}")
+    cli.result(f"inspect it with: saved_model_cli show --dir {path} --all")
+
+
+def command() -> None:
+    """The `bert-tf-export` command (setup.py's entry point), also `python -m bert_tf.export`."""
+    cli.run(main, define_flags)
 
 
 if __name__ == "__main__":
-    cli.run(main, define_flags)
+    command()

@@ -11,8 +11,6 @@ the original's key "linex_index" is spelt "line_index" here).
 
 from __future__ import annotations
 
-import sys
-
 from absl import flags
 
 from bert_tf import cli
@@ -23,12 +21,20 @@ define_flags = cli.settings_flags(FeatureSettings, required=("input_file", "outp
 
 def main(flag_values: flags.FlagValues, args: list[str]) -> None:
     # lazy: importing this module loads no TensorFlow; running the program does
+    from bert_tf import fileio
     from bert_tf.serving.features import extract_features_to_file
 
     settings = cli.settings_from_flags(FeatureSettings, flag_values)
+    output_file = fileio.abspath(settings.output_file)
+    print(f"output_file: {output_file}", flush=True)  # on stderr (cli.run)
     count = extract_features_to_file(settings)
-    print(f"wrote {count} records to {settings.output_file}", file=sys.stderr)
+    cli.result(f"wrote {count} records to {output_file}")
+
+
+def command() -> None:
+    """The `bert-tf-extract-features` command (setup.py's entry point), also `python -m bert_tf.extract_features`."""
+    cli.run(main, define_flags)
 
 
 if __name__ == "__main__":
-    cli.run(main, define_flags)
+    command()

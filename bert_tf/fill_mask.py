@@ -27,13 +27,18 @@ def main(flag_values: flags.FlagValues, texts: list[str]) -> None:
         raise UsageError('give one or more texts, e.g. "the [MASK] sat on the mat"')
     settings = cli.settings_from_flags(FillMaskSettings, flag_values)
     for text, masks in zip(texts, fill_mask_texts(settings, texts), strict=True):
-        print(text)
+        cli.result(text)
         if not masks:
-            print("  (no [MASK] in this text within --max_seq_length)")
+            cli.result("  (no [MASK] in this text within --max_seq_length)")
         for number, predictions in enumerate(masks, 1):
             listed = ", ".join(f"{token} ({score:.4g})" for token, score in predictions)
-            print(f"  [MASK] #{number}: {listed}")
+            cli.result(f"  [MASK] #{number}: {listed}")
+
+
+def command() -> None:
+    """The `bert-tf-fill-mask` command (setup.py's entry point), also `python -m bert_tf.fill_mask`."""
+    cli.run(main, define_flags, positional="TEXT ...")
 
 
 if __name__ == "__main__":
-    cli.run(main, define_flags, positional="TEXT ...")
+    command()

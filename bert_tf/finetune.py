@@ -51,12 +51,22 @@ def settings_from_flags(flag_values: flags.FlagValues = flags.FLAGS):
 
 def main(flag_values: flags.FlagValues, args: list[str]) -> None:
     # lazy: importing this module loads no TensorFlow; running the program does
+    from bert_tf import fileio
     from bert_tf.tasks.runner import run
 
-    results = run(settings_from_flags(flag_values))
+    settings = settings_from_flags(flag_values)
+    output_dir = fileio.abspath(settings.output_dir)
+    print(f"output_dir: {output_dir}", flush=True)  # on stderr, as everything but the results (cli.run)
+    results = run(settings)
     for name, value in sorted(results.items()):
-        print(f"{name} = {value:.4f}")
+        cli.result(f"{name} = {value:.4f}")
+    cli.result(f"the run is in {output_dir}")
+
+
+def command() -> None:
+    """The `bert-tf-finetune` command (setup.py's entry point), also `python -m bert_tf.finetune`."""
+    cli.run(main, define_flags)
 
 
 if __name__ == "__main__":
-    cli.run(main, define_flags)
+    command()

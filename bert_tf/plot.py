@@ -131,8 +131,13 @@ def main(flag_values: flags.FlagValues, run_dirs: list[str]) -> None:
     if not run_dirs:
         raise UsageError("give one or more run folders, e.g. python -m bert_tf.plot runs/demo")
     path = plot(run_dirs, flag_values.output, flag_values.metrics)
-    print(f"wrote {path}")
+    cli.result(f"wrote {path}")
+
+
+def command() -> None:
+    """The `bert-tf-plot` command (setup.py's entry point), also `python -m bert_tf.plot`."""
+    cli.run(main, define_flags, positional="RUN_DIR ...")
 
 
 if __name__ == "__main__":
-    cli.run(main, define_flags, positional="RUN_DIR ...")
+    command()

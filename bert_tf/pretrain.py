@@ -14,13 +14,9 @@ on a TPU from the original TFRecords:
 
 from __future__ import annotations
 
-import os
-import sys
-
 from absl import flags
 
 from bert_tf import cli
-from bert_tf.backend import backend_from_argv
 
 # Flags of the settings fields defined elsewhere (the shared strategy flags) or not flags.
 STRATEGY_FIELDS = ("strategy", "tpu", "num_gpus")
@@ -32,7 +28,7 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     Called only when the module runs as a program, so the CLIs (several define
     --init_checkpoint, --vocab_file, ...) can be imported side by side.
     """
-    # lazy: Keras fixes its backend when first imported, which --backend sets in __main__ first
+    # lazy: Keras fixes its backend when first imported, which cli.run sets from --backend first
     from bert_tf.training import distribute
     from bert_tf.training.settings import PretrainingConfig
 
@@ -41,20 +37,29 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
 
 
 def settings_from_flags(flag_values: flags.FlagValues = flags.FLAGS):
-    # lazy: Keras fixes its backend when first imported, which --backend sets in __main__ first
+    # lazy: Keras fixes its backend when first imported, which cli.run sets from --backend first
     from bert_tf.training.settings import PretrainingConfig
 
     return cli.settings_from_flags(PretrainingConfig, flag_values)
 
 
 def main(flag_values: flags.FlagValues, args: list[str]) -> None:
-    # lazy: Keras fixes its backend when first imported, which --backend sets in __main__ first
+    # lazy: Keras fixes its backend when first imported, which cli.run sets from --backend first
+    from bert_tf import fileio
     from bert_tf.training.pretraining import run_pretraining
 
-    run_pretraining(settings_from_flags(flag_values))
+    result = run_pretraining(settings_from_flags(flag_values))
+    if result.is_chief:
+        cli.result(
+            f"the run is in {fileio.abspath(result.model_dir)}: rerunning the same command resumes it (with "
+            "a larger --num_train_steps it trains on); another --model_dir starts afresh"
+        )
+
+
+def command() -> None:
+    """The `bert-tf-pretrain` command (setup.py's entry point), also `python -m bert_tf.pretrain`."""
+    cli.run(main, define_flags)  # it reads --backend before define_flags imports Keras
 
 
 if __name__ == "__main__":
-    # --backend=jax must reach Keras before its first import (in define_flags), which fixes it.
-    os.environ.update(backend_from_argv(sys.argv))
-    cli.run(main, define_flags)
+    command()

@@ -14,7 +14,7 @@ temporary name, then renamed, so an interrupted run never leaves a half-written 
 Usage:
 
   python -m pipelines.build_vocab --input_file='corpus/*.txt' --vocab_size=30522 \
-      --output_file=vocab.txt [--nolower_case]
+      --output_file=vocab.txt [--nodo_lower_case]
 
 Example from Python:
 
@@ -206,7 +206,6 @@ def build_vocab(
     counts = count_words(paths, lower_case=lower_case, max_lines=max_lines)
     vocab = learn_vocab(counts, vocab_size, **learn_params)
     write_vocab(vocab, output_file)
-    logger.info("wrote %s", output_file)
     return vocab
 
 
@@ -222,7 +221,12 @@ class VocabSettings:
     )
     output_file: str = dataclasses.field(metadata={"help": "Where to write the vocab, one token per line."})
     vocab_size: int = setting(30522, "Largest vocab size to learn (the special tokens included).")
-    lower_case: bool = setting(True, "Learn an uncased vocab (--nolower_case for a cased one).")
+    lower_case: bool = setting(
+        True,
+        "Learn an uncased vocab (--nodo_lower_case for a cased one).",
+        flag="do_lower_case",
+        old_flags=("lower_case",),
+    )
     max_lines: int = setting(0, "Read at most this many non-empty lines (0: all of them).")
     accept_non_text: bool = setting(
         False, "Learn from the input even if most of its lines are not text (invalid UTF-8)."
@@ -247,8 +251,16 @@ def run_from_flags(flag_values: flags.FlagValues = flags.FLAGS) -> list[str]:
 
 
 def main(flag_values: flags.FlagValues, args: Sequence[str]) -> None:
+    output_file = os.path.abspath(flag_values.output_file)
+    print(f"output_file: {output_file}", flush=True)  # on stderr, as the progress (cli.run)
     run_from_flags(flag_values)
+    cli.result(f"wrote {output_file}")
+
+
+def command() -> None:
+    """The `bert-tf-build-vocab` command (setup.py's entry point), also `python -m pipelines.build_vocab`."""
+    cli.run(main, define_flags)
 
 
 if __name__ == "__main__":
-    cli.run(main, define_flags)
+    command()

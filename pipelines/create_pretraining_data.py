@@ -17,7 +17,6 @@ of a segmented word together (see `pipelines.segmenters`). The library call behi
 from __future__ import annotations
 
 import gc
-import sys
 
 from absl import flags
 
@@ -29,16 +28,26 @@ define_flags = cli.settings_flags(GenerationConfig, required=("input_file", "out
 
 def main(flag_values: flags.FlagValues, args: list[str]) -> None:
     # lazy: importing this module loads no TensorFlow; running the program does
+    from bert_tf import fileio
     from pipelines.generate import create_pretraining_data
 
-    summary = create_pretraining_data(cli.settings_from_flags(GenerationConfig, flag_values))
-    for line in summary.lines_of_text():  # on stderr, with the progress line
-        print(line, file=sys.stderr)
+    settings = cli.settings_from_flags(GenerationConfig, flag_values)
+    output_files = [fileio.abspath(name.strip()) for name in settings.output_file.split(",") if name.strip()]
+    print(f"output_file: {','.join(output_files)}", flush=True)  # on stderr, as the progress (cli.run)
+    summary = create_pretraining_data(settings)
+    for line in summary.lines_of_text():
+        print(line)
+    cli.result(f"wrote {','.join(output_files)}")
     # Every file is written, closed and renamed. Interpreter shutdown would now run the
     # garbage collector over TensorFlow's objects (a second of a run of a few seconds);
     # frozen, they are left to the operating system. Exit handlers still run.
     gc.freeze()
 
 
-if __name__ == "__main__":
+def command() -> None:
+    """The `bert-tf-create-pretraining-data` command (setup.py's entry point), also `python -m pipelines.create_pretraining_data`."""
     cli.run(main, define_flags)
+
+
+if __name__ == "__main__":
+    command()

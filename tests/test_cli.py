@@ -156,6 +156,33 @@ class NativeNoiseTest(tf.test.TestCase):
         self.assertTrue(all(_NATIVE_NOISE.match(line) for line in noise))
         self.assertFalse(any(_NATIVE_NOISE.match(line) for line in kept))
 
+    def test_a_result_comes_after_what_was_said_before_it(self):
+        # stderr passes through the filter's thread, stdout does not: on one terminal (here
+        # one pipe) a result line must still come after the log lines written before it.
+        script = (
+            "import sys\n"
+            "from bert_tf import cli\n"
+            "cli.quiet_start(import_tensorflow=False)\n"
+            "for i in range(50):\n"
+            "    print(f'log {i}', file=sys.stderr)\n"
+            "    cli.result(f'result {i}')\n"
+            "print('partial', end='', file=sys.stderr)\n"
+            "cli.result(' line')\n"
+        )
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+        result = subprocess.run(
+            [sys.executable, "-c", script],
+            cwd=root,
+            env={**env, "PYTHONPATH": root},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            timeout=120,
+        )
+        self.assertEqual(result.returncode, 0, result.stdout)
+        expected = "".join(f"log {i}\nresult {i}\n" for i in range(50)) + "partial line\n"
+        self.assertEqual(result.stdout.decode(), expected)
+
 
 if __name__ == "__main__":
     tf.test.main()

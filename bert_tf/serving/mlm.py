@@ -102,7 +102,7 @@ def fill_mask_texts(settings, texts: list[str]) -> list[list[list[tuple[str, flo
     (word piece, probability) pairs, best first.
     """
     pretrainer, config, tokenizer_settings = load_pretrained(settings.init_checkpoint, "pretraining")
-    check_seq_length(settings.max_seq_length, config, "--max_seq_length")
+    check_seq_length(settings.max_seq_length, config)
     tokenizer = BertTokenizer(tokenizer_settings.vocab_file, lower_case=tokenizer_settings.lower_case)
     fill_mask = FillMask(pretrainer, tokenizer, settings.max_seq_length, settings.top_k)
     outputs = {name: value.numpy() for name, value in fill_mask(tf.constant(texts)).items()}

@@ -49,7 +49,7 @@ INFO_NAME = "export_info.json"
 class ExportError(BertTfError, ValueError):
     """An export that cannot be made as asked; the message says what to change."""
 
-    exit_code = 2  # a command line to change (the path, --overwrite, --seq_length)
+    exit_code = 2  # a command line to change (the path, --overwrite, --max_seq_length)
 
 
 def check_export_dir(export_dir: str, overwrite: bool) -> None:
@@ -139,7 +139,7 @@ def read_export_info(export_dir: str) -> dict[str, Any]:
     return fileio.read_json(path)
 
 
-def check_seq_length(seq_length: int, config: BertConfig, flag: str = "--seq_length") -> None:
+def check_seq_length(seq_length: int, config: BertConfig, flag: str = "--max_seq_length") -> None:
     """seq_length must fit the position embeddings and hold [CLS] x [SEP]."""
     if isinstance(seq_length, bool) or not isinstance(seq_length, int) or seq_length < 3:
         raise ExportError(f"{flag} must be an integer >= 3 ([CLS], a token, [SEP]), got {seq_length!r}")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from bert_tf.cli import setting
+from bert_tf.cli import flag_name, setting
 from bert_tf.errors import UsageError
 
 EXPORT_KINDS = ("preprocessor", "encoder", "mlm", "task", "huggingface", "google")
@@ -25,10 +25,11 @@ def _required(help_text: str) -> dataclasses.Field:
 
 
 def _check_positive(settings, names) -> None:
+    fields = {field.name: field for field in dataclasses.fields(settings)}
     for name in names:
         value = getattr(settings, name)
         if value is not None and value <= 0:
-            raise UsageError(f"--{name} must be a positive integer, got {value}")
+            raise UsageError(f"--{flag_name(fields[name])} must be a positive integer, got {value}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +48,8 @@ class ExportSettings:
         None,
         "Packed sequence length, at most the model's max_position_embeddings. Default: 128, or for "
         "--kind=task the max_seq_length the model was fine-tuned with.",
+        flag="max_seq_length",
+        old_flags=("seq_length",),
     )
     top_k: int = setting(5, "--kind=mlm: predictions returned per [MASK].")
     overwrite: bool = setting(False, "Replace an existing non-empty --export_dir.")

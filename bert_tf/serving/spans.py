@@ -34,7 +34,7 @@ class SpanSettings:
             raise ExportError(
                 f"seq_length {seq_length} leaves no room for the context after a question of up to "
                 f"max_query_length={self.max_query_length} pieces ([CLS] question [SEP] context "
-                f"[SEP]); pass --seq_length={self.max_query_length + 4} or more"
+                f"[SEP]); pass --max_seq_length={self.max_query_length + 4} or more"
             )
         for name in ("doc_stride", "max_answer_length", "n_best_size"):
             if getattr(self, name) < 1:

@@ -136,22 +136,12 @@ def model_inputs(features) -> dict:
 def run_pretraining(settings: PretrainingConfig) -> PretrainingResult:
     """Validates the inputs, then pretrains, evaluates, exports and (demo) fills a [MASK].
 
-    Without `model_dir` the run goes to `runs/demo` in the current directory, named in the
-    first and the last line printed; a rerun resumes there."""
-    if not settings.model_dir:
-        print(
-            f"model_dir: {fileio.abspath(DEMO_MODEL_DIR)} (the default; --model_dir chooses another)",
-            flush=True,
-        )
-    result = _run_pretraining(settings)
-    if not result.is_chief:
-        return result
-    print(
-        f"the run is in {fileio.abspath(settings.model_dir or DEMO_MODEL_DIR)}: rerunning the same command resumes it (with a "
-        "larger --num_train_steps it trains on); another --model_dir starts afresh",
-        flush=True,
-    )
-    return result
+    The run's folder is named in the first line printed (`python -m bert_tf.pretrain` names
+    it in the last line too); without `model_dir` it is `runs/demo` in the current
+    directory, and a rerun resumes there."""
+    default = "" if settings.model_dir else " (the default; --model_dir chooses another)"
+    print(f"model_dir: {fileio.abspath(settings.model_dir or DEMO_MODEL_DIR)}{default}", flush=True)
+    return _run_pretraining(settings)
 
 
 def _run_pretraining(settings: PretrainingConfig) -> PretrainingResult:
@@ -275,8 +265,6 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
             config.to_json_file(fileio.join(model_dir, inputs.CONFIG_FILE))
             if vocab_file and not fileio.exists(fileio.join(model_dir, inputs.VOCAB_FILE)):
                 fileio.copy(vocab_file, fileio.join(model_dir, inputs.VOCAB_FILE))
-            if settings.model_dir:  # the default one is named in the run's first line
-                print(f"model_dir: {model_dir}", flush=True)
 
         with strategy.scope():
             model = BertPretrainer(config, packed=settings.packing)

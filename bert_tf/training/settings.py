@@ -90,10 +90,12 @@ class PretrainingConfig:
         None, "Masked positions in phase 2 (default: scaled with the length, 20 -> 80)."
     )
     masked_lm_prob: float = setting(0.15, "Raw text: fraction of tokens masked.")
-    whole_word_mask: bool = setting(False, "Raw text: mask whole words.")
+    whole_word_mask: bool = setting(
+        False, "Raw text: mask whole words.", flag="do_whole_word_mask", old_flags=("whole_word_mask",)
+    )
     word_segmenter: str | None = setting(
         None,
-        "Raw text with --whole_word_mask: segment CJK text into words (jieba) and mask all characters of a "
+        "Raw text with --do_whole_word_mask: segment CJK text into words (jieba) and mask all characters of a "
         'word together; pip install "bert_tf[chinese]".',
     )
     dupe_factor: int = setting(1, "Raw text: maskings of each document per epoch.")
@@ -115,7 +117,7 @@ class PretrainingConfig:
     tpu: str | None = None
     num_gpus: int = 0
     fill_mask_demo: bool = setting(True, "", flag=None)
-    cache_dir: str | None = setting(None, "", flag=None)  # None: $BERT_TF_CACHE or ~/.cache/bert_tf
+    cache_dir: str | None = setting(None, "", flag=None)  # None: bert_tf.cache.cache_dir()
     packing: bool = setting(
         False, "Pack several instances into each row: no compute on padding, same losses."
     )
@@ -145,7 +147,7 @@ class PretrainingConfig:
             problems = segmenters.setting_problems(
                 self.word_segmenter,
                 whole_word_mask=self.whole_word_mask,
-                whole_word_setting="--whole_word_mask",
+                whole_word_setting="--do_whole_word_mask",
             )
             if self.train_files:
                 problems.append(

@@ -64,13 +64,17 @@ class CommandLineTest(tf.test.TestCase):
             "--kind=encoder",
             f"--init_checkpoint={self.checkpoint}",
             f"--export_dir={export_dir}",
-            "--seq_length=32",
+            "--max_seq_length=32",
         ]
         result = run_module("bert_tf.export", *args)
         self.assertEqual(result.returncode, 0, result.stderr[-3000:])
-        self.assertIn("saved_model_cli show --dir", result.stdout)
+        # The folder named first (on stderr) and last (on stdout, with the results).
+        export_dir = os.path.abspath(export_dir)
+        self.assertEqual(
+            result.stdout.splitlines()[-1], f"inspect it with: saved_model_cli show --dir {export_dir} --all"
+        )
         # Quiet when it works: not even TensorFlow's "INFO:tensorflow:Assets written to: ...".
-        self.assertEqual(result.stderr.strip(), "")
+        self.assertEqual(result.stderr.strip(), f"export_dir: {export_dir}")
         ids = np.array([[101, 7592, 2088, 102, 0]], np.int32)
         inputs = {"input_ids": ids, "input_mask": (ids > 0).astype(np.int32), "segment_ids": 0 * ids}
         got = tf.saved_model.load(export_dir).signatures["serving_default"](**inputs)
@@ -90,10 +94,10 @@ class CommandLineTest(tf.test.TestCase):
             "--kind=preprocessor",
             f"--init_checkpoint={self.checkpoint}",
             f"--export_dir={export_dir}",
-            "--seq_length=512",
+            "--max_seq_length=512",
         )
         self.assertEqual(result.returncode, 2)
-        self.assertIn("--seq_length=512 is above the model's max_position_embeddings=64", result.stderr)
+        self.assertIn("--max_seq_length=512 is above the model's max_position_embeddings=64", result.stderr)
         self.assertFalse(os.path.exists(export_dir))
         self.assertFalse([name for name in os.listdir(self.root) if ".tmp-" in name])
 

@@ -325,7 +325,7 @@ class BadExportTest(tf.test.TestCase):
     def test_seq_length_above_max_position_embeddings(self):
         target = os.path.join(self.get_temp_dir(), "too_long")
         with self.assertRaisesRegex(
-            ExportError, "--seq_length=65 is above the model's max_position_embeddings=64"
+            ExportError, "--max_seq_length=65 is above the model's max_position_embeddings=64"
         ):
             export_from_model("encoder", self.encoder, self.config, VOCAB, True, target, seq_length=65)
         self.assertFalse(os.path.exists(target))

@@ -81,7 +81,7 @@ class SeqLengthTest(tf.test.TestCase):
         check_seq_length(64, config)
         check_seq_length(3, config)
         with self.assertRaisesRegex(
-            ExportError, "--seq_length=65 is above the model's max_position_embeddings=64"
+            ExportError, "--max_seq_length=65 is above the model's max_position_embeddings=64"
         ):
             check_seq_length(65, config)
         with self.assertRaisesRegex(ExportError, ">= 3"):

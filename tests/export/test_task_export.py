@@ -528,7 +528,7 @@ class TaskExportTest(tf.test.TestCase):
     def test_squad_seq_length_too_short_for_the_question_is_refused(self):
         target = os.path.join(self.root, "too_short")
         with self.assertRaisesRegex(
-            ExportError, "no room for the context.*max_query_length=6.*--seq_length=10"
+            ExportError, "no room for the context.*max_query_length=6.*--max_seq_length=10"
         ):
             export_saved_model("task", self.model_dirs["squad"], target, seq_length=9)
         self.assertFalse(os.path.exists(target))

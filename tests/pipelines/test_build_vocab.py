@@ -67,7 +67,7 @@ class BuildVocabTest(tf.test.TestCase):
                 f"--input_file={self.corpus_file}",
                 "--vocab_size=600",
                 f"--output_file={output}",
-                "--nolower_case",
+                "--nodo_lower_case",
                 "--max_lines=800",
             ]
         )

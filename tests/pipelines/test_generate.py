@@ -207,7 +207,10 @@ class GenerateTest(tf.test.TestCase):
             timeout=300,
         )
         self.assertEqual(result.returncode, 0, result.stderr[-2000:])
-        self.assertIn("wrote", result.stderr)
+        self.assertIn("wrote", result.stderr)  # the summary, with the progress
+        # The output named first (on stderr) and last (on stdout: the result, alone there).
+        self.assertEqual(result.stderr.splitlines()[0], f"output_file: {os.path.abspath(output)}")
+        self.assertEqual(result.stdout, f"wrote {os.path.abspath(output)}\n")
         self.assertEqual(records.peek_format(output)["input_ids"], 64)
         self.assertEqual(records.peek_format(output)["masked_lm_positions"], 10)
 

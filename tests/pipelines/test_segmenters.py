@@ -119,7 +119,7 @@ class WordMarkerTest(tf.test.TestCase):
         from bert_tf.training.settings import PretrainingConfig
 
         with self.assertRaisesRegex(
-            UsageError, "no effect without whole-word masking; add --whole_word_mask"
+            UsageError, "no effect without whole-word masking; add --do_whole_word_mask"
         ):
             PretrainingConfig(word_segmenter="jieba")
         with self.assertRaisesRegex(UsageError, "applies to raw text \\(--corpus\\)"):

@@ -528,7 +528,7 @@ class ClassificationFamily(TaskFamily):
         if info.doc_stride is not None and info.doc_stride >= seq_length - 2:
             raise UsageError(
                 f"the model reads windows every doc_stride={info.doc_stride} pieces (task.json), which "
-                f"--seq_length={seq_length} cannot hold; export with --seq_length={info.doc_stride + 3} or more"
+                f"--max_seq_length={seq_length} cannot hold; export with --max_seq_length={info.doc_stride + 3} or more"
             )
         return preprocessing.TextClassifierPreprocessor(tokenizer, seq_length, doc_stride=info.doc_stride)
 
