@@ -79,8 +79,11 @@ class _NativeNoiseFilter:
     held back. At exit the real stderr is put back and what is left in the pipe forwarded.
     """
 
+    installed: _NativeNoiseFilter | None = None
+
     def __init__(self) -> None:
         sys.stderr.flush()
+        self.terminal = os.isatty(2)  # what fd 2 was: after this, the filter's pipe
         self.target = os.dup(2)
         read, write = os.pipe()
         os.dup2(write, 2)
@@ -88,6 +91,7 @@ class _NativeNoiseFilter:
         self.thread = threading.Thread(target=self._forward, args=(read,), name="stderr-filter", daemon=True)
         self.thread.start()
         atexit.register(self.close)
+        _NativeNoiseFilter.installed = self
 
     def _write(self, data: bytes) -> None:
         while data:
@@ -118,6 +122,13 @@ class _NativeNoiseFilter:
         os.dup2(self.target, 2)  # the pipe's last writer in this process: the thread sees its end
         # Child processes still holding the pipe keep it open: wait only briefly.
         self.thread.join(timeout=2)
+
+
+def stderr_is_terminal() -> bool:
+    """Whether the program's stderr is a terminal (behind the filter, fd 2 is a pipe)."""
+    if _NativeNoiseFilter.installed is not None:
+        return _NativeNoiseFilter.installed.terminal
+    return sys.stderr.isatty()
 
 
 def quiet_start(verbose: bool = False, import_tensorflow: bool = True) -> None:
