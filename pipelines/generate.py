@@ -116,7 +116,8 @@ def create_pretraining_data(config: GenerationConfig, *, progress: bool = True, 
     """Reads the corpus, writes pretraining TFRecords, returns the summary.
 
     Output files are written under temporary names and renamed at the end, so an
-    interrupted run never leaves a file that looks complete.
+    interrupted run never leaves a file that looks complete. With `progress`, the bytes
+    read by all passes, the rate and the ETA show on stderr (`bert_tf.training.progress`).
     """
     config.validate()
     started = time.monotonic()
