@@ -84,13 +84,13 @@ def count_words(
       batch_size: lines tokenized per TensorFlow call.
       max_lines: stop after this many non-empty lines (0: read everything).
       progress: show the share of the input read, its rate and ETA on stderr (see
-        `bert_tf.training.progress.Progress`).
+        `bert_tf.progress_display.Progress`).
     """
     # lazy: importing this module loads no TensorFlow (fileio, basic_tokenizer and text_input do)
     import tensorflow as tf
 
     from bert_tf.basic_tokenizer import BasicTokenizer
-    from bert_tf.training.progress import Progress
+    from bert_tf.progress_display import Progress
 
     paths = _expand_input_files(input_files)
     basic_tokenizer = BasicTokenizer(lower_case=lower_case)
@@ -144,7 +144,7 @@ def learn_vocab(
     # lazy: importing this module loads no TensorFlow (fileio, basic_tokenizer and text_input do)
     from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
 
-    from bert_tf.training.progress import Phase
+    from bert_tf.progress_display import Phase
     from pipelines.text_input import InputFileError
 
     if vocab_size < len(SPECIAL_TOKENS) + 1:

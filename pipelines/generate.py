@@ -24,8 +24,8 @@ import tensorflow as tf
 
 from bert_tf.errors import BertTfError, UsageError
 from bert_tf.outputs import check_output
+from bert_tf.progress_display import Progress
 from bert_tf.tokenization import BertTokenizer
-from bert_tf.training.progress import Progress
 from pipelines import masking, records, segmenters, text_dataset, text_input
 from pipelines.settings import GenerationConfig
 
@@ -117,7 +117,7 @@ def create_pretraining_data(config: GenerationConfig, *, progress: bool = True, 
 
     Output files are written under temporary names and renamed at the end, so an
     interrupted run never leaves a file that looks complete. With `progress`, the bytes
-    read by all passes, the rate and the ETA show on stderr (`bert_tf.training.progress`).
+    read by all passes, the rate and the ETA show on stderr (`bert_tf.progress_display`).
     """
     config.validate()
     started = time.monotonic()

@@ -38,9 +38,9 @@ from bert_tf import fileio
 from bert_tf.errors import BertTfError, UsageError
 from bert_tf.outputs import check_output, partial_file
 from bert_tf.preprocessing.segments import combine_segments
+from bert_tf.progress_display import Progress
 from bert_tf.serving.loading import load_pretrained
 from bert_tf.tokenization import BertTokenizer
-from bert_tf.training.progress import Progress
 
 PAIR_SEPARATOR = " ||| "
 POOLINGS = ("cls", "mean")

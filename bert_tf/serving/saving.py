@@ -39,7 +39,7 @@ from bert_tf import fileio
 from bert_tf.config import BertConfig
 from bert_tf.errors import BertTfError
 from bert_tf.outputs import check_output
-from bert_tf.training.progress import Phase
+from bert_tf.progress_display import Phase
 
 EXTRA_DIR = "assets.extra"
 CONFIG_NAME = "bert_config.json"

@@ -41,7 +41,8 @@ import numpy as np
 
 from bert_tf import fileio
 from bert_tf.errors import damaged
-from bert_tf.training.progress import ScalarLog, format_duration, is_terminal
+from bert_tf.progress_display import format_duration, is_terminal
+from bert_tf.training.progress import ScalarLog
 
 logger = logging.getLogger(__name__)
 

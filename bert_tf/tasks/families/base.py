@@ -28,10 +28,10 @@ import tensorflow as tf
 
 from bert_tf.checkpoints import TaskHead
 from bert_tf.errors import UsageError
+from bert_tf.progress_display import Progress
 from bert_tf.tasks import streams
 from bert_tf.tasks.features import ConversionStats, TaskDataError
 from bert_tf.tasks.kinds import TaskKind
-from bert_tf.training.progress import Progress
 
 if TYPE_CHECKING:
     from bert_tf.tasks.finetuned import FinetunedModelInfo

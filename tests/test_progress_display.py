@@ -12,10 +12,10 @@ from unittest import mock
 
 import tensorflow as tf
 
-from bert_tf.training import progress
+from bert_tf import progress_display as progress
 from pipelines import corpus
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VOCAB_FILE = os.path.join(ROOT, "tests", "fixtures", "bert_uncased_vocab.txt")
 # A line of the display: "LABEL: DONE/TOTAL UNIT (PCT%)  RATE UNIT/s  ETA DURATION".
 SHARE_RATE_ETA = r"[\d,.]+/[\d,.]+ {unit} \(\d+%\)  [\d,.]+ {unit}/s  ETA \d"
