@@ -92,6 +92,7 @@ class _NativeNoiseFilter:
     def __init__(self) -> None:
         self.drained = threading.Event()
         sys.stderr.flush()
+        self.terminal = os.isatty(2)  # what fd 2 was: after this, the filter's pipe
         self.target = os.dup(2)
         read, write = os.pipe()
         os.dup2(write, 2)
@@ -147,6 +148,13 @@ class _NativeNoiseFilter:
 
 
 _noise_filter: _NativeNoiseFilter | None = None
+
+
+def stderr_is_terminal() -> bool:
+    """Whether the program's stderr is a terminal (behind the filter, fd 2 is a pipe)."""
+    if _noise_filter is not None:
+        return _noise_filter.terminal
+    return sys.stderr.isatty()
 
 
 def quiet_start(verbose: bool = False, import_tensorflow: bool = True) -> None:

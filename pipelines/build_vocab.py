@@ -74,7 +74,7 @@ def count_words(
     lower_case: bool = True,
     batch_size: int = 1024,
     max_lines: int = 0,
-    log_every_lines: int = 100_000,
+    progress: bool = True,
 ) -> collections.Counter:
     """Counts the BasicTokenizer words of text files, streaming them (memory holds counts only).
 
@@ -83,12 +83,14 @@ def count_words(
       lower_case: normalize as the uncased tokenizer does.
       batch_size: lines tokenized per TensorFlow call.
       max_lines: stop after this many non-empty lines (0: read everything).
-      log_every_lines: log progress (lines, MB, distinct words, speed) this often.
+      progress: show the share of the input read, its rate and ETA on stderr (see
+        `bert_tf.progress_display.Progress`).
     """
     # lazy: importing this module loads no TensorFlow (fileio, basic_tokenizer and text_input do)
     import tensorflow as tf
 
     from bert_tf.basic_tokenizer import BasicTokenizer
+    from bert_tf.progress_display import Progress
 
     paths = _expand_input_files(input_files)
     basic_tokenizer = BasicTokenizer(lower_case=lower_case)
@@ -106,33 +108,35 @@ def count_words(
     )
     counts: collections.Counter = collections.Counter()
     num_lines = num_bytes = 0
-    next_log = log_every_lines
-    start = time.perf_counter()
     logger.debug(
         "counting words of %d file(s): %s",
         len(paths),
         ", ".join(paths[:3]) + (" ..." if len(paths) > 3 else ""),
     )
-    for words, batch_lines, batch_bytes in batches.as_numpy_iterator():
-        counts.update(words.tolist())
-        num_lines += int(batch_lines)
-        num_bytes += int(batch_bytes)
-        if num_lines >= next_log:
-            elapsed = time.perf_counter() - start
-            logger.info(
-                "counted %d lines, %.1f MB, %d distinct words, %.2f MB/s",
-                num_lines,
-                num_bytes / 1e6,
-                len(counts),
-                num_bytes / 1e6 / max(elapsed, 1e-9),
-            )
-            next_log = num_lines + log_every_lines
+    # The share of the input read: its bytes (the lines' and their newlines'; blank lines
+    # are skipped unseen, so the count ends a little short of the size). With max_lines
+    # only part of it is read: no total.
+    total_bytes = sum(tf.io.gfile.stat(path).length for path in paths)
+    display = Progress(
+        "counting words", total=None if max_lines else total_bytes, unit="bytes", enabled=progress
+    )
+    with display:
+        for words, batch_lines, batch_bytes in batches.as_numpy_iterator():
+            counts.update(words.tolist())
+            num_lines += int(batch_lines)
+            num_bytes += int(batch_bytes) + int(batch_lines)
+            display.update(num_bytes, note=f"{num_lines:,} lines, {len(counts):,} distinct words")
     logger.info("read %d lines (%.1f MB): %d distinct words", num_lines, num_bytes / 1e6, len(counts))
     return collections.Counter({word.decode("utf-8"): count for word, count in counts.items()})
 
 
-def learn_vocab(word_counts: collections.Counter, vocab_size: int, **learn_params) -> list[str]:
+def learn_vocab(
+    word_counts: collections.Counter, vocab_size: int, progress: bool = True, **learn_params
+) -> list[str]:
     """tensorflow-text's WordPiece learner on word counts; specials first, at most `vocab_size` tokens.
+
+    The learner counts nothing it could report as it goes: with `progress` its start is
+    announced on stderr, and its time when it is done.
 
     Fewer when the corpus has no more pieces worth adding (the learner keeps a piece only
     if it is seen `lower_thresh` times, 10 by default): the size learnt is logged, and why.
@@ -140,6 +144,7 @@ def learn_vocab(word_counts: collections.Counter, vocab_size: int, **learn_param
     # lazy: importing this module loads no TensorFlow (fileio, basic_tokenizer and text_input do)
     from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
 
+    from bert_tf.progress_display import Phase
     from pipelines.text_input import InputFileError
 
     if vocab_size < len(SPECIAL_TOKENS) + 1:
@@ -147,7 +152,10 @@ def learn_vocab(word_counts: collections.Counter, vocab_size: int, **learn_param
     if not word_counts:
         raise InputFileError("the input has no words to learn a vocab from; check --input_file")
     start = time.perf_counter()
-    vocab = learner.learn(word_counts, vocab_size, SPECIAL_TOKENS, **learn_params)
+    what = f"learning a vocab of up to {vocab_size:,} tokens from {len(word_counts):,} distinct words"
+    with Phase(what, enabled=progress) as phase:
+        vocab = learner.learn(word_counts, vocab_size, SPECIAL_TOKENS, **learn_params)
+        phase.note = f"{min(len(vocab), vocab_size):,} tokens"
     if vocab[: len(SPECIAL_TOKENS)] != SPECIAL_TOKENS or len(set(vocab)) != len(vocab):
         raise RuntimeError(
             "the WordPiece learner returned a vocab without the specials first or with repeats"
@@ -188,13 +196,15 @@ def build_vocab(
     max_lines: int = 0,
     accept_non_text: bool = False,
     overwrite: bool = False,
+    progress: bool = True,
     **learn_params,
 ) -> list[str]:
     """Counts words, learns a WordPiece vocab and writes it to `output_file`; returns the vocab.
 
     An existing `output_file` is refused unless `overwrite`. Input that is mostly not text
     (over half of its first lines have invalid UTF-8: a binary file, another encoding) is
-    refused unless `accept_non_text`. `learn_params` go to tensorflow-text's learner
+    refused unless `accept_non_text`. `progress`: show each phase's progress on stderr.
+    `learn_params` go to tensorflow-text's learner
     (`max_unique_chars`, `max_token_length`, `num_iterations`, ...).
     """
     # lazy: importing this module loads no TensorFlow (fileio, basic_tokenizer and text_input do)
@@ -203,8 +213,8 @@ def build_vocab(
     check_output(output_file, "--output_file", overwrite=overwrite, is_file=True)
     paths = _expand_input_files(input_files)
     check_mostly_text(paths, None, "--input_file", accept=accept_non_text)
-    counts = count_words(paths, lower_case=lower_case, max_lines=max_lines)
-    vocab = learn_vocab(counts, vocab_size, **learn_params)
+    counts = count_words(paths, lower_case=lower_case, max_lines=max_lines, progress=progress)
+    vocab = learn_vocab(counts, vocab_size, progress=progress, **learn_params)
     write_vocab(vocab, output_file)
     return vocab
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import sys
 import time
 import uuid
 
@@ -25,6 +24,7 @@ import tensorflow as tf
 
 from bert_tf.errors import BertTfError, UsageError
 from bert_tf.outputs import check_output
+from bert_tf.progress_display import Progress
 from bert_tf.tokenization import BertTokenizer
 from pipelines import masking, records, segmenters, text_dataset, text_input
 from pipelines.settings import GenerationConfig
@@ -116,7 +116,8 @@ def create_pretraining_data(config: GenerationConfig, *, progress: bool = True, 
     """Reads the corpus, writes pretraining TFRecords, returns the summary.
 
     Output files are written under temporary names and renamed at the end, so an
-    interrupted run never leaves a file that looks complete.
+    interrupted run never leaves a file that looks complete. With `progress`, the bytes
+    read by all passes, the rate and the ETA show on stderr (`bert_tf.progress_display`).
     """
     config.validate()
     started = time.monotonic()
@@ -134,6 +135,7 @@ def create_pretraining_data(config: GenerationConfig, *, progress: bool = True, 
     total_bytes = sum(tf.io.gfile.stat(f).length for f in files)
 
     read_stats = text_input.ReadStats()
+    later_stats = text_input.ReadStats()  # of the passes after the first: for the progress display
     counters = tf.Variable(tf.zeros([len(_COUNTERS)], tf.int64), trainable=False)
     blocks = text_dataset.pair_blocks(
         files,
@@ -144,6 +146,7 @@ def create_pretraining_data(config: GenerationConfig, *, progress: bool = True, 
         num_passes=config.dupe_factor,
         stats=read_stats,
         word_marker=word_marker,
+        later_stats=later_stats,
     )
 
     # Plain graph code: skipping AutoGraph's conversion saves seconds of start-up.
@@ -198,25 +201,21 @@ def create_pretraining_data(config: GenerationConfig, *, progress: bool = True, 
     temporary = [_temporary_name(path) for path in outputs]
     writers = [tf.io.TFRecordWriter(path) for path in temporary]
     written = 0
-    reported = False
-    next_report = time.monotonic() + 5.0
+    # Over the whole job: the bytes of every pass read so far (reading runs a shuffle
+    # buffer ahead of writing).
+    display = Progress(
+        f"generating ({config.dupe_factor} passes)" if config.dupe_factor > 1 else "generating",
+        total=config.dupe_factor * total_bytes,
+        unit="bytes",
+        enabled=progress,
+    )
     try:
-        for batch in serialized:
-            for record in batch.numpy():
-                writers[written % len(writers)].write(record)
-                written += 1
-            if progress and time.monotonic() >= next_report:
-                next_report = time.monotonic() + 5.0
-                reported = True
-                done = min(read_stats.bytes / max(total_bytes, 1), 1.0)
-                elapsed = time.monotonic() - started
-                print(
-                    f"\r{written} instances written, {elapsed:.0f} s, first pass {100 * done:.0f}% of "
-                    f"{total_bytes / 1e6:.1f} MB read",
-                    end="",
-                    file=sys.stderr,
-                    flush=True,
-                )
+        with display:
+            for batch in serialized:
+                for record in batch.numpy():
+                    writers[written % len(writers)].write(record)
+                    written += 1
+                display.update(read_stats.bytes + later_stats.bytes, note=f"{written:,} instances written")
         for writer in writers:
             writer.close()
         if written == 0:
@@ -234,9 +233,6 @@ def create_pretraining_data(config: GenerationConfig, *, progress: bool = True, 
             if tf.io.gfile.exists(path):
                 tf.io.gfile.remove(path)
         raise
-    finally:
-        if reported:  # end the progress line
-            print(file=sys.stderr)
 
     values = dict(zip(_COUNTERS, counters.numpy().tolist(), strict=True))
     summary = Summary(

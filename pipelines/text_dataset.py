@@ -47,7 +47,7 @@ class _Reading:
 
     `held_out="exclude"` leaves out every HELD_OUT_EVERY-th block (an evaluation slice of
     the documents), `"only"` keeps just those; None keeps everything. `stats` is filled
-    by the first pass.
+    by the first pass, `later_stats` by the passes after it (summed).
     """
 
     files: Sequence[str]
@@ -57,10 +57,13 @@ class _Reading:
     num_shards: int
     shard_index: int
     held_out: str | None
+    later_stats: text_input.ReadStats | None = None
 
     def pass_stats(self, pass_index) -> text_input.ReadStats:
-        """Where a pass counts what it reads: `stats` for the first, a throwaway after."""
-        return self.stats if (self.stats is not None and pass_index == 0) else text_input.ReadStats()
+        """Where a pass counts what it reads: `stats` for the first, `later_stats` after
+        (a throwaway where either is None)."""
+        kept = self.stats if pass_index == 0 else self.later_stats
+        return kept if kept is not None else text_input.ReadStats()
 
     def wants(self, block_index):
         return _in_shard(block_index, self.num_shards, self.shard_index, self.held_out)
@@ -77,6 +80,9 @@ def _block_stream(reading: _Reading) -> tf.data.Dataset:
     end_file = len(reading.files)
 
     def read(pass_index, file_index, offset):
+        if reading.num_passes is not None and pass_index >= reading.num_passes:
+            # The scan's step past the last pass, which take_while drops: nothing to read.
+            return np.array([], dtype=object), np.array([], np.int64), np.int64(end_file), np.int64(0)
         lines, lengths, (next_file, next_offset) = text_input.read_block(
             reading.files,
             (int(file_index), int(offset)),
@@ -192,6 +198,7 @@ def pair_blocks(
     stats: text_input.ReadStats | None = None,
     held_out: str | None = None,
     word_marker: segmenters.WordMarker | None = None,
+    later_stats: text_input.ReadStats | None = None,
 ) -> tf.data.Dataset:
     """A dataset of blocks of unmasked pairs (num_passes=None: forever).
 
@@ -200,10 +207,13 @@ def pair_blocks(
     (int64 [2], for masking the block), and the int64 counters named in COUNTERS.
     With a `word_marker` (built on the tokenizer's vocab), also `word_continues` (bool
     [pairs, max_seq_length]) for whole-word masking of segmented words.
-    `stats` is filled by the first pass over the files.
+    `stats` is filled by the first pass over the files, `later_stats` by the passes after
+    it (their bytes tell how far a run of several passes has read).
     """
     cls_id, sep_id = int(tokenizer.cls_id), int(tokenizer.sep_id)
-    reading = _Reading(files, num_passes, stats, min_documents, num_shards, shard_index, held_out)
+    reading = _Reading(
+        files, num_passes, stats, min_documents, num_shards, shard_index, held_out, later_stats
+    )
     if word_marker is None:
         documents = _block_stream(reading)
     else:

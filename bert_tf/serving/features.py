@@ -31,7 +31,6 @@ import io
 import json
 from collections.abc import Iterable, Iterator, Sequence
 
-import keras
 import numpy as np
 import tensorflow as tf
 
@@ -39,6 +38,7 @@ from bert_tf import fileio
 from bert_tf.errors import BertTfError, UsageError
 from bert_tf.outputs import check_output, partial_file
 from bert_tf.preprocessing.segments import combine_segments
+from bert_tf.progress_display import Progress
 from bert_tf.serving.loading import load_pretrained
 from bert_tf.tokenization import BertTokenizer
 
@@ -195,9 +195,9 @@ def extract_features_to_file(settings) -> int:
     extractor = FeatureExtractor(
         encoder, tokenizer, settings.layers, settings.pooling, settings.max_seq_length, settings.batch_size
     )
-    bar = keras.utils.Progbar(len(lines), unit_name="line")
-    with partial_file(settings.output_file) as partial:
+    display = Progress("extracting features", total=len(lines), unit="lines")
+    with display, partial_file(settings.output_file) as partial:
         with tf.io.gfile.GFile(partial, "w") as output:
-            for record in extractor.extract(lines, progress=bar.update):
+            for record in extractor.extract(lines, progress=display.update):
                 output.write(json.dumps(record, ensure_ascii=False) + "\n")
     return len(lines)

@@ -298,7 +298,7 @@ def _run(settings: FinetuneSettings, strategy, policy: str, fresh: bool) -> dict
             f"task {settings.task!r} takes its labels from the training data; pass --train_file"
         )
     for data in (*train, *evals, *predicts):
-        adapter.count(data)
+        adapter.count(data, progress=bool(int(settings.verbose)))
     data_stats = {data.name: _log_stats(data, adapter) for data in (*train, *evals, *predicts)}
     # Steps count batches of features (SQuAD: windows, several per long context).
     num_examples = train[0].stats.num_features if train else 0
@@ -356,7 +356,7 @@ def _run(settings: FinetuneSettings, strategy, policy: str, fresh: bool) -> dict
 
 def _predict(adapter, model, data: TaskData, settings: FinetuneSettings):
     """The model's outputs on one split (the one place a model runs over eval or predict data)."""
-    return adapter.predict(model, data, settings.eval_batch_size)
+    return adapter.predict(model, data, settings.eval_batch_size, progress=bool(int(settings.verbose)))
 
 
 def _evaluate(adapter, model, data: TaskData, settings: FinetuneSettings) -> tuple[dict[str, float], object]:

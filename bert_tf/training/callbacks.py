@@ -41,7 +41,8 @@ import numpy as np
 
 from bert_tf import fileio
 from bert_tf.errors import damaged
-from bert_tf.training.progress import ScalarLog, format_duration
+from bert_tf.progress_display import format_duration, is_terminal
+from bert_tf.training.progress import ScalarLog
 
 logger = logging.getLogger(__name__)
 
@@ -438,7 +439,7 @@ class ProgressLogger(_UpdateCallback):
         super().on_train_begin(logs)
         self._timer_step, self._timer = None, None  # from the end of the first update
         self._loss_mark = (0, 0.0)  # (batches, summed loss) at the last report
-        self._in_place = self.verbose == 1 and getattr(self.stream, "isatty", lambda: False)()
+        self._in_place = self.verbose == 1 and is_terminal(self.stream)
 
     def on_train_batch_end(self, batch, logs=None):
         self._mean_loss = float((logs or {}).get("loss", math.nan))  # running mean of the epoch

@@ -3,7 +3,8 @@
 A run's scalars (loss, learning rate, speed, evaluation metrics) go to TensorBoard event
 files under `RUN/logs` and, the same values, to `RUN/metrics.jsonl`: one JSON object per
 report, `{"split": "train" | "eval", "step": N, "time": unix seconds, NAME: value, ...}`,
-which `read_metrics` reads back and `python -m bert_tf.plot` draws.
+which `read_metrics` reads back and `python -m bert_tf.plot` draws. The display of the
+other long steps is `bert_tf.progress_display`.
 """
 
 from __future__ import annotations
@@ -17,17 +18,7 @@ import tensorflow as tf
 from tensorflow.core.framework import summary_pb2
 
 from bert_tf import fileio
-
-
-def format_duration(seconds: float) -> str:
-    seconds = int(round(seconds))
-    hours, rest = divmod(seconds, 3600)
-    minutes, seconds = divmod(rest, 60)
-    if hours:
-        return f"{hours}h{minutes:02d}m"
-    if minutes:
-        return f"{minutes}m{seconds:02d}s"
-    return f"{seconds}s"
+from bert_tf.progress_display import format_duration
 
 
 class ProgressReporter:

@@ -28,6 +28,7 @@ import tensorflow as tf
 
 from bert_tf.checkpoints import TaskHead
 from bert_tf.errors import UsageError
+from bert_tf.progress_display import Progress
 from bert_tf.tasks import streams
 from bert_tf.tasks.features import ConversionStats, TaskDataError
 from bert_tf.tasks.kinds import TaskKind
@@ -283,8 +284,9 @@ class TaskFamily:
             raise TaskDataError(f"the {data.name} data has no labels to train or evaluate on")
         return streams.keras_inputs(self.batches(data, batch_size, training), with_weights=not training)
 
-    def count(self, data: TaskData) -> ConversionStats:
-        """Fills `data.stats` (features, truncated examples) with one pass of the preprocessor."""
+    def count(self, data: TaskData, progress: bool = False) -> ConversionStats:
+        """Fills `data.stats` (features, truncated examples) with one pass of the preprocessor;
+        with `progress`, showing the examples counted and their rate on stderr."""
         preprocessor = self.preprocessor()
 
         @tf.autograph.experimental.do_not_convert  # plain graph code: seconds less start-up
@@ -304,13 +306,14 @@ class TaskFamily:
                 ]
             )
 
+        totals = np.zeros([3], np.int64)
+        chunks = self.record_chunks(data).map(counts, num_parallel_calls=tf.data.AUTOTUNE)
         try:
-            totals = (
-                self.record_chunks(data)
-                .map(counts, num_parallel_calls=tf.data.AUTOTUNE)
-                .reduce(tf.zeros([3], tf.int64), lambda total, value: total + value)
-                .numpy()
-            )
+            # How many examples the data holds is what this pass finds out: no total, no ETA.
+            with Progress(f"counting the {data.name} data", unit="examples", enabled=progress) as display:
+                for chunk_totals in chunks.as_numpy_iterator():
+                    totals += chunk_totals
+                    display.update(int(totals[0]))
         except tf.errors.InvalidArgumentError as error:
             # The preprocessor's own checks (a SQuAD question that leaves no room for its
             # context, a label outside the label set): their message, without the graph dump.
@@ -322,20 +325,29 @@ class TaskFamily:
         return data.stats
 
     # -- running a model -------------------------------------------------------------------
-    def predict(self, model, data: TaskData, batch_size: int) -> Predictions:
-        """Runs `model` over the data in batches; outputs in example order."""
+    def predict(self, model, data: TaskData, batch_size: int, progress: bool = False) -> Predictions:
+        """Runs `model` over the data in batches; outputs in example order. With `progress`
+        (and `data.stats` counted), the rows done, their rate and the ETA show on stderr."""
         parts: list[tuple] = []
         loss_sum, loss_count = 0.0, 0.0
         batches = self.batches(data, batch_size, keep=self.keep, by_length=self.predict_by_length)
         run = self._batch_predictor(model, batches.element_spec["inputs"])
-        for element in batches:
-            outputs = run(element["inputs"])
-            real = element["weight"].numpy() > 0
-            labels = element.get("labels")
-            if labels is not None and self.has_eval_loss:
-                loss, count = self._batch_loss(labels, outputs, real)
-                loss_sum, loss_count = loss_sum + loss * count, loss_count + count
-            parts.append((outputs, labels, element["meta"], real))
+        display = Progress(
+            f"{'evaluating' if data.labelled else 'predicting'} the {data.name} data",
+            total=data.stats.num_features or None,  # rows: examples, or windows of them
+            unit="windows" if self.windowed else "examples",
+            enabled=progress,
+        )
+        with display:
+            for element in batches:
+                outputs = run(element["inputs"])
+                real = element["weight"].numpy() > 0
+                labels = element.get("labels")
+                if labels is not None and self.has_eval_loss:
+                    loss, count = self._batch_loss(labels, outputs, real)
+                    loss_sum, loss_count = loss_sum + loss * count, loss_count + count
+                parts.append((outputs, labels, element["meta"], real))
+                display.update(display.done + int(real.sum()))
         predictions = self.gather(parts)
         if self.windowed and predictions.labels is not None and self.has_eval_loss:
             # The loss of the texts' combined outputs, not of their windows'.

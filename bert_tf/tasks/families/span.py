@@ -116,9 +116,9 @@ class SpanFamily(TaskFamily):
             "null_score_diff_threshold": settings.null_score_diff_threshold,
         }
 
-    def count(self, data: TaskData) -> ConversionStats:
+    def count(self, data: TaskData, progress: bool = False) -> ConversionStats:
         skipped = data.stats.num_skipped
-        stats = super().count(data)
+        stats = super().count(data, progress)
         stats.num_skipped = skipped
         return stats
 
