@@ -227,10 +227,7 @@ def _vocab_of_tokenizer_json(directory: str) -> str | None:
         raise damaged(path, "its WordPiece ids are not 0, 1, 2, ...", "download or save the tokenizer again")
     target = cache_dir() / "vocab" / f"{hashlib.sha256(text.encode()).hexdigest()[:16]}.txt"
     if not target.exists():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        staging = target.with_suffix(f".{os.getpid()}.tmp")
-        staging.write_text("".join(f"{token}\n" for token in tokens), encoding="utf-8")
-        staging.replace(target)  # whole or absent, for a concurrent reader
+        fileio.write_text(str(target), "".join(f"{token}\n" for token in tokens))  # whole or absent
     return str(target)
 
 
