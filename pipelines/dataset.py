@@ -243,7 +243,7 @@ def pretraining_dataset(
     if input_format == "text":
         word_marker = None
         if word_segmenter is not None:
-            word_marker = segmenters.WordMarker(word_segmenter, tokenizer.vocab, lower_case)
+            word_marker = segmenters.WordMarker(word_segmenter)
         min_documents = text_input.DEFAULT_MIN_DOCUMENTS
         if num_pipelines > 1 and not shard_files:
             # Every shard must get a block (a worker with none would wait for data forever).

@@ -127,7 +127,7 @@ def create_pretraining_data(config: GenerationConfig, *, progress: bool = True, 
     masking_vocab = masking.MaskingVocab.from_vocab(tokenizer.vocab)
     word_marker = None
     if config.word_segmenter is not None:
-        word_marker = segmenters.WordMarker(config.word_segmenter, tokenizer.vocab, tokenizer.lower_case)
+        word_marker = segmenters.WordMarker(config.word_segmenter)
     total_bytes = sum(tf.io.gfile.stat(f).length for f in files)
 
     read_stats = text_input.ReadStats()
