@@ -28,7 +28,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
 import sys
 import types
 import typing
@@ -38,6 +37,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from bert_tf import fileio
 from bert_tf.cache import cache_dir
 
 # Code point ranges the original treats as CJK ideographs (each gets spaces around it).
@@ -279,12 +279,10 @@ def _tables() -> tuple[dict[str, str], _UncasedExceptions]:
     classes = _compute_character_classes()
     uncased = _compute_uncased_exceptions(classes["nonspacing_mark"])
     if path is not None:
-        temporary = path.with_name(f"{path.name}.tmp-{os.getpid()}")
-        try:
-            temporary.write_text(json.dumps({"classes": classes, "uncased": list(uncased)}), encoding="utf-8")
-            os.replace(temporary, path)  # atomic: a reader never sees half a file
+        try:  # whole or absent, for a concurrent reader
+            fileio.write_text(str(path), json.dumps({"classes": classes, "uncased": list(uncased)}))
         except OSError:
-            temporary.unlink(missing_ok=True)
+            pass
     return classes, uncased
 
 

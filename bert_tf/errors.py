@@ -29,6 +29,10 @@ class UsageError(BertTfError, ValueError):
     exit_code = 2
 
 
+class InputFileError(BertTfError, ValueError):
+    """An input pattern that matches no file, or names something that cannot be read."""
+
+
 class DamagedFileError(BertTfError, ValueError):
     """A file that exists but cannot be read: truncated, corrupt, or not what its name says."""
 

@@ -6,13 +6,15 @@ everything in a bucket. They add three things gfile lacks:
 
 - a clear error for a scheme TensorFlow has no filesystem for (`FileSystemError`, naming
   the scheme and what is supported), instead of `UnimplementedError` deep in a call;
-- writes that a reader never sees half-done: `write_bytes` writes a temporary sibling and
-  renames it over the target on filesystems where a rename is atomic (local disks,
-  `ram://`); on object stores (`gs://`, `s3://`) a rename is a copy, so the object is
-  written in place, which those stores make all-or-nothing per object (a reader sees the
-  old object or the new one). A *directory* has no atomic rename there, nor on `ram://`
+- writes that a reader never sees half-done, all through `partial`: a hidden temporary
+  sibling renamed over the target on filesystems where a rename is atomic (local disks,
+  `ram://`), removed if the write fails; on object stores (`gs://`, `s3://`) a rename is a
+  copy, so the object is written in place, which those stores make all-or-nothing per
+  object (a reader sees the old object or the new one). `writing`, `write_bytes` and
+  `write_text` are built on it. A *directory* has no atomic rename there, nor on `ram://`
   (which renames the folder and leaves its files behind): `publish_folder` and
   `bert_tf.serving.saving` write the file a reader looks for last there instead;
+- `expand_files`: the files of a flag's comma-separated globs, or an error naming the flag;
 - `rmtree` that also works where gfile's recursive delete does not (`ram://`).
 
 Example:
@@ -33,12 +35,12 @@ import json
 import os
 import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import tensorflow as tf
 
-from bert_tf.errors import BertTfError
+from bert_tf.errors import BertTfError, InputFileError
 
 # Filesystems TensorFlow itself ships; others come from plugins (tensorflow-io).
 BUILTIN_SCHEMES = ("gs", "ram")
@@ -154,6 +156,40 @@ def glob(pattern: str | os.PathLike) -> list[str]:
     return sorted(_gfile(tf.io.gfile.glob, os.fspath(pattern)))
 
 
+def expand_files(patterns: str | os.PathLike | Sequence[str | os.PathLike], flag: str) -> list[str]:
+    """The files that comma-separated globs (or a list of them) match, local or `gs://`.
+
+    Each pattern's matches are sorted and the patterns keep their order, so the same
+    patterns always give the same files in the same order; a file matched twice is listed
+    once. A pattern that matches nothing or names a directory, an unknown filesystem and no
+    pattern at all are `InputFileError`s naming `--flag`.
+    """
+    if isinstance(patterns, (str, os.PathLike)):
+        patterns = os.fspath(patterns).split(",")
+    files: list[str] = []
+    for pattern in (os.fspath(p).strip() for p in patterns):
+        if not pattern:
+            continue
+        try:
+            matches = glob(pattern)
+        except FileSystemError as error:
+            raise InputFileError(f"--{flag}={pattern}: {error}") from None
+        if not matches:
+            raise InputFileError(
+                f"--{flag}={pattern} matches no file; check the path (globs such as data/*.txt work)"
+            )
+        for match in matches:
+            if isdir(match):
+                raise InputFileError(
+                    f"--{flag}={pattern} names the directory {match}; pass the files in it ({match}/*)"
+                )
+            if match not in files:
+                files.append(match)
+    if not files:
+        raise InputFileError(f"--{flag} names no file; pass a path or a glob such as data/*.txt")
+    return files
+
+
 def read_bytes(path: str | os.PathLike) -> bytes:
     with _gfile(tf.io.gfile.GFile, os.fspath(path), "rb") as handle:
         return handle.read()
@@ -218,21 +254,26 @@ def write_bytes(path: str | os.PathLike, data: bytes) -> str:
 
 
 @contextlib.contextmanager
-def writing(path: str | os.PathLike, binary: bool = False) -> Iterator[Any]:
-    """A stream for an output, published whole: a reader sees the old content or the new.
+def partial(path: str | os.PathLike) -> Iterator[str]:
+    """The name to write `path` under (with any writer: GFile, TFRecordWriter, ...), so that a
+    reader sees the old content or the new, never half.
 
-    Where a rename is atomic the stream writes a temporary sibling, renamed over `path` at
-    the end and removed on failure; on object stores the one object is written in place,
-    which they publish only when it is closed (see the module docstring).
+    Where a rename is atomic it is a hidden temporary sibling, renamed over `path` when
+    the block succeeds and removed when it fails; on object stores it is `path` itself,
+    which they publish only when the writer closes it (see the module docstring). The
+    parent folder is created; a write TensorFlow refuses is a `FileSystemError` naming `path`.
     """
     text = os.fspath(path)
     parent = dirname(text)
     if parent and not exists(parent):
         makedirs(parent)
-    target = f"{text}.tmp-{uuid.uuid4().hex[:8]}" if atomic_rename_supported(text) else text
+    target = (
+        join(parent, f".{basename(text)}.partial-{uuid.uuid4().hex[:8]}")
+        if atomic_rename_supported(text)
+        else text
+    )
     try:
-        with _gfile(tf.io.gfile.GFile, target, "wb" if binary else "w") as handle:
-            yield handle
+        yield target
         if target != text:
             tf.io.gfile.rename(target, text, overwrite=True)
     except BaseException as error:
@@ -241,6 +282,13 @@ def writing(path: str | os.PathLike, binary: bool = False) -> Iterator[Any]:
         if isinstance(error, tf.errors.OpError):
             raise FileSystemError(f"cannot write {text}: {error.message}") from None
         raise
+
+
+@contextlib.contextmanager
+def writing(path: str | os.PathLike, binary: bool = False) -> Iterator[Any]:
+    """A stream for an output, published whole (see `partial`): a reader sees the old content or the new."""
+    with partial(path) as target, _gfile(tf.io.gfile.GFile, target, "wb" if binary else "w") as handle:
+        yield handle
 
 
 def write_text(path: str | os.PathLike, text: str) -> str:

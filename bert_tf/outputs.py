@@ -4,8 +4,7 @@
   a file, a folder where a file is expected (and the reverse), and a finished result
   unless `overwrite`; it says whether the run starts fresh, resumes an unfinished run of
   the same command, or replaces a finished result. It creates nothing.
-- `partial_file` writes a file under a temporary name in the same folder and renames it
-  into place only when complete.
+- A file is written whole or not at all through `bert_tf.fileio.partial` (or `writing`).
 
 Written files and folders get the permissions of the user's umask (as `open` and
 `os.makedirs` give them), so that a server running as another user can read them.
@@ -23,10 +22,8 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
 import os
-import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
 from bert_tf.errors import UsageError
 
@@ -95,25 +92,6 @@ def check_output(
             "or choose a new folder"
         )
     return "overwrite"
-
-
-@contextlib.contextmanager
-def partial_file(path: str) -> Iterator[str]:
-    """Yields a temporary name next to `path`; renamed to `path` if the block succeeds, else removed."""
-    # lazy: importing this module loads no TensorFlow (fileio, basic_tokenizer and text_input do)
-    from bert_tf import fileio
-
-    path = fileio.abspath(path)
-    directory = fileio.dirname(path)
-    fileio.makedirs(directory)
-    partial = fileio.join(directory, f".{fileio.basename(path)}.partial-{uuid.uuid4().hex[:8]}")
-    try:
-        yield partial
-        fileio.rename(partial, path, overwrite=True)  # on object stores a copy: see bert_tf.fileio
-    except BaseException:
-        if fileio.exists(partial):
-            fileio.remove(partial)
-        raise
 
 
 def umask_permissions(path: str) -> None:

@@ -39,34 +39,13 @@ from absl import flags
 
 from bert_tf import cli
 from bert_tf.cli import setting
-from bert_tf.errors import UsageError
+from bert_tf.errors import InputFileError, UsageError
 from bert_tf.outputs import check_output
 
 # By name: this module is also the program (__main__).
 logger = logging.getLogger("pipelines.build_vocab")
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-
-
-def _expand_input_files(input_files: str | Sequence[str]) -> list[str]:
-    # lazy: importing this module loads no TensorFlow (fileio, basic_tokenizer and text_input do)
-    import tensorflow as tf
-
-    from pipelines.text_input import InputFileError
-
-    patterns = input_files.split(",") if isinstance(input_files, str) else list(input_files)
-    paths = []
-    for pattern in patterns:
-        pattern = os.fspath(pattern).strip()
-        if not pattern:
-            continue
-        matches = sorted(tf.io.gfile.glob(pattern))
-        if not matches:
-            raise InputFileError(f"no input file matches {pattern!r}; pass a path or glob of text files")
-        paths.extend(matches)
-    if not paths:
-        raise InputFileError("no input files given; pass --input_file=path/or/glob*.txt")
-    return paths
 
 
 def count_words(
@@ -89,10 +68,11 @@ def count_words(
     # lazy: importing this module loads no TensorFlow (fileio, basic_tokenizer and text_input do)
     import tensorflow as tf
 
+    from bert_tf import fileio
     from bert_tf.basic_tokenizer import BasicTokenizer
     from bert_tf.progress_display import Progress
 
-    paths = _expand_input_files(input_files)
+    paths = fileio.expand_files(input_files, "input_file")
     basic_tokenizer = BasicTokenizer(lower_case=lower_case)
     lines = tf.data.TextLineDataset(paths).filter(lambda line: tf.strings.length(line) > 0)
     if max_lines:
@@ -145,7 +125,6 @@ def learn_vocab(
     from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
 
     from bert_tf.progress_display import Phase
-    from pipelines.text_input import InputFileError
 
     if vocab_size < len(SPECIAL_TOKENS) + 1:
         raise UsageError(f"vocab_size must be > {len(SPECIAL_TOKENS)} (the special tokens); got {vocab_size}")
@@ -208,10 +187,11 @@ def build_vocab(
     (`max_unique_chars`, `max_token_length`, `num_iterations`, ...).
     """
     # lazy: importing this module loads no TensorFlow (fileio, basic_tokenizer and text_input do)
+    from bert_tf import fileio
     from pipelines.text_input import check_mostly_text
 
     check_output(output_file, "--output_file", overwrite=overwrite, is_file=True)
-    paths = _expand_input_files(input_files)
+    paths = fileio.expand_files(input_files, "input_file")
     check_mostly_text(paths, None, "--input_file", accept=accept_non_text)
     counts = count_words(paths, lower_case=lower_case, max_lines=max_lines, progress=progress)
     vocab = learn_vocab(counts, vocab_size, progress=progress, **learn_params)

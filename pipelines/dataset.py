@@ -42,6 +42,7 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
+from bert_tf import fileio
 from bert_tf.preprocessing import packing as packer
 from bert_tf.tokenization import BertTokenizer
 from pipelines import masking, records, segmenters, text_dataset, text_input
@@ -191,7 +192,7 @@ def pretraining_dataset(
         check_packing_budget(
             max_predictions_per_seq, row_predictions, max_instances_per_row, packing_buffer_size
         )
-    files = text_input.expand_input_patterns(input_files)
+    files = fileio.expand_files(input_files, "input_files")
     num_pipelines, pipeline_id = 1, 0
     if input_context is not None:
         num_pipelines, pipeline_id = input_context.num_input_pipelines, input_context.input_pipeline_id
@@ -242,7 +243,7 @@ def pretraining_dataset(
     if input_format == "text":
         word_marker = None
         if word_segmenter is not None:
-            word_marker = segmenters.WordMarker(word_segmenter, tokenizer.vocab, lower_case)
+            word_marker = segmenters.WordMarker(word_segmenter)
         min_documents = text_input.DEFAULT_MIN_DOCUMENTS
         if num_pipelines > 1 and not shard_files:
             # Every shard must get a block (a worker with none would wait for data forever).

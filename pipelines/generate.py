@@ -14,14 +14,16 @@ True
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
+import sys
 import time
-import uuid
 
 import tensorflow as tf
 
+from bert_tf import fileio
 from bert_tf.errors import BertTfError, UsageError
 from bert_tf.outputs import check_output
 from bert_tf.progress_display import Progress
@@ -86,10 +88,6 @@ _COUNTERS = (
 )
 
 
-def _temporary_name(path: str) -> str:
-    return f"{path}.tmp-{uuid.uuid4().hex[:8]}"
-
-
 def _check_outputs(output_file: str, overwrite: bool) -> list[str]:
     """The output files, checked before anything is created (see `bert_tf.outputs`)."""
     outputs = [o.strip() for o in output_file.split(",") if o.strip()]
@@ -123,7 +121,7 @@ def create_pretraining_data(config: GenerationConfig, *, progress: bool = True, 
     started = time.monotonic()
     # Every check before anything is created: the outputs, the input, the vocab, the text.
     outputs = _check_outputs(config.output_file, config.overwrite)
-    files = text_input.expand_input_patterns(config.input_file)
+    files = fileio.expand_files(config.input_file, "input_file")
     if tokenizer is None:
         tokenizer = BertTokenizer(config.vocab_file, lower_case=config.do_lower_case)
     text_input.check_mostly_text(files, tokenizer, "--input_file", accept=config.accept_non_text)
@@ -131,7 +129,7 @@ def create_pretraining_data(config: GenerationConfig, *, progress: bool = True, 
     masking_vocab = masking.MaskingVocab.from_vocab(tokenizer.vocab)
     word_marker = None
     if config.word_segmenter is not None:
-        word_marker = segmenters.WordMarker(config.word_segmenter, tokenizer.vocab, tokenizer.lower_case)
+        word_marker = segmenters.WordMarker(config.word_segmenter)
     total_bytes = sum(tf.io.gfile.stat(f).length for f in files)
 
     read_stats = text_input.ReadStats()
@@ -198,7 +196,9 @@ def create_pretraining_data(config: GenerationConfig, *, progress: bool = True, 
     options.autotune.enabled = False
     serialized = serialized.with_options(options)
 
-    temporary = [_temporary_name(path) for path in outputs]
+    # Each output under fileio.partial's temporary name: renamed into place once all are written.
+    published = contextlib.ExitStack()
+    temporary = [published.enter_context(fileio.partial(path)) for path in outputs]
     writers = [tf.io.TFRecordWriter(path) for path in temporary]
     written = 0
     # Over the whole job: the bytes of every pass read so far (reading runs a shuffle
@@ -224,14 +224,11 @@ def create_pretraining_data(config: GenerationConfig, *, progress: bool = True, 
                 f"{read_stats.lines} lines): a pair needs a document of at least two sentences (one sentence per "
                 "line, a blank line between documents)"
             )
-        for path, final in zip(temporary, outputs, strict=True):
-            tf.io.gfile.rename(path, final, overwrite=True)
+        published.close()
     except BaseException:
         for writer in writers:
             writer.close()
-        for path in temporary:
-            if tf.io.gfile.exists(path):
-                tf.io.gfile.remove(path)
+        published.__exit__(*sys.exc_info())  # removes the temporary files
         raise
 
     values = dict(zip(_COUNTERS, counters.numpy().tolist(), strict=True))

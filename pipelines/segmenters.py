@@ -16,8 +16,8 @@ segmenter that makes every maximal run of CJK characters one word:
 >>> import re
 >>> def runs(text):
 ...     return [match.span() for match in re.finditer("[\\u4e00-\\u9fff]+", text)]
->>> marker = WordMarker(runs, vocab=["[UNK]", "中", "文", "好"], lower_case=True)
->>> marker.marks("中文 good 好")  # one mark per CJK character in the vocab: continues a word?
+>>> marker = WordMarker(runs)
+>>> marker.marks("中文 good 好")  # one mark per CJK character: continues a word?
 [False, True, False]
 
 `jieba` (`--word_segmenter=jieba`) is jieba's default mode (its dictionary, with HMM for
@@ -36,7 +36,6 @@ import multiprocessing
 import os
 import pickle
 import re
-import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures.process import BrokenProcessPool
 from typing import TypeVar
@@ -65,6 +64,11 @@ def cjk_ranges() -> tuple[tuple[int, int], ...]:
 def cjk_pattern() -> re.Pattern:
     """One character the tokenizer treats as a CJK ideograph."""
     return re.compile("[" + "".join(f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in cjk_ranges()) + "]")
+
+
+def cjk_regex() -> str:
+    """`cjk_pattern` in RE2's syntax, for TensorFlow's string ops."""
+    return "[" + "".join(f"\\x{{{lo:X}}}-\\x{{{hi:X}}}" for lo, hi in cjk_ranges()) + "]"
 
 
 class SegmenterError(UsageError):
@@ -160,43 +164,22 @@ def setting_problems(
     return problems
 
 
-def known_cjk_characters(vocab: Sequence[str], lower_case: bool) -> frozenset[str]:
-    """The CJK characters the tokenizer turns into a vocab entry (the others become [UNK]).
-
-    A CJK character is always one token: itself, or for uncased vocabs its NFD form, which
-    differs only for the compatibility ideographs and is a single CJK character too.
-    """
-    pattern = cjk_pattern()
-    in_vocab = frozenset(token for token in vocab if len(token) == 1 and pattern.fullmatch(token))
-    if not lower_case:
-        return in_vocab
-    compatibility = [chr(c) for lo, hi in ((0xF900, 0xFAFF), (0x2F800, 0x2FA1F)) for c in range(lo, hi + 1)]
-    return in_vocab | {c for c in compatibility if unicodedata.normalize("NFD", c) in in_vocab}
-
-
 class WordMarker:
     """Turns lines into word-continuation marks for their CJK characters.
 
-    `marks(line)` has one entry per CJK character of the line whose token is in the vocab
-    (in order): True when it is in the same word as the character just before it, which
-    is also a CJK character. These are exactly the tokens `token_is_cjk` (bool
-    [vocab_size]) picks out of the ids, so the marks line up with the tokens. A CJK
-    character missing from the vocab becomes [UNK] and gets no mark: it starts a word of
-    its own (the characters after it in its word stay with it).
+    `marks(line)` has one entry per CJK character of the line (in order): True when it is
+    in the same word as the character just before it, which is also a CJK character. The
+    tokenizer makes each CJK character a word of one piece, itself or [UNK] when the vocab
+    lacks it, so the marks line up with those one-character words
+    (`pipelines.text_dataset.word_continues`): an [UNK] stays in its word.
 
     An instance pickles when its segmenter does (the built-in ones do).
     """
 
-    def __init__(self, segmenter: str | Segmenter, vocab: Sequence[str], lower_case: bool):
+    def __init__(self, segmenter: str | Segmenter):
         self.segmenter = get_segmenter(segmenter)
         self._cjk = cjk_pattern()
         self._cjk_ranges = cjk_ranges()
-        self._known_code_points = np.array(
-            sorted(map(ord, known_cjk_characters(vocab, lower_case))), np.uint32
-        )
-        self.token_is_cjk = np.asarray(
-            [len(token) == 1 and bool(self._cjk.fullmatch(token)) for token in vocab]
-        )
         # A segmenter that returns something else than spans fails here, not deep in tf.data.
         self.marks("中文分词测试，自然语言处理")
 
@@ -258,8 +241,7 @@ class WordMarker:
         inside[spans[:, 0] + 1] += 1
         inside[spans[:, 1]] -= 1
         continues = (np.cumsum(inside[:-1]) > 0) & np.concatenate([[False], is_cjk[:-1]])
-        known = np.isin(code_points, self._known_code_points)
-        return continues[is_cjk & known]
+        return continues[is_cjk]
 
 
 def _all_pairs(spans) -> bool:

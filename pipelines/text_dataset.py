@@ -164,13 +164,16 @@ def _document_stream(reading: _Reading, word_marker: segmenters.WordMarker | Non
     return generate
 
 
-def word_continues(pieces: tf.RaggedTensor, marks: tf.Tensor, token_is_cjk) -> tf.Tensor:
+def word_continues(pieces: tf.RaggedTensor, words: tf.RaggedTensor, marks: tf.Tensor) -> tf.Tensor:
     """The segmenter's marks spread over the pieces: bool [pieces of pieces.flat_values].
 
-    `marks` (bool [marked characters]) has one entry per piece that `token_is_cjk` (bool
-    [vocab_size]) picks out, in order (see `segmenters.WordMarker`); other pieces get False.
+    `pieces` (int64 [lines, (words), (pieces)]) and `words` (tf.string [lines, (words)]) are
+    the tokenizer's; `marks` (bool [CJK characters]) has one entry per CJK character (see
+    `segmenters.WordMarker`), which the tokenizer makes a word of one piece: itself or [UNK].
+    Other pieces get False.
     """
-    is_cjk = tf.gather(tf.constant(token_is_cjk, tf.bool), pieces.flat_values)
+    word_is_cjk = tf.strings.regex_full_match(words.flat_values, segmenters.cjk_regex())
+    is_cjk = tf.repeat(word_is_cjk, pieces.values.row_lengths())  # [pieces]
     count = tf.size(marks, out_type=tf.int64)
     check = tf.debugging.assert_equal(
         tf.reduce_sum(tf.cast(is_cjk, tf.int64)),
@@ -233,8 +236,13 @@ def pair_blocks(
     @tf.autograph.experimental.do_not_convert
     def make_pairs(pass_index, block_index, lines, sentences_per_document, marks=None):
         seed_of_block = block_seed(seed, pass_index, block_index)
-        pieces = tokenizer.tokenize(lines)  # [lines, (pieces)]
-        continues = None if marks is None else word_continues(pieces, marks, word_marker.token_is_cjk)
+        continues = None
+        if marks is None:
+            pieces = tokenizer.tokenize(lines)  # [lines, (pieces)]
+        else:  # by words: a CJK character is a word of its own, its mark goes to its one piece
+            pieces_of_words = tokenizer.tokenize_with_words(lines)  # [lines, (words), (pieces)]
+            continues = word_continues(pieces_of_words, tokenizer.split_words(lines), marks)
+            pieces = pieces_of_words.merge_dims(1, 2)
         block = tf.RaggedTensor.from_row_lengths(
             pieces, sentences_per_document
         )  # [docs, (sentences), (pieces)]

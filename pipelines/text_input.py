@@ -10,7 +10,7 @@ Example:
 
 >>> from pipelines import corpus, text_input
 >>> path = corpus.write_corpus("/tmp/pydoc_corpus.txt")
->>> files = text_input.expand_input_patterns(path)
+>>> files = [path]
 >>> stats = text_input.ReadStats()
 >>> lines, documents = next(text_input.document_blocks(files, stats=stats))
 >>> len(documents) >= 64 and sum(documents) == len(lines)
@@ -25,7 +25,7 @@ from collections.abc import Iterator, Sequence
 import tensorflow as tf
 
 from bert_tf import fileio
-from bert_tf.errors import BertTfError
+from bert_tf.errors import InputFileError
 
 # A line longer than this is cut (at a character boundary) and counted: one sentence of
 # a training pair never uses more than a few hundred word pieces, so nothing a pair
@@ -45,39 +45,6 @@ class ReadStats:
     invalid_utf8_lines: int = 0
     long_lines_cut: int = 0
     empty_files: list[str] = dataclasses.field(default_factory=list)
-
-
-class InputFileError(BertTfError, ValueError):
-    """An input pattern matched no file or named something that cannot be read."""
-
-
-def expand_input_patterns(patterns: str | Sequence[str]) -> list[str]:
-    """Expands comma-separated globs (or a list of them) into a list of files, in order.
-
-    Each pattern's matches are sorted, so the same patterns always give the same order
-    (and so the same output). A pattern that matches nothing is an error naming it.
-    """
-    if isinstance(patterns, str):
-        patterns = patterns.split(",")
-    files: list[str] = []
-    for pattern in (p.strip() for p in patterns):
-        if not pattern:
-            continue
-        matches = sorted(tf.io.gfile.glob(pattern))
-        if not matches:
-            raise InputFileError(
-                f"no input file matches {pattern!r}; check the path (globs like data/*.txt are allowed)"
-            )
-        for match in matches:
-            if tf.io.gfile.isdir(match):
-                raise InputFileError(
-                    f"input {match!r} is a directory; pass the files inside it (e.g. {match}/*.txt)"
-                )
-            if match not in files:
-                files.append(match)
-    if not files:
-        raise InputFileError(f"no input files given (got {patterns!r})")
-    return files
 
 
 def check_mostly_text(

@@ -7,6 +7,7 @@ import uuid
 import tensorflow as tf
 
 from bert_tf import fileio
+from bert_tf.errors import InputFileError
 
 
 def _ram_dir() -> str:
@@ -41,6 +42,47 @@ class FileIoTest(tf.test.TestCase):
             handle.write("half")
             raise RuntimeError("interrupted")
         self.assertEqual(os.listdir(root), [])
+
+    def test_partial_is_all_or_nothing_and_keeps_the_old_content_on_failure(self):
+        for root in (tempfile.mkdtemp(), _ram_dir()):
+            target = fileio.join(root, "sub", "out.tfrecord")
+            with fileio.partial(target) as partial:
+                self.assertNotEqual(partial, target)
+                with tf.io.TFRecordWriter(partial) as writer:  # any writer, given the name
+                    writer.write(b"whole")
+            self.assertEqual(list(tf.data.TFRecordDataset(target).as_numpy_iterator()), [b"whole"])
+            with self.assertRaises(KeyboardInterrupt), fileio.partial(target) as partial:
+                fileio.write_text(partial, "half")
+                raise KeyboardInterrupt
+            self.assertEqual(fileio.listdir(fileio.join(root, "sub")), ["out.tfrecord"])
+            self.assertEqual(list(tf.data.TFRecordDataset(target).as_numpy_iterator()), [b"whole"])
+            fileio.rmtree(root)
+
+    def test_expand_files_sorts_each_pattern_and_lists_a_file_once(self):
+        root = tempfile.mkdtemp()
+        for name in ("b.txt", "a.txt", "c.md"):
+            open(os.path.join(root, name), "w").close()
+        a, b, c = (os.path.join(root, name) for name in ("a.txt", "b.txt", "c.md"))
+        self.assertEqual(fileio.expand_files(f"{root}/*.md, {root}/*.txt,{b}", "input_file"), [c, a, b])
+        self.assertEqual(fileio.expand_files([b, a], "input_file"), [b, a])
+        ram = _ram_dir()
+        fileio.write_text(fileio.join(ram, "x.txt"), "x")
+        self.assertEqual(fileio.expand_files(f"{ram}/*.txt", "corpus"), [fileio.join(ram, "x.txt")])
+        fileio.rmtree(ram)
+
+    def test_expand_files_errors_name_the_flag(self):
+        root = tempfile.mkdtemp()
+        os.makedirs(os.path.join(root, "folder"))
+        cases = {
+            f"{root}/nothing_*.txt": f"--corpus={root}/nothing_*.txt matches no file",
+            f"{root}/fold*": f"--corpus={root}/fold* names the directory {root}/folder; pass the files in it",
+            "bogus://bucket/*.txt": "--corpus=bogus://bucket/*.txt: TensorFlow has no filesystem",
+            " , ": "--corpus names no file",
+        }
+        for patterns, message in cases.items():
+            with self.assertRaises(InputFileError) as caught:
+                fileio.expand_files(patterns, "corpus")
+            self.assertStartsWith(str(caught.exception), message)
 
     def test_unknown_scheme_names_it_and_what_is_supported(self):
         with self.assertRaises(fileio.FileSystemError) as caught:

@@ -9,7 +9,7 @@ import tempfile
 import tensorflow as tf
 
 from bert_tf.errors import UsageError
-from bert_tf.outputs import check_output, partial_file, umask_permissions
+from bert_tf.outputs import check_output, umask_permissions
 from bert_tf.serving.saving import atomic_export_dir
 
 
@@ -41,20 +41,6 @@ class OutputPolicyTest(tf.test.TestCase):
             check_output(root, "--output_file", overwrite=False, is_file=True)
         with self.assertRaisesRegex(UsageError, "already exists; pass --overwrite"):
             check_output(a_file, "--output_file", overwrite=False, is_file=True)
-
-    def test_partial_file_is_all_or_nothing(self):
-        folder = tempfile.mkdtemp()
-        target = os.path.join(folder, "out.txt")
-        with self.assertRaises(RuntimeError):
-            with partial_file(target) as partial:
-                with open(partial, "w") as file:
-                    file.write("half")
-                raise RuntimeError("killed")
-        self.assertEqual(os.listdir(folder), [])
-        with partial_file(target) as partial:
-            with open(partial, "w") as file:
-                file.write("whole")
-        self.assertEqual(os.listdir(folder), ["out.txt"])
 
     def test_export_folders_and_private_files_get_the_umask_mode(self):
         previous = os.umask(0o027)

@@ -6,14 +6,13 @@ filesystem TensorFlow knows (`gs://`, ...); safetensors itself only opens local 
 
 from __future__ import annotations
 
-import json
-import struct
 from typing import Any
 
 import numpy as np
 import safetensors.numpy
 
 from bert_tf import fileio
+from bert_tf.checkpoints import integrity
 from bert_tf.checkpoints.names import CheckpointError
 from bert_tf.config import BertConfig
 
@@ -25,34 +24,16 @@ TIED = {
 }
 
 
-def read_header(path: str) -> dict[str, Any]:
-    """The JSON header of a safetensors file (name -> dtype, shape, offsets), read without the data."""
-    with fileio.open_binary(path) as handle:
-        prefix = handle.read(8)
-        (length,) = struct.unpack("<Q", prefix) if len(prefix) == 8 else (0,)
-        header = handle.read(length) if 0 < length < (1 << 27) else b""
+def read(path: str) -> dict[str, np.ndarray]:
+    """Every tensor of a safetensors file by name; the file is read once, its framing
+    checked (`integrity.check_safetensors`: a damaged file is named) before safetensors
+    parses it."""
+    data = fileio.read_bytes(path)
+    integrity.check_safetensors(path, data)
     try:
-        values = json.loads(header)
-    except ValueError:
-        values = None
-    if not isinstance(values, dict):
-        raise CheckpointError(f"{path} is not a safetensors file or is truncated (its header cannot be read)")
-    return values
-
-
-def read_shapes(path: str) -> dict[str, tuple[int, ...]]:
-    header = read_header(path)
-    return {name: tuple(entry["shape"]) for name, entry in header.items() if name != "__metadata__"}
-
-
-def read_arrays(path: str, names) -> dict[str, np.ndarray]:
-    try:
-        arrays = safetensors.numpy.load(fileio.read_bytes(path))
+        return safetensors.numpy.load(data)
     except Exception as error:  # safetensors raises its own SafetensorError
-        raise CheckpointError(
-            f"{path} cannot be read as safetensors ({error}); it may be truncated"
-        ) from None
-    return {name: arrays[name] for name in names}
+        raise CheckpointError(f"{path} cannot be read as safetensors ({error})") from None
 
 
 def write(path: str, arrays: dict[str, np.ndarray]) -> str:

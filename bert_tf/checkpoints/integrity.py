@@ -2,8 +2,8 @@
 
 A file cut short by an interrupted copy or download, or overwritten with something else,
 otherwise fails deep inside a library ("Read less bytes than requested", a safetensors
-header error, "File not found" for a zip that is really there). Each check here reads only
-a file's framing (headers, index, sizes), never its weights, and raises a
+header error, "File not found" for a zip that is really there). Each check here looks only
+at a file's framing (headers, index, sizes), never its weights, and raises a
 `DamagedFileError` "FILE is truncated or corrupt (expected N bytes, found M)".
 
 Example:
@@ -19,6 +19,7 @@ bert_tf.errors.DamagedFileError: ... is truncated or corrupt (expected at least 
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import struct
@@ -30,23 +31,34 @@ from bert_tf.errors import damaged
 _REDOWNLOAD = "download or export it again"
 
 
-def check_safetensors(path: str) -> None:
-    """The header parses and the file is exactly as long as its header says."""
-    size = fileio.size(path)
+def check_safetensors(path: str, data: bytes | None = None) -> dict:
+    """The header of a safetensors file (name -> dtype, shape, data_offsets), after checking
+    that it parses and that the file is exactly as long as it says.
+
+    `data`: the file's bytes when the caller has read them (nothing is read again); else
+    only the header is read.
+    """
+    if data is not None:
+        return _safetensors_header(path, len(data), io.BytesIO(data).read)
+    with fileio.open_binary(path) as file:
+        return _safetensors_header(path, fileio.size(path), file.read)
+
+
+def _safetensors_header(path: str, size: int, read) -> dict:
     if size < 8:
         raise damaged(path, f"expected at least 8 bytes, found {size}", _REDOWNLOAD)
-    with fileio.open_binary(path) as file:
-        (header_size,) = struct.unpack("<Q", file.read(8))
-        if 8 + header_size > size:
-            raise damaged(path, f"expected a header of {header_size} bytes, found {size - 8}", _REDOWNLOAD)
-        try:
-            header = json.loads(file.read(header_size))
-            ends = [int(entry["data_offsets"][1]) for name, entry in header.items() if name != "__metadata__"]
-        except (ValueError, TypeError, KeyError, IndexError, AttributeError):
-            raise damaged(path, "its header is not a safetensors header", _REDOWNLOAD) from None
+    (header_size,) = struct.unpack("<Q", read(8))
+    if 8 + header_size > size:
+        raise damaged(path, f"expected a header of {header_size} bytes, found {size - 8}", _REDOWNLOAD)
+    try:
+        header = json.loads(read(header_size))
+        ends = [int(entry["data_offsets"][1]) for name, entry in header.items() if name != "__metadata__"]
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+        raise damaged(path, "its header is not a safetensors header", _REDOWNLOAD) from None
     expected = 8 + header_size + max(ends, default=0)
     if expected != size:
         raise damaged(path, f"expected {expected} bytes, found {size}", _REDOWNLOAD)
+    return header
 
 
 def check_tf_checkpoint(prefix: str, fix: str = _REDOWNLOAD) -> None:

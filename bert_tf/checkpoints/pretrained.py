@@ -227,10 +227,7 @@ def _vocab_of_tokenizer_json(directory: str) -> str | None:
         raise damaged(path, "its WordPiece ids are not 0, 1, 2, ...", "download or save the tokenizer again")
     target = cache_dir() / "vocab" / f"{hashlib.sha256(text.encode()).hexdigest()[:16]}.txt"
     if not target.exists():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        staging = target.with_suffix(f".{os.getpid()}.tmp")
-        staging.write_text("".join(f"{token}\n" for token in tokens), encoding="utf-8")
-        staging.replace(target)  # whole or absent, for a concurrent reader
+        fileio.write_text(str(target), "".join(f"{token}\n" for token in tokens))  # whole or absent
     return str(target)
 
 
@@ -438,8 +435,8 @@ def _read_google(prefix: str, slots: list[Slot]) -> dict[str, np.ndarray]:
 
 
 def _read_huggingface(path: str, slots: list[Slot]) -> dict[str, np.ndarray]:
-    integrity.check_safetensors(path)
-    found = huggingface.read_shapes(path)
+    tensors = huggingface.read(path)  # the whole file, read once: the shapes checked, then assigned
+    found = {name: tensor.shape for name, tensor in tensors.items()}
     slots = _without_absent_pooler(slots, any("pooler." in name for name in found), path)
     bert_prefix = any(name.startswith("bert.") for name in found)
     to_hf = {slot.name: hf_name(slot.name, bert_prefix) for slot in slots}
@@ -457,14 +454,13 @@ def _read_huggingface(path: str, slots: list[Slot]) -> dict[str, np.ndarray]:
         )
 
     _check(expected, found, ignored, path, _what(slots))
-    hf_arrays = huggingface.read_arrays(path, expected)
     arrays = {}
     for name, hf in to_hf.items():
-        value = hf_arrays[hf]
+        value = tensors[hf]
         arrays[name] = value.T if hf_transposed(name) else value
     for tied, name in huggingface.TIED.items():  # a tied copy must equal the weight it copies
         if tied in found and name in arrays:
-            copy = huggingface.read_arrays(path, [tied])[tied]
+            copy = tensors[tied]
             if copy.shape != arrays[name].shape or not np.array_equal(copy, arrays[name]):
                 raise CheckpointError(
                     f"{path}: {tied} differs from {to_hf[name]}; BERT ties them, so this is not a BERT "

@@ -41,6 +41,12 @@ class Preprocessor(tf.Module):
         self.pad_to_multiple_of = pad_to_multiple_of
 
     @property
+    def windowed(self) -> bool:
+        """Whether a text may make several rows (windows): `bert_tf.tasks.streams` then
+        regroups the rows into batches of `batch_size` rows."""
+        return False
+
+    @property
     def special_ids(self) -> tuple[int, int, int]:
         return self.tokenizer.cls_id, self.tokenizer.sep_id, self.tokenizer.pad_id
 
@@ -116,6 +122,4 @@ class LabelledPreprocessor(Preprocessor):
 
     @property
     def windowed(self) -> bool:
-        """Whether a text may make several rows (`bert_tf.tasks.streams` regroups them into
-        batches of rows)."""
         return self.doc_stride is not None

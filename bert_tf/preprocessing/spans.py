@@ -73,6 +73,10 @@ class SpanPreprocessor(Preprocessor):
         self.doc_stride = int(doc_stride)
         self.max_query_length = int(max_query_length)
 
+    @property
+    def windowed(self) -> bool:
+        return True  # a long context makes several windows
+
     def context_words(self, context: tf.Tensor):
         """(words, begin, end byte offsets), ragged [batch, (words)]: the original's split."""
         return tf_text.regex_split_with_offsets(context, CONTEXT_WHITESPACE)

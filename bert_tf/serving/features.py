@@ -36,7 +36,7 @@ import tensorflow as tf
 
 from bert_tf import fileio
 from bert_tf.errors import BertTfError, UsageError
-from bert_tf.outputs import check_output, partial_file
+from bert_tf.outputs import check_output
 from bert_tf.preprocessing.segments import combine_segments
 from bert_tf.progress_display import Progress
 from bert_tf.serving.loading import load_pretrained
@@ -196,8 +196,7 @@ def extract_features_to_file(settings) -> int:
         encoder, tokenizer, settings.layers, settings.pooling, settings.max_seq_length, settings.batch_size
     )
     display = Progress("extracting features", total=len(lines), unit="lines")
-    with display, partial_file(settings.output_file) as partial:
-        with tf.io.gfile.GFile(partial, "w") as output:
-            for record in extractor.extract(lines, progress=display.update):
-                output.write(json.dumps(record, ensure_ascii=False) + "\n")
+    with display, fileio.writing(settings.output_file) as output:
+        for record in extractor.extract(lines, progress=display.update):
+            output.write(json.dumps(record, ensure_ascii=False) + "\n")
     return len(lines)

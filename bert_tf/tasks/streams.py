@@ -261,7 +261,7 @@ def batches(
     if batching.training:
         dataset = dataset.shuffle(batching.shuffle_buffer, seed=batching.seed, reshuffle_each_iteration=True)
         dataset = dataset.repeat()
-    windowed = getattr(preprocessor, "windowed", False)
+    windowed = preprocessor.windowed
     if batching.pack and windowed:
         raise ValueError("packed batches take one row per example; this preprocessor makes windows")
     regroup = windowed or bool(batching.bucket_boundaries)

@@ -10,7 +10,8 @@ from bert_tf.training.inputs import InputError
 
 
 def fill_mask_demo(model, vocab_file: str, lower_case: bool, corpus_file: str, top_k: int = 5):
-    """Masks a word of a corpus sentence and prints the model's top guesses for it."""
+    """Masks a word of a corpus sentence and prints the model's top guesses for it, and
+    where the answer ranks among them all (the demo's model is tiny: it often misses)."""
     tokenizer = BertTokenizer(vocab_file, lower_case=lower_case)
     sentence, tokens, position = _pick_sentence(tokenizer, corpus_file)
     ids = [tokenizer.cls_id, *tokens, tokenizer.sep_id]
@@ -24,12 +25,17 @@ def fill_mask_demo(model, vocab_file: str, lower_case: bool, corpus_file: str, t
     }
     logits = keras.ops.cast(model(features, training=False)["mlm_logits"][0, 0], "float32")
     probabilities = keras.ops.convert_to_numpy(keras.ops.softmax(logits))
-    best = probabilities.argsort()[::-1][:top_k]
+    ranking = probabilities.argsort()[::-1]
+    best = ranking[:top_k]
+    rank = int(np.flatnonzero(ranking == answer)[0]) + 1
     vocab = tokenizer.vocab
     masked_text = " ".join(vocab[i] for i in ids[1:-1]).replace(" ##", "")
     guesses = [(vocab[i], float(probabilities[i])) for i in best]
     print(f"\nfill the mask: {masked_text}")
-    print(f"  answer: {vocab[answer]}")
+    print(
+        f"  answer: {vocab[answer]} (the model's guess number {rank} of {len(vocab)}, "
+        f"probability {probabilities[answer]:.2f})"
+    )
     print("  model:  " + ", ".join(f"{token} ({p:.2f})" for token, p in guesses))
     return guesses
 

@@ -19,24 +19,6 @@ class InputError(BertTfError, ValueError):
     """Pretraining input a user must fix; the message says what and how."""
 
 
-def expand_files(patterns: str | list[str], flag: str) -> list[str]:
-    """Expands comma-separated globs; every pattern must match at least one file."""
-    if isinstance(patterns, str):
-        patterns = [p for p in patterns.split(",") if p.strip()]
-    files: list[str] = []
-    for pattern in patterns:
-        try:
-            matched = fileio.glob(pattern.strip())
-        except fileio.FileSystemError as error:
-            raise InputError(f"--{flag}={pattern}: {error}") from None
-        if not matched:
-            raise InputError(
-                f"--{flag}={pattern} matches no file; check the path (globs such as data/*.tfrecord work)"
-            )
-        files.extend(matched)
-    return files
-
-
 def is_tfrecord(path: str) -> bool:
     """Whether `path` starts with a readable TFRecord of Examples (as opposed to raw text)."""
     return records.peek_format(path) is not None

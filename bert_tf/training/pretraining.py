@@ -156,9 +156,9 @@ def _run_pretraining(settings: PretrainingConfig) -> PretrainingResult:
 
     # 1. Data and vocab. Nothing is written to model_dir before every check has passed.
     if settings.train_files:
-        train_files = inputs.expand_files(settings.train_files, "train_files")
+        train_files = fileio.expand_files(settings.train_files, "train_files")
     elif settings.corpus:
-        train_files = inputs.expand_files(settings.corpus, "corpus")
+        train_files = fileio.expand_files(settings.corpus, "corpus")
         if not vocab_file:
             raise UsageError(
                 "--corpus (raw text) needs --vocab_file to tokenize it; learn one with "
@@ -205,7 +205,7 @@ def _run_pretraining(settings: PretrainingConfig) -> PretrainingResult:
     phase2_files = train_files
     if settings.phase2_fraction:
         if settings.phase2_train_files:
-            phase2_files = inputs.expand_files(settings.phase2_train_files, "phase2_train_files")
+            phase2_files = fileio.expand_files(settings.phase2_train_files, "phase2_train_files")
         elif settings.train_files and inputs.is_tfrecord(train_files[0]):
             raise inputs.InputError(
                 f"--phase2_fraction={settings.phase2_fraction} with TFRecords needs --phase2_train_files made "
@@ -218,7 +218,7 @@ def _run_pretraining(settings: PretrainingConfig) -> PretrainingResult:
             "phase2_train_files",
             settings.packing,
         )
-    eval_files = inputs.expand_files(settings.eval_files, "eval_files") if settings.eval_files else None
+    eval_files = fileio.expand_files(settings.eval_files, "eval_files") if settings.eval_files else None
     if settings.eval_every_steps and not eval_files:
         inputs.check_holdout(train_files, "train_files" if settings.train_files else "corpus")
     if eval_files:

@@ -79,7 +79,7 @@ class PretrainingConfig:
     train_batch_size: int = setting(64, "Global batch size (all replicas).")
     num_train_steps: int = setting(1800, "Optimizer steps in all.")
     num_warmup_steps: int = setting(150, "Linear warmup steps.")
-    learning_rate: float = setting(5e-3, "Peak learning rate.")
+    learning_rate: float = setting(4e-3, "Peak learning rate.")
     optimizer: str = setting("adamw", "AdamW (original) or LAMB (large batches).", choices=("adamw", "lamb"))
     weight_decay: float = setting(0.01, "Decoupled weight decay (not on LayerNorm and biases).")
     max_seq_length: int = setting(64, "Sequence length of phase 1.")

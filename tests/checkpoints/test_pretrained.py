@@ -4,11 +4,13 @@ import json
 import os
 import shutil
 import tempfile
+from unittest import mock
 
 import numpy as np
 import tensorflow as tf
 from safetensors.numpy import load_file, save_file
 
+from bert_tf import fileio
 from bert_tf.checkpoints import (
     CheckpointError,
     detect_lower_case,
@@ -180,6 +182,30 @@ class RefusalTest(tf.test.TestCase):
         tensors["bert.embeddings.position_ids"] = np.arange(12)[None]
         save_file(tensors, os.path.join(self.out, "model.safetensors"))
         restored, _ = from_pretrained(self.out)
+        self.assertAllEqual(
+            restored.encoder.embeddings.word_embeddings, self.model.encoder.embeddings.word_embeddings
+        )
+
+    def test_loading_reads_the_safetensors_file_once(self):
+        tensors = dict(self.tensors)
+        tensors["cls.predictions.decoder.weight"] = tensors["bert.embeddings.word_embeddings.weight"]
+        save_file(tensors, os.path.join(self.out, "model.safetensors"))
+        reads = []
+
+        def counted(read):
+            def wrapper(path, *args, **kwargs):
+                if os.fspath(path).endswith(".safetensors"):
+                    reads.append(read.__name__)
+                return read(path, *args, **kwargs)
+
+            return wrapper
+
+        with (
+            mock.patch.object(fileio, "read_bytes", counted(fileio.read_bytes)),
+            mock.patch.object(fileio, "open_binary", counted(fileio.open_binary)),
+        ):
+            restored, _ = from_pretrained(self.out)
+        self.assertEqual(reads, ["read_bytes"])
         self.assertAllEqual(
             restored.encoder.embeddings.word_embeddings, self.model.encoder.embeddings.word_embeddings
         )

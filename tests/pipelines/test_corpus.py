@@ -27,7 +27,7 @@ class CorpusTest(tf.test.TestCase):
         self.assertEqual(text, once + "\n" + once)
         blocks = [b for b in once.split("\n\n") if b.strip()]
         self.assertLen(blocks, len(list(corpus.documents())))
-        self.assertFalse(os.path.exists(path + ".partial"))
+        self.assertEqual(os.listdir(os.path.dirname(path)), ["corpus.txt"])  # no temporary left
 
     def test_split_sentences_keeps_abbreviations(self):
         self.assertEqual(

@@ -59,26 +59,38 @@ def _restored(features: dict[str, np.ndarray]) -> np.ndarray:
 
 class WordMarkerTest(tf.test.TestCase):
     def test_marks_follow_the_spans_for_cjk_characters_only(self):
-        vocab = ["[UNK]", "中", "文", "好", "豈"]
-        # "中文好" one word, then "好" (a character not in the vocab, 龘, in between).
+        # "中文好" one word, then "好龘好" another (龘 is in no vocab here: [UNK], still in its word).
         spans = {"中文好 ok 好龘好": [(0, 3), (4, 6), (7, 10)]}
-        marker = segmenters.WordMarker(lambda text: spans.get(text, []), vocab, lower_case=True)
-        # Marks for 中 文 好 | 好 (龘 is [UNK]: no mark) 好, which follows 龘 in the same word.
-        self.assertEqual(marker.marks("中文好 ok 好龘好"), [False, True, True, False, True])
+        marker = segmenters.WordMarker(lambda text: spans.get(text, []))
+        self.assertEqual(marker.marks("中文好 ok 好龘好"), [False, True, True, False, True, True])
         # Characters outside every span are words of their own; no CJK: the segmenter is not called.
-        self.assertEqual(segmenters.WordMarker(lambda text: [], vocab, True).marks("中文"), [False, False])
+        self.assertEqual(segmenters.WordMarker(lambda text: []).marks("中文"), [False, False])
         calls = []
-        counting = segmenters.WordMarker(lambda text: calls.append(text) or [], vocab, True)
+        counting = segmenters.WordMarker(lambda text: calls.append(text) or [])
         calls.clear()
         self.assertEqual(counting.marks("no cjk at all"), [])
         self.assertEqual(calls, [])
-        # An uncased vocab turns the compatibility ideograph U+F900 into 豈 (U+8C48): it is marked.
-        one_word = segmenters.WordMarker(lambda text: [(0, len(text))], vocab, lower_case=True)
+        # The compatibility ideograph U+F900 is a CJK character too.
+        one_word = segmenters.WordMarker(lambda text: [(0, len(text))])
         self.assertEqual(one_word.marks("中\uf900"), [False, True])
-        self.assertEqual(
-            segmenters.WordMarker(lambda text: [(0, len(text))], vocab, False).marks("中\uf900"), [False]
+
+    def test_an_unknown_character_stays_in_its_word(self):
+        vocab_file = os.path.join(tempfile.mkdtemp(), "vocab.txt")
+        Path(vocab_file).write_text(
+            "\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "中", "文", "好", "ok"]) + "\n"
         )
-        self.assertEqual(one_word.token_is_cjk.tolist(), [False, True, True, True, True])
+        tokenizer = BertTokenizer(vocab_file, lower_case=True)
+        lines = tf.constant(["中龘文 ok 好", "豈\uf900好"])  # 龘 and 豈 are not in the vocab: [UNK]
+        spans = {"中龘文 ok 好": [(0, 3)], "豈\uf900好": [(0, 3)]}
+        marker = segmenters.WordMarker(lambda text: spans.get(text, []))
+        marks = marker([line.decode() for line in lines.numpy()])
+        continues = text_dataset.word_continues(
+            tokenizer.tokenize_with_words(lines), tokenizer.split_words(lines), marks
+        )
+        pieces = [tokenizer.vocab[i] for i in tokenizer.tokenize(lines).flat_values.numpy()]
+        self.assertEqual(pieces, ["中", "[UNK]", "文", "ok", "好", "[UNK]", "[UNK]", "好"])
+        # 中 [UNK] 文 one word, then ok and 好 words of their own; [UNK] [UNK] 好 one word.
+        self.assertEqual(continues.numpy().tolist(), [False, True, True, False, False, False, True, True])
 
     def test_jieba_segmenter_gives_jiebas_own_words(self):
         segmenter = segmenters.get_segmenter("jieba")
@@ -89,7 +101,7 @@ class WordMarkerTest(tf.test.TestCase):
             self.assertEqual(words, jieba.lcut(line))
 
     def test_worker_processes_give_the_same_marks_in_order(self):
-        marker = segmenters.WordMarker("jieba", ["[UNK]", *sorted(set(CJK.findall(CHINESE_TEXT)))], True)
+        marker = segmenters.WordMarker("jieba")
         lines = [line for line in CHINESE_TEXT.splitlines() if line]
         blocks = [(index, lines[index : index + 7]) for index in range(0, len(lines), 7)]
         expected = [(block, marker(block[1])) for block in blocks]
@@ -98,7 +110,7 @@ class WordMarkerTest(tf.test.TestCase):
         for (_, ours), (_, theirs) in zip(got, expected, strict=True):
             self.assertEqual(ours.tolist(), theirs.tolist())
         # A segmenter that cannot be sent to a worker (a lambda) runs in this process.
-        local = segmenters.WordMarker(lambda text: [(0, len(text))], ["中", "文"], True)
+        local = segmenters.WordMarker(lambda text: [(0, len(text))])
         self.assertEqual(
             [m.tolist() for _, m in segmenters.marked([["中文"]], local, list, processes=2)], [[False, True]]
         )
@@ -132,13 +144,13 @@ class WordMarkerTest(tf.test.TestCase):
         with self.assertRaisesRegex(
             segmenters.SegmenterError, r"returned the span \(0, 50\) for a line of 13"
         ):
-            segmenters.WordMarker(lambda text: [(0, 50)], ["中"], True)
+            segmenters.WordMarker(lambda text: [(0, 50)])
         with self.assertRaisesRegex(
             segmenters.SegmenterError, "must return a list of \\(start, end\\) character offsets"
         ):
-            segmenters.WordMarker(lambda text: ["中文"], ["中"], True)
+            segmenters.WordMarker(lambda text: ["中文"])
         with self.assertRaisesRegex(segmenters.SegmenterError, "must return a list of"):
-            segmenters.WordMarker(lambda text: None, ["中"], True)
+            segmenters.WordMarker(lambda text: None)
 
     def test_segmenter_not_installed_says_which_extra_to_install(self):
         with mock.patch.dict(sys.modules, {"rjieba": None, "jieba": None}):
@@ -149,11 +161,11 @@ class WordMarkerTest(tf.test.TestCase):
         self.assertIn('pip install "bert_tf[chinese]"', message)
 
     def test_very_long_unsegmentable_runs(self):
-        marker = segmenters.WordMarker("jieba", ["[UNK]", "龘", "中"], lower_case=True)
+        marker = segmenters.WordMarker("jieba")
         rng = np.random.default_rng(0)
         line = "龘" * 3_000 + "".join(chr(c) for c in rng.integers(0x4E00, 0x9FFF, 30_000))
         marks = marker.marks(line)
-        self.assertEqual(len(marks), line.count("龘") + line.count("中"))
+        self.assertEqual(len(marks), len(line))
         # Marked exactly as jieba cuts the run (the reference, on its own).
         words = jieba.lcut("龘" * 3_000)
         self.assertEqual(sum(marks[:3_000]), 3_000 - len(words))
@@ -259,7 +271,7 @@ class ChineseWholeWordMaskingTest(tf.test.TestCase):
 
     @pytest.mark.slow
     def test_chosen_fraction_and_80_10_10_per_word_over_20000_sequences(self):
-        marker = segmenters.WordMarker("jieba", self.tokenizer.vocab, lower_case=True)
+        marker = segmenters.WordMarker("jieba")
         blocks = text_dataset.pair_blocks(
             [CHINESE_CORPUS], self.tokenizer, max_seq_length=128, seed=3, num_passes=4, word_marker=marker
         )

@@ -202,6 +202,40 @@ class StreamsTest(tf.test.TestCase):
         ):
             adapter.count(train)
 
+    def test_squad_batches_count_windows(self):
+        # Long contexts make several windows per question: a batch holds batch_size windows
+        # (as run_squad batches features), whichever questions they come from.
+        directory = self.get_temp_dir()
+        rng = np.random.default_rng(0)
+        paragraphs = []
+        for number in range(6):
+            context = " ".join(rng.choice(WORDS, 40 + 30 * number))
+            qa = {
+                "id": str(number),
+                "question": "what sat",
+                "answers": [{"text": context[:3], "answer_start": 0}],
+            }
+            paragraphs.append({"context": context, "qas": [qa]})
+        path = os.path.join(directory, "squad.json")
+        with open(path, "w") as handle:
+            json.dump({"data": [{"paragraphs": paragraphs}]}, handle)
+        settings = FinetuneSettings(
+            task="squad",
+            output_dir=directory,
+            train_file=path,
+            predict_file=path,
+            max_seq_length=32,
+            doc_stride=16,
+        )
+        adapter = make_family(settings, self.tokenizer)
+        [train] = adapter.load("train")
+        windows = adapter.count(train).num_features
+        self.assertGreater(windows, 3 * 6)
+        sizes = [x["input_ids"].shape[0] for x, _, _ in adapter.dataset(train, 4)]
+        self.assertEqual(sizes, [4] * (windows // 4) + ([windows % 4] if windows % 4 else []))
+        for x, _ in adapter.dataset(train, 4, training=True).take(3):
+            self.assertEqual(x["input_ids"].shape[0], 4)
+
     def test_ner_sentences_stream_whole(self):
         # A sentence's words and tags are one vector field each, whatever their number.
         path = os.path.join(self.get_temp_dir(), "ner.txt")

@@ -489,6 +489,7 @@ class NoFlagDemoTest(tf.test.TestCase):
         self.assertGreater(nsp, 0.6, output[-3000:])
         self.assertGreater(mlm, float(progress[0][0]) + 0.2)
         self.assertRegex(output, r"fill the mask: .*\[MASK\]")
+        self.assertRegex(output, r"answer: \S+ \(the model's guess number \d+ of \d+, probability 0\.\d\d\)")
         self.assertIn("saved the pretrained model for from_pretrained", output)
         export = re.search(r"from_pretrained: (\S+)", output).group(1)
         self.assertTrue(os.path.exists(os.path.join(export, "bert_model.ckpt.index")))
