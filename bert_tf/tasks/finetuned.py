@@ -152,6 +152,7 @@ class FinetunedModelInfo:
             ) from None
         fields = {field.name for field in dataclasses.fields(cls)}
         known = {name: value for name, value in values.items() if name in fields}
+        known.setdefault("label_list", None)  # absent: no labels (what needs them says so)
         info = cls(**{**known, "kind": kind, "format_version": version})
         info._check(source)
         return info

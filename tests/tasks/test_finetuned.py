@@ -124,3 +124,11 @@ class LabelsAndHeadTest(tf.test.TestCase):
             ):
                 export_saved_model("task", directory, export_dir)
             self.assertFalse(os.path.exists(export_dir))
+            if labels is None:  # the same without the key at all (it used to fail with a TypeError)
+                with open(os.path.join(directory, TASK_FILE)) as handle:
+                    values = json.load(handle)
+                del values["label_list"]
+                with open(os.path.join(directory, TASK_FILE), "w") as handle:
+                    json.dump(values, handle)
+                with self.assertRaisesRegex(TaskDataError, f"{directory}/{TASK_FILE} {message}"):
+                    export_saved_model("task", directory, export_dir)
