@@ -152,6 +152,7 @@ class FinetunedModelInfo:
             ) from None
         fields = {field.name for field in dataclasses.fields(cls)}
         known = {name: value for name, value in values.items() if name in fields}
+        known.setdefault("label_list", None)  # absent: no labels (what needs them says so)
         info = cls(**{**known, "kind": kind, "format_version": version})
         info._check(source)
         return info
@@ -283,7 +284,25 @@ def load_finetuned(
         check_keras_archive(os.path.join(local, MODEL_FILE), display_path=path)
         model = keras.saving.load_model(os.path.join(local, MODEL_FILE), compile=compile)
     tokenizer = BertTokenizer(fileio.join(directory, "vocab.txt"), lower_case=info.lower_case)
+    _check_labels(info, model, tokenizer, fileio.join(directory, TASK_FILE))
     return model, tokenizer, info
+
+
+def _check_labels(info: FinetunedModelInfo, model, tokenizer, path: str) -> None:
+    """TaskDataError unless task.json names one label per class of the model's head, for the
+    kinds whose classes have names (a class id without one fails deep in a served graph)."""
+    if not family_for_kind(info.kind).for_model(info, tokenizer).needs_label_list:
+        return
+    head = family_for_kind(info.kind).head(info.kind)
+    units = int(keras.ops.shape(model.get_layer(head.layer).kernel)[-1])
+    labels = info.label_list
+    if labels is not None and len(labels) == units:
+        return
+    named = "no labels" if not labels else f"{len(labels)} labels"
+    raise TaskDataError(
+        f'{path} names {named} (label_list) for the model\'s {units} classes; add "label_list": '
+        f"[the {units} label names, in the order of the model's classes] to it, or fine-tune the model again"
+    )
 
 
 # --- the checkpoint formats, head included -------------------------------------------------

@@ -27,7 +27,7 @@ Example (a tiny random-init model on a two-row CSV):
 ...     train_file=os.path.join(d, "train.csv"), eval_file=os.path.join(d, "train.csv"),
 ...     train_batch_size=2, num_train_epochs=1.0, verbose=0))
 >>> sorted(results)
-['accuracy', 'eval_loss']
+['accuracy', 'eval_loss', 'majority_baseline']
 """
 
 from __future__ import annotations
@@ -325,6 +325,7 @@ def _run(settings: FinetuneSettings, strategy, policy: str, fresh: bool) -> dict
         _train(settings, strategy, model, adapter, train[0], evals, plan)
 
     results: dict[str, float] = {}
+    baselines: dict[str, float] = {}  # beside the scores, not among the curves
     scored = [*train, *evals] if settings.eval_train else evals
     for data in scored:
         scores, outputs = _evaluate(adapter, model, data, settings)
@@ -333,8 +334,9 @@ def _run(settings: FinetuneSettings, strategy, policy: str, fresh: bool) -> dict
         results.update(scores)
         if data.name != "train":
             adapter.write(data, outputs, settings.output_dir)
+            baselines.update(_majority_baseline(adapter, data, outputs, scores))
     if scored:
-        fileio.write_json(fileio.join(settings.output_dir, "eval_results.json"), results)
+        fileio.write_json(fileio.join(settings.output_dir, "eval_results.json"), {**results, **baselines})
         logger.info("eval results: %s", results)
     if scored and train and not plan.eval_every_steps:
         # Evaluated only now: the scores at the run's last update, beside its curves (bert_tf.plot).
@@ -347,11 +349,17 @@ def _run(settings: FinetuneSettings, strategy, policy: str, fresh: bool) -> dict
         for path in adapter.write(data, outputs, settings.output_dir):
             logger.info("wrote %s", path)
     fileio.write_json(fileio.join(settings.output_dir, "data_stats.json"), data_stats)
-    if settings.save_model and train:
+    saved = settings.save_model and bool(train)
+    if saved:
         model.save(fileio.join(settings.output_dir, MODEL_DIR))
     # Last: without the backup the folder reads as a finished run.
     fileio.rmtree(fileio.join(settings.output_dir, BACKUP_DIR))
-    return results
+    where = [f"scores in {fileio.join(settings.output_dir, 'eval_results.json')}"] if scored else []
+    if saved:
+        where.append(f"the fine-tuned model in {fileio.join(settings.output_dir, MODEL_DIR)}")
+    if where:  # predictions are named as they are written
+        logger.info("%s", "; ".join(where))
+    return {**results, **baselines}
 
 
 def _predict(adapter, model, data: TaskData, settings: FinetuneSettings):
@@ -367,8 +375,42 @@ def _evaluate(adapter, model, data: TaskData, settings: FinetuneSettings) -> tup
         scores["eval_loss"] = outputs.loss
     if data.name == "train":
         return {f"train_{name.removeprefix('eval_')}": float(v) for name, v in scores.items()}, outputs
-    suffix = "" if data.name == "eval" else "_" + data.name.split("_", 1)[1]
+    suffix = _suffix(data)
     return {f"{name}{suffix}": float(value) for name, value in scores.items()}, outputs
+
+
+def _suffix(data: TaskData) -> str:
+    """What the metric names of an eval split end with: "" (eval), "_mismatched" (MNLI's second)."""
+    return "" if data.name == "eval" else "_" + data.name.split("_", 1)[1]
+
+
+def _majority_baseline(adapter, data: TaskData, outputs, scores: dict[str, float]) -> dict[str, float]:
+    """{"majority_baseline": the accuracy of always answering the commonest class} of a scored
+    eval split, said beside its accuracy, with a warning when the model does not beat it."""
+    found = adapter.majority_baseline(outputs)
+    if found is None:
+        return {}
+    label, baseline = found
+    suffix = _suffix(data)
+    accuracy = scores[f"accuracy{suffix}"]
+    logger.info(
+        "%s data: accuracy %.4f, majority-class baseline %.4f (always answering %r)",
+        data.name,
+        accuracy,
+        baseline,
+        label,
+    )
+    if accuracy <= baseline:
+        logger.warning(
+            "%s data: accuracy %.4f does not beat the majority-class baseline %.4f (always answering %r): "
+            "the model has not learnt the task; train for more updates (--num_train_epochs), at a higher "
+            "--learning_rate, or on more data",
+            data.name,
+            accuracy,
+            baseline,
+            label,
+        )
+    return {f"majority_baseline{suffix}": baseline}
 
 
 def _train(settings: FinetuneSettings, strategy, model, adapter, train: TaskData, evals, plan: TrainingPlan):

@@ -4,11 +4,17 @@ import json
 import os
 import tempfile
 
+import numpy as np
 import tensorflow as tf
 
+from bert_tf.config import load_config
 from bert_tf.errors import DamagedFileError
-from bert_tf.tasks.finetuned import FORMAT_VERSION, TASK_FILE, FinetunedModelInfo, read_info
+from bert_tf.models import BertClassifier, BertEncoder
+from bert_tf.serving.exporter import export_saved_model
+from bert_tf.tasks.features import TaskDataError
+from bert_tf.tasks.finetuned import FORMAT_VERSION, TASK_FILE, FinetunedModelInfo, read_info, save_finetuned
 from bert_tf.tasks.kinds import TaskKind
+from bert_tf.tokenization import BertTokenizer
 
 # What save_finetuned wrote before task.json had a format_version (a SQuAD model).
 OLD_SQUAD = {
@@ -85,3 +91,44 @@ class FinetunedModelInfoTest(tf.test.TestCase):
                 DamagedFileError, f"{directory}/{TASK_FILE} is truncated or corrupt.*{message}"
             ):
                 read_info(directory)
+
+
+class LabelsAndHeadTest(tf.test.TestCase):
+    def test_a_classifier_whose_task_json_names_no_labels_or_too_few_is_refused_at_export(self):
+        # Such a folder used to export, and the served graph then failed on its first request
+        # (`indices[0] = 2 is not in [0, 1)`: a class id without a name).
+        root = self.get_temp_dir()
+        vocab = os.path.join(root, "vocab.txt")
+        with open(vocab, "w") as handle:
+            handle.write("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad"]) + "\n")
+        config = load_config("bert_tiny").replace(
+            vocab_size=7, hidden_size=16, intermediate_size=32, max_position_embeddings=16
+        )
+        model = BertClassifier(BertEncoder(config), num_classes=3)
+        ids = np.ones((1, 8), np.int32)
+        model({"input_ids": ids, "input_mask": ids, "segment_ids": 0 * ids})
+        tokenizer = BertTokenizer(vocab, lower_case=True)
+        for name, labels, message in (
+            ("none", None, "names no labels \\(label_list\\) for the model's 3 classes"),
+            ("two", ["a", "b"], "names 2 labels \\(label_list\\) for the model's 3 classes"),
+        ):
+            directory = save_finetuned(
+                os.path.join(root, f"model_{name}"),
+                model,
+                tokenizer,
+                FinetunedModelInfo("classification", TaskKind.CLASSIFICATION, labels, True, 8),
+            )
+            export_dir = os.path.join(root, f"export_{name}")
+            with self.assertRaisesRegex(
+                TaskDataError, f"{directory}/{TASK_FILE} {message}; .*label_list.*or fine-tune"
+            ):
+                export_saved_model("task", directory, export_dir)
+            self.assertFalse(os.path.exists(export_dir))
+            if labels is None:  # the same without the key at all (it used to fail with a TypeError)
+                with open(os.path.join(directory, TASK_FILE)) as handle:
+                    values = json.load(handle)
+                del values["label_list"]
+                with open(os.path.join(directory, TASK_FILE), "w") as handle:
+                    json.dump(values, handle)
+                with self.assertRaisesRegex(TaskDataError, f"{directory}/{TASK_FILE} {message}"):
+                    export_saved_model("task", directory, export_dir)

@@ -11,7 +11,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from bert_tf.errors import UsageError
-from bert_tf.tasks import families, glue, squad, tfds_sources
+from bert_tf.tasks import families, glue, runner, squad, tfds_sources
 from bert_tf.tasks.features import TaskDataError
 from bert_tf.tasks.finetuned import load_finetuned
 from bert_tf.tasks.runner import run
@@ -97,7 +97,19 @@ class GlueRunTest(tf.test.TestCase):
         )
         results = run(settings)
         self.assertEqual(
-            sorted(results), ["accuracy", "accuracy_mismatched", "eval_loss", "eval_loss_mismatched"]
+            sorted(results),
+            [
+                "accuracy",
+                "accuracy_mismatched",
+                "eval_loss",
+                "eval_loss_mismatched",
+                "majority_baseline",
+                "majority_baseline_mismatched",
+            ],
+        )
+        # Each dev set's labels cycle through the three classes from the first.
+        self.assertAllClose(
+            [results["majority_baseline"], results["majority_baseline_mismatched"]], [2 / 6, 2 / 5]
         )
         with open(os.path.join(output_dir, "eval_results.json")) as handle:
             self.assertAllClose(json.load(handle), results)
@@ -200,6 +212,67 @@ class GlueRunTest(tf.test.TestCase):
             run(FinetuneSettings(task="rte", **base))
         with self.assertRaisesRegex(TaskDataError, "unknown task 'mrcp'.*mrpc"):
             run(FinetuneSettings(task="mrcp", **base))
+
+
+class MajorityBaselineTest(tf.test.TestCase):
+    def test_scores_are_written_beside_the_majority_baseline_and_the_run_says_where(self):
+        root = self.get_temp_dir()
+
+        def write(name, labels):
+            path = os.path.join(root, name)
+            with open(path, "w") as handle:
+                handle.write("text,label\n")
+                handle.writelines(
+                    f"the {word} sat,{label}\n" for word, label in zip(WORDS, labels, strict=False)
+                )
+            return path
+
+        settings = FinetuneSettings(
+            task="classification",
+            output_dir=os.path.join(root, "out"),
+            train_file=write("train.csv", ["a", "a", "a", "b"]),
+            eval_file=write("dev.csv", ["a", "b", "b", "b"]),  # the commonest: b, 3 of 4
+            vocab_file=write_vocab(root),
+            bert_config=write_config(root),
+            max_seq_length=16,
+            train_batch_size=4,
+            num_train_epochs=1.0,
+            verbose=0,
+        )
+        with self.assertLogs("bert_tf.tasks.runner", "INFO") as logs:
+            results = run(settings)
+        self.assertEqual(results["majority_baseline"], 0.75)
+        with open(os.path.join(settings.output_dir, "eval_results.json")) as handle:
+            self.assertEqual(json.load(handle), results)
+        said = "\n".join(logs.output)
+        self.assertIn(
+            f"accuracy {results['accuracy']:.4f}, majority-class baseline 0.7500 (always answering 'b')", said
+        )
+        self.assertEqual("does not beat the majority-class baseline" in said, results["accuracy"] <= 0.75)
+        out = settings.output_dir
+        self.assertEndsWith(
+            logs.output[-1], f"scores in {out}/eval_results.json; the fine-tuned model in {out}/model"
+        )
+
+    def test_a_model_that_does_not_beat_the_baseline_is_warned_about(self):
+        data = families.TaskData("eval_mismatched", lambda: iter(()), True, None)
+
+        class Family:  # a family whose data's commonest class is 'b', 60% of it
+            def majority_baseline(self, outputs):
+                return "b", 0.6
+
+        for accuracy, warned in ((0.6, True), (0.55, True), (0.65, False)):
+            with self.assertLogs("bert_tf.tasks.runner", "INFO") as logs:
+                baseline = runner._majority_baseline(Family(), data, None, {"accuracy_mismatched": accuracy})
+            self.assertEqual(baseline, {"majority_baseline_mismatched": 0.6})
+            warnings = [line for line in logs.output if line.startswith("WARNING")]
+            self.assertLen(warnings, int(warned))
+            if warned:
+                self.assertRegex(
+                    warnings[0],
+                    f"eval_mismatched data: accuracy {accuracy:.4f} does not beat the majority-class baseline "
+                    "0.6000 \\(always answering 'b'\\).*--num_train_epochs.*--learning_rate",
+                )
 
 
 class TfdsSourcesTest(tf.test.TestCase):

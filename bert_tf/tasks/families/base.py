@@ -410,6 +410,11 @@ class TaskFamily:
             scores["eval_loss"] = float(predictions.loss)
         return scores
 
+    def majority_baseline(self, predictions: Predictions) -> tuple[str, float] | None:
+        """(label, accuracy) of always answering the commonest class, on labelled `predictions`,
+        for families whose score is an accuracy over classes; None for the others."""
+        return None
+
     # -- loss and metrics --------------------------------------------------------------------
     @classmethod
     def compile_args(cls, kind: TaskKind) -> dict:

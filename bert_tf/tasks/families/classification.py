@@ -481,6 +481,16 @@ class ClassificationFamily(TaskFamily):
             return metrics.multi_label_metrics(predictions.labels, values, self.label_list)
         return metrics.classification_metrics(predictions.labels, values, self.metric_names)
 
+    def majority_baseline(self, predictions: Predictions) -> tuple[str, float] | None:
+        """(label, accuracy) of always answering the scored data's commonest class: the best
+        score of a model that gives every text the same answer. None where the task's scores
+        have no accuracy (regression, multi-label, CoLA's Matthews correlation)."""
+        if self.kind != TaskKind.CLASSIFICATION or "accuracy" not in self.metric_names:
+            return None
+        counts = np.bincount(np.asarray(predictions.labels, np.int64), minlength=len(self.label_list))
+        commonest = int(counts.argmax())  # of equally common classes, the first in label order
+        return self.label_list[commonest], float(counts[commonest] / counts.sum())
+
     def write(self, data: TaskData, predictions: Predictions, output_dir: str) -> list[str]:
         values = self._values(predictions.outputs)
         if self.glue is not None:
