@@ -177,6 +177,15 @@ class TaskModel(keras.Model):
         self._compiled_with = keras_task.Compiled(dict(loss=loss, metrics=metrics, **kwargs), recipe)
         super().compile(optimizer=optimizer, **self._compiled_with.kwargs)
 
+    def compile_from_config(self, config):
+        """Restores a saved model's optimizer, loss and metrics: Keras' loader skips a
+        model's own `compile` (ours is one), so they are passed to Keras' compile as saved."""
+        config = keras.saving.deserialize_keras_object(config)
+        self._compiled_with = None  # as a plain-Keras compile: no pending recipe
+        super().compile(**config)
+        if self.built:
+            self.optimizer.build(self.trainable_variables)
+
     def compile_recipe(self, optimizer) -> None:  # see bert_tf.tasks.keras_task.build_schedule
         """Compiles again with `optimizer` and the loss and metrics of the last `compile`."""
         super().compile(optimizer=optimizer, **self._compiled_with.kwargs)

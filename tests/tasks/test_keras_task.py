@@ -18,6 +18,7 @@ import bert_tf
 from bert_tf.checkpoints.names import CheckpointError
 from bert_tf.checkpoints.pretrained import export_pretrained
 from bert_tf.errors import UsageError
+from bert_tf.tasks.finetuned import load_finetuned
 from bert_tf.tasks.runner import FinetuneSettings, run
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -75,6 +76,11 @@ class KerasTaskTest(tf.test.TestCase):
         texts = ["a quiet, moving film", "two hours I will not get back"]
         self.assertAllClose(reloaded.predict(texts), trained_logits, atol=1e-6)
         self.assertEqual(reloaded.label_list, ["neg", "pos"])
+        # Saved with its optimizer, which comes back (Keras' loader skips a custom compile).
+        model, _, _ = load_finetuned(f"{root}/runs/reviews/model")
+        self.assertEqual(type(model.optimizer).__name__, "AdamW")
+        self.assertContainsSubset(["LayerNorm", "bias"], model.optimizer.weight_decay_exclusions)
+        self.assertGreater(int(model.optimizer.iterations), 0)
         served = subprocess.run(
             [sys.executable, "-c", SERVE, f"{root}/exports/reviews", json.dumps(dev_texts)],
             capture_output=True,
