@@ -17,7 +17,9 @@ import math
 
 from absl import flags
 
-from bert_tf import cli, fileio
+# fileio (TensorFlow's file systems) is imported where used: TensorFlow must load after
+# cli.run has set up the filter of its native start-up noise.
+from bert_tf import cli
 from bert_tf.errors import UsageError
 
 # Training scalars that describe speed and padding, not learning: drawn only when asked.
@@ -43,6 +45,7 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
 
 def read_runs(run_dirs: list[str]) -> dict[str, list[dict]]:
     """{run folder: its reports}, each folder checked to hold a run's metrics.jsonl."""
+    from bert_tf import fileio
     from bert_tf.training.progress import METRICS_FILE, read_metrics
 
     runs = {}
@@ -88,6 +91,8 @@ def plot(run_dirs: list[str], output: str | None = None, metrics: list[str] | No
     matplotlib.use("Agg")  # files only: no display needed
     from matplotlib import pyplot
 
+    from bert_tf import fileio
+
     runs = read_runs(run_dirs)
     keys = panels(runs, metrics)
     if not keys:
@@ -122,6 +127,8 @@ def plot(run_dirs: list[str], output: str | None = None, metrics: list[str] | No
 
 def _labels(run_dirs: list[str]) -> dict[str, str]:
     """Each run's legend: its folder's name, or its path where two names are the same."""
+    from bert_tf import fileio
+
     names = [fileio.basename(run_dir.rstrip("/")) for run_dir in run_dirs]
     unique = len(set(names)) == len(names)
     return {run_dir: name if unique else run_dir for run_dir, name in zip(run_dirs, names, strict=True)}
