@@ -25,7 +25,6 @@ flags this program does not define are Beam's pipeline options; the output is th
 from __future__ import annotations
 
 import gc
-import logging
 
 from absl import flags
 
@@ -63,18 +62,14 @@ def main(flag_values: flags.FlagValues, args: list[str]) -> None:
 
 
 def run_on_beam(settings: GenerationConfig, beam_args: list[str], verbose: bool = False) -> None:
-    from pipelines.beam import require_beam
+    from pipelines.beam import quiet_logs, require_beam
 
     require_beam()
     from bert_tf import fileio
     from pipelines.beam.generate import create_pretraining_data
 
     if not verbose:
-        # Beam's own notes (its workers' start-up and shutdown, options it passes them that
-        # they do not use) say nothing a user can act on; its errors still show.
-        logging.getLogger("apache_beam").setLevel(logging.ERROR)
-        if not any(arg.split("=")[0] == "--default_sdk_harness_log_level" for arg in beam_args):
-            beam_args = [*beam_args, "--default_sdk_harness_log_level=ERROR"]
+        beam_args = quiet_logs(beam_args)
     prefix = fileio.abspath(settings.output_file.strip())
     print(f"output_file: {prefix}-?????-of-?????", flush=True)  # on stderr, as the progress (cli.run)
     summary = create_pretraining_data(settings, beam_args)

@@ -41,3 +41,16 @@ class _DropMessage(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         return self.text not in record.getMessage()
+
+
+def quiet_logs(beam_args: list[str]) -> list[str]:
+    """Holds Beam's own log lines to errors, here and in its worker processes (unless the
+    options set their level); returns the options to run with.
+
+    Its notes (workers starting and stopping, options it passes them that they do not use)
+    say nothing a user of these programs can act on; its errors still show.
+    """
+    logging.getLogger("apache_beam").setLevel(logging.ERROR)
+    if any(arg.split("=")[0] == "--default_sdk_harness_log_level" for arg in beam_args):
+        return beam_args
+    return [*beam_args, "--default_sdk_harness_log_level=ERROR"]
