@@ -33,6 +33,7 @@ import dataclasses
 import logging
 import os
 import time
+import uuid
 from collections.abc import Sequence
 
 from absl import flags
@@ -209,20 +210,18 @@ def build_vocab(
     paths = fileio.expand_files(input_files, "input_file")
     check_mostly_text(paths, None, "--input_file", accept=accept_non_text)
     if runner:
-        from pipelines.beam.vocab import learn_vocab_on_beam
+        from pipelines.beam.vocab import count_words_on_beam
 
-        vocab = learn_vocab_on_beam(
+        counts = count_words_on_beam(
             paths,
-            vocab_size,
-            output_file,
+            f"{output_file}.word-counts-{uuid.uuid4().hex}",
             runner_name=runner,
             beam_args=beam_args,
             lower_case=lower_case,
-            **learn_params,
         )
-        logger.info("learnt %d tokens on %s", len(vocab), runner)
-        return vocab
-    counts = count_words(paths, lower_case=lower_case, max_lines=max_lines, progress=progress)
+        logger.info("counted %d distinct words on %s", len(counts), runner)
+    else:
+        counts = count_words(paths, lower_case=lower_case, max_lines=max_lines, progress=progress)
     vocab = learn_vocab(counts, vocab_size, progress=progress, **learn_params)
     write_vocab(vocab, output_file)
     return vocab

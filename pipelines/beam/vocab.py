@@ -1,17 +1,17 @@
-"""Vocabulary learning with the word counts made by an Apache Beam pipeline.
+"""Word counts for vocabulary learning, made by an Apache Beam pipeline.
 
 `python -m pipelines.build_vocab --runner=...`: the input files are cut into byte ranges
 (as `pipelines.beam.generate` cuts them), each range's lines are split into words by the
-same `BasicTokenizer` the one-process count uses, the counts are summed per word across
-workers (`CombinePerKey`), and one worker learns the vocab from all of them with the same
-tensorflow-text learner (`build_vocab.learn_vocab`) and writes it (`build_vocab.write_vocab`:
-whole or not at all). The same corpus gives the same counts, hence the same vocab, as the
-one-process program.
+same `BasicTokenizer` the one-process count uses, and the counts are summed per word
+across workers (`CombinePerKey`). `build_vocab` then learns the vocab from them as from
+its own counts (tensorflow-text's learner): the same corpus gives the same counts, hence
+the same vocab, as the one-process program.
 """
 
 from __future__ import annotations
 
 import collections
+import json
 from collections.abc import Iterable, Sequence
 
 import apache_beam as beam
@@ -59,29 +59,23 @@ class _CountWords(beam.DoFn):
             yield word.decode("utf-8"), count
 
 
-def _learn_and_write(counts: dict[str, int], vocab_size: int, output_file: str, learn_params: dict) -> None:
-    from pipelines.build_vocab import learn_vocab, write_vocab
-
-    beam.metrics.Metrics.counter(runner.NAMESPACE, "distinct_words").inc(len(counts))
-    write_vocab(
-        learn_vocab(collections.Counter(counts), vocab_size, progress=False, **learn_params), output_file
-    )
-
-
-def learn_vocab_on_beam(
+def count_words_on_beam(
     paths: Sequence[str],
-    vocab_size: int,
-    output_file: str,
+    counts_prefix: str,
     *,
     runner_name: str,
     beam_args: Sequence[str] = (),
     lower_case: bool = True,
-    range_bytes: int = RANGE_BYTES,
-    **learn_params,
-) -> list[str]:
-    """Counts the words of `paths` on Beam, learns a vocab from them, writes it; returns it."""
+) -> collections.Counter:
+    """The BasicTokenizer word counts of `paths`, counted on Beam (as `build_vocab.count_words`).
+
+    The pipeline writes the summed counts as JSON lines to files `counts_prefix`-*, on a
+    filesystem the runner's workers and this process share (next to the vocab); they are
+    read back here and removed.
+    """
     pipeline_runner, options = runner.pipeline_options(runner_name, beam_args)
     sizes = [fileio.size(path) for path in paths]
+    range_bytes = RANGE_BYTES
     ranges = [
         (path, start, min(start + range_bytes, size))
         for path, size in zip(paths, sizes, strict=True)
@@ -94,8 +88,17 @@ def learn_vocab_on_beam(
         | "Spread" >> beam.Reshuffle()
         | "CountWords" >> beam.ParDo(_CountWords(lower_case))
         | "SumCounts" >> beam.CombinePerKey(sum)
-        | "AllCounts" >> beam.combiners.ToDict()
-        | "Learn" >> beam.Map(_learn_and_write, vocab_size, output_file, learn_params)
+        | "ToJson" >> beam.Map(json.dumps)
+        | "Write" >> beam.io.WriteToText(counts_prefix)
     )
-    runner.run(pipeline)
-    return fileio.read_text(output_file).splitlines()
+    try:
+        runner.run(pipeline)
+        counts: collections.Counter = collections.Counter()
+        for path in fileio.glob(counts_prefix + "*"):
+            for line in fileio.read_text(path).splitlines():
+                word, count = json.loads(line)
+                counts[word] += count
+    finally:
+        for path in fileio.glob(counts_prefix + "*"):
+            fileio.remove(path)
+    return counts

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 import tempfile
+from unittest import mock
 
 import tensorflow as tf
 
 from pipelines import build_vocab, corpus
-from pipelines.beam.vocab import learn_vocab_on_beam
+from pipelines.beam import vocab as beam_vocab
 
 
 class BeamVocabTest(tf.test.TestCase):
@@ -26,19 +27,21 @@ class BeamVocabTest(tf.test.TestCase):
             paths, 1500, os.path.join(directory, "one.txt"), lower_case=False, progress=False
         )
         output = os.path.join(directory, "beam.txt")
-        vocab = learn_vocab_on_beam(
-            paths,
-            1500,
-            output,
-            runner_name="DirectRunner",
-            beam_args=["--direct_num_workers=1", "--direct_running_mode=in_memory"],
-            lower_case=False,
-            range_bytes=20_000,
-        )
+        with mock.patch.object(beam_vocab, "RANGE_BYTES", 20_000):
+            vocab = build_vocab.build_vocab(
+                paths,
+                1500,
+                output,
+                lower_case=False,
+                progress=False,
+                runner="DirectRunner",
+                beam_args=["--direct_num_workers=1", "--direct_running_mode=in_memory"],
+            )
         self.assertGreater(len(expected), 500)
         self.assertEqual(vocab, expected)
         with open(output, encoding="utf-8") as file:
             self.assertEqual(file.read().splitlines(), expected)
+        self.assertEqual(sorted(os.listdir(directory)), ["beam.txt", "one.txt", "part0.txt", "part1.txt"])
 
 
 if __name__ == "__main__":
