@@ -15,15 +15,25 @@ repeated to the size, with the uncased vocab plus the corpus's characters, all t
 --do_whole_word_mask: ours without a word segmenter, ours with --word_segmenter=jieba
 (needs `pip install "bert_tf[chinese]"`), and the original. The segmenter's cost is the
 ratio of the first two.
+
+Beam (--beam_workers, default 1,2): the same program with --runner=DirectRunner and that many
+worker processes (--direct_running_mode=multi_processing) on the same corpus, against the
+one-process run: wall time, CPU time and the peak RSS of the whole process tree (the
+launcher and its workers, sampled from /proc). From the Beam run's CPU time per MB it prints
+an estimate of a Dataflow run on a larger corpus (--estimate_corpus_gb, --estimate_dupe_factor)
+and the assumptions it rests on.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 from absl import app, flags  # noqa: E402
@@ -47,6 +57,18 @@ flags.DEFINE_list(
     "Chinese corpus sizes to measure, in MB (empty: none); --sizes_mb= for only these.",
 )
 
+flags.DEFINE_list(
+    "beam_workers",
+    ["1", "2"],
+    "DirectRunner worker processes to measure the Beam pipeline with (empty: none).",
+)
+flags.DEFINE_float("estimate_corpus_gb", 20.0, "Corpus size of the Dataflow estimate, in GB of text.")
+flags.DEFINE_integer("estimate_dupe_factor", 10, "--dupe_factor of the Dataflow estimate.")
+flags.DEFINE_integer(
+    "dataflow_vcpus_per_worker", 4, "vCPUs of a Dataflow worker in the estimate (n2-standard-4)."
+)
+flags.DEFINE_float("target_hours", 1.0, "Wall time the estimate sizes the Dataflow worker count for.")
+
 CHINESE_CORPUS = ROOT / "tests" / "fixtures" / "chinese_corpus.txt"
 
 RUNNER = """
@@ -59,23 +81,59 @@ runpy.run_path({script!r}, run_name="__main__")
 """
 
 
+def _tree_rss_mb(root: int) -> float:
+    """The resident memory of `root` and all its descendants, in MB (from /proc)."""
+    parents, rss = {}, {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except OSError:  # ended meanwhile
+            continue
+        parents[int(entry)] = int(fields[1])
+        rss[int(entry)] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
+    tree, frontier = {root}, [root]
+    while frontier:
+        children = [pid for pid, parent in parents.items() if parent in frontier and pid not in tree]
+        tree.update(children)
+        frontier = children
+    return sum(rss.get(pid, 0) for pid in tree) / 2**20
+
+
 def _measure(command: list[str], log: Path) -> tuple[float, float, float]:
-    """Runs a command under /usr/bin/time -v; returns (wall s, CPU s (user + system), peak RSS MB)."""
+    """Runs a command under /usr/bin/time -v; returns (wall s, CPU s (user + system), peak RSS MB).
+
+    The peak RSS is that of the whole process tree (sampled every 0.2 s), or the largest
+    single process's if that is more (a peak between samples).
+    """
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(ROOT)}
+    peak = [0.0]
     with open(log, "w") as handle:
-        result = subprocess.run(
+        process = subprocess.Popen(
             ["/usr/bin/time", "-v", *command], stdout=handle, stderr=subprocess.STDOUT, env=env
         )
+
+        def sample() -> None:
+            while process.poll() is None:
+                peak[0] = max(peak[0], _tree_rss_mb(process.pid))
+                time.sleep(0.2)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        returncode = process.wait()
+        sampler.join()
     text = log.read_text(errors="replace")
-    if result.returncode != 0:
-        raise RuntimeError(f"{command[:3]} failed (exit {result.returncode}); see {log}:\n{text[-3000:]}")
+    if returncode != 0:
+        raise RuntimeError(f"{command[:3]} failed (exit {returncode}); see {log}:\n{text[-3000:]}")
     wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (?:(\d+):)?(\d+):([\d.]+)", text)
     hours, minutes, seconds = (float(g) if g else 0.0 for g in wall.groups())
     rss_kb = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", text).group(1))
     cpu = sum(
         float(re.search(rf"{kind} time \(seconds\): ([\d.]+)", text).group(1)) for kind in ("User", "System")
     )
-    return hours * 3600 + minutes * 60 + seconds, cpu, rss_kb / 1024
+    return hours * 3600 + minutes * 60 + seconds, cpu, max(rss_kb / 1024, peak[0])
 
 
 def _count_records(path: str) -> int:
@@ -129,6 +187,46 @@ def _chinese(workdir: Path, original_runner: Path | None) -> None:
         print(line, flush=True)
 
 
+def _shards(prefix: str) -> list[str]:
+    directory = Path(prefix).parent
+    return sorted(str(path) for path in directory.glob(Path(prefix).name + "-*-of-*"))
+
+
+def _dataflow_estimate(rows: list[dict]) -> None:
+    """Wall time and worker count of a Dataflow run, from the Beam run's CPU time per MB."""
+    workers = max(int(w) for w in FLAGS.beam_workers)
+    key = f"beam{workers}"
+    if len(rows) >= 2:  # start-up (imports, tracing, worker start) paid once: the cost of each further MB
+        first, last = rows[0], rows[-1]
+        cpu_per_mb = (last[key][1] - first[key][1]) / (last["mb"] - first["mb"])
+        basis = f"the CPU time per extra MB from {first['mb']:.0f} to {last['mb']:.0f} MB"
+    else:
+        cpu_per_mb = rows[0][key][1] / rows[0]["mb"]
+        basis = f"the CPU time per MB of the {rows[0]['mb']:.0f} MB run (start-up included: an upper bound)"
+    if cpu_per_mb <= 0:
+        print("\nDataflow estimate: no CPU cost per MB could be measured (noise); use larger --sizes_mb")
+        return
+    megabytes = FLAGS.estimate_corpus_gb * 1000
+    # Reading and pairing once, then masking and encoding once per pass: the measured runs
+    # are one pass, so the whole cost is scaled by the passes (an upper bound).
+    cpu_hours = cpu_per_mb * megabytes * FLAGS.estimate_dupe_factor / 3600
+    vcpus = FLAGS.dataflow_vcpus_per_worker
+    needed = max(1, math.ceil(cpu_hours / (FLAGS.target_hours * vcpus)))
+    print(
+        f"\nDataflow estimate for {FLAGS.estimate_corpus_gb:g} GB of text at --dupe_factor={FLAGS.estimate_dupe_factor}: "
+        f"{cpu_per_mb:.2f} CPU s per MB per pass ({basis}, DirectRunner with {workers} worker(s)) gives "
+        f"{cpu_hours:.0f} vCPU-hours: {needed} workers of {vcpus} vCPUs for about {FLAGS.target_hours:g} h of "
+        f"processing, plus a few minutes of worker start-up."
+    )
+    for count in sorted({max(1, needed // 4), needed, needed * 4}):
+        print(f"  {count:4d} workers: about {cpu_hours / (count * vcpus):.1f} h")
+    print(
+        "  Assumptions: a Dataflow vCPU does the work of one core here; the cost per MB is linear in the corpus "
+        "(the shuffle of the text once and the write of ~2.4 bytes of records per byte of text per pass are "
+        "included in the measured CPU time, not their network or disk time); autoscaling keeps the workers busy."
+    )
+
+
 def _original_runner(workdir: Path) -> Path:
     runner = workdir / "run_original.py"
     script = Path(FLAGS.original_repo) / "create_pretraining_data.py"
@@ -174,6 +272,23 @@ def main(argv: list[str]) -> None:
             f"{row['ours_n']} instances",
             flush=True,
         )
+        for workers in (int(w) for w in FLAGS.beam_workers):
+            prefix = str(workdir / f"beam{workers}_{size:g}mb" / "train")
+            beam = _measure(
+                [sys.executable, "-m", "pipelines.create_pretraining_data", "--runner=DirectRunner",
+                 f"--direct_num_workers={workers}", "--direct_running_mode=multi_processing",
+                 f"--input_file={text_file}", f"--output_file={prefix}", "--num_output_shards=4", "--overwrite",
+                 *common],
+                workdir / f"beam{workers}_{size:g}mb.log",
+            )  # fmt: skip
+            row[f"beam{workers}"] = beam
+            count = sum(_count_records(path) for path in _shards(prefix))
+            print(
+                f"{megabytes:.1f} MB  Beam DirectRunner, {workers} worker(s): {beam[0]:.1f} s wall, {beam[1]:.1f} s CPU, "
+                f"peak RSS {beam[2]:.0f} MB (process tree), {count} instances; {beam[0] / ours[0]:.2f}x the "
+                f"one-process wall time, {beam[2] / ours[2]:.1f}x its memory",
+                flush=True,
+            )
         if not FLAGS.skip_original:
             runner = _original_runner(workdir)
             original_out = str(workdir / f"original_{size:g}mb.tfrecord")
@@ -222,6 +337,8 @@ def main(argv: list[str]) -> None:
             f"peak RSS growth from {first['mb']:.0f} to {last['mb']:.0f} MB: ours "
             f"{last['ours'][2] - first['ours'][2]:+.0f} MB, original {last['original'][2] - first['original'][2]:+.0f} MB"
         )
+    if rows and FLAGS.beam_workers:
+        _dataflow_estimate(rows)
     if FLAGS.chinese_sizes_mb:
         _chinese(workdir, None if FLAGS.skip_original else _original_runner(workdir))
 

@@ -401,11 +401,14 @@ def run(
     *,
     positional: str | None = None,
     argv: Sequence[str] | None = None,
+    pass_unknown_flags: bool = False,
 ) -> None:
     """Parses the command line, runs `main(flag_values, args)` under the error policy, exits.
 
     `positional` describes the positional arguments a program takes ("TEXT ..."); without
-    it, any is a usage error. `args` are the positional arguments.
+    it, any is a usage error. `args` are the positional arguments. With `pass_unknown_flags`,
+    flags the program does not define are no error either: they come in `args`, for a
+    program that hands them on (Beam's pipeline options), and `main` decides.
 
     Logs on stderr, results on stdout, in every program: while `main` runs, what is printed
     goes to stderr (the library's progress and notes, the output folder named first), and
@@ -438,7 +441,7 @@ def run(
 
     def parse(args: list[str]) -> list[str]:
         try:
-            return flag_values(args)
+            return flag_values(args, known_only=pass_unknown_flags)
         except SystemExit as exit:  # absl's help flags exit 1 after printing the help
             if wants_help:
                 sys.exit(0)
@@ -449,7 +452,7 @@ def run(
             fail(f"{error}; see --helpshort for this program's flags", 2)
 
     def checked_main(args: list[str]) -> None:
-        if len(args) > 1 and not positional:
+        if len(args) > 1 and not (positional or pass_unknown_flags):
             fail(f"unexpected arguments {' '.join(args[1:])!r}; flags are written --name=value", 2)
         note_old_flag_names(flag_values)
         verbosity = flag_values["verbosity"]  # absl's --verbosity (-v): 0 INFO, 1 DEBUG, -1 WARNING, ...

@@ -33,6 +33,7 @@ import dataclasses
 import logging
 import os
 import time
+import uuid
 from collections.abc import Sequence
 
 from absl import flags
@@ -176,6 +177,8 @@ def build_vocab(
     accept_non_text: bool = False,
     overwrite: bool = False,
     progress: bool = True,
+    runner: str | None = None,
+    beam_args: Sequence[str] = (),
     **learn_params,
 ) -> list[str]:
     """Counts words, learns a WordPiece vocab and writes it to `output_file`; returns the vocab.
@@ -184,16 +187,41 @@ def build_vocab(
     (over half of its first lines have invalid UTF-8: a binary file, another encoding) is
     refused unless `accept_non_text`. `progress`: show each phase's progress on stderr.
     `learn_params` go to tensorflow-text's learner
-    (`max_unique_chars`, `max_token_length`, `num_iterations`, ...).
+    (`max_unique_chars`, `max_token_length`, `num_iterations`, ...). With a Beam `runner`
+    the words are counted by a Beam pipeline with Beam's options `beam_args`
+    (`pipelines.beam.vocab`).
     """
     # lazy: importing this module loads no TensorFlow (fileio, basic_tokenizer and text_input do)
     from bert_tf import fileio
     from pipelines.text_input import check_mostly_text
 
+    if runner and max_lines:
+        raise UsageError(
+            "--max_lines reads the first lines in order: it has no meaning with --runner; drop it"
+        )
+    if runner:  # Beam's options first: nothing is read if they cannot work
+        from pipelines.beam import require_beam
+
+        require_beam()
+        from pipelines.beam import runner as beam_runner
+
+        beam_runner.pipeline_options(runner, beam_args)
     check_output(output_file, "--output_file", overwrite=overwrite, is_file=True)
     paths = fileio.expand_files(input_files, "input_file")
     check_mostly_text(paths, None, "--input_file", accept=accept_non_text)
-    counts = count_words(paths, lower_case=lower_case, max_lines=max_lines, progress=progress)
+    if runner:
+        from pipelines.beam.vocab import count_words_on_beam
+
+        counts = count_words_on_beam(
+            paths,
+            f"{output_file}.word-counts-{uuid.uuid4().hex}",
+            runner_name=runner,
+            beam_args=beam_args,
+            lower_case=lower_case,
+        )
+        logger.info("counted %d distinct words on %s", len(counts), runner)
+    else:
+        counts = count_words(paths, lower_case=lower_case, max_lines=max_lines, progress=progress)
     vocab = learn_vocab(counts, vocab_size, progress=progress, **learn_params)
     write_vocab(vocab, output_file)
     return vocab
@@ -222,6 +250,11 @@ class VocabSettings:
         False, "Learn from the input even if most of its lines are not text (invalid UTF-8)."
     )
     overwrite: bool = setting(False, "Replace an existing --output_file.")
+    runner: str | None = setting(
+        None,
+        "Count the words with an Apache Beam pipeline on this runner (DirectRunner, DataflowRunner, FlinkRunner, "
+        "...); Beam's pipeline options follow as flags. Without it: one process, no Beam.",
+    )
 
     def __post_init__(self) -> None:
         if self.vocab_size <= len(SPECIAL_TOKENS):
@@ -235,21 +268,30 @@ class VocabSettings:
 define_flags = cli.settings_flags(VocabSettings, required=("input_files", "output_file"))
 
 
-def run_from_flags(flag_values: flags.FlagValues = flags.FLAGS) -> list[str]:
+def run_from_flags(flag_values: flags.FlagValues = flags.FLAGS, beam_args: Sequence[str] = ()) -> list[str]:
     settings = cli.settings_from_flags(VocabSettings, flag_values)
-    return build_vocab(**dataclasses.asdict(settings))
+    if beam_args and not settings.runner:
+        raise UsageError(
+            f"unknown flag(s) or argument(s) {' '.join(beam_args)}: see --helpshort for this program's flags "
+            "(Beam's pipeline options go with --runner)"
+        )
+    return build_vocab(**dataclasses.asdict(settings), beam_args=beam_args)
 
 
 def main(flag_values: flags.FlagValues, args: Sequence[str]) -> None:
     output_file = os.path.abspath(flag_values.output_file)
     print(f"output_file: {output_file}", flush=True)  # on stderr, as the progress (cli.run)
-    run_from_flags(flag_values)
+    if flag_values.runner and not flag_values.verbose:
+        from pipelines.beam import quiet_logs
+
+        args = quiet_logs(args)
+    run_from_flags(flag_values, args)
     cli.result(f"wrote {output_file}")
 
 
 def command() -> None:
     """The `bert-tf-build-vocab` command (setup.py's entry point), also `python -m pipelines.build_vocab`."""
-    cli.run(main, define_flags)
+    cli.run(main, define_flags, pass_unknown_flags=True)
 
 
 if __name__ == "__main__":

@@ -77,7 +77,7 @@ class Summary(text_input.ReadStats):
         return text
 
 
-_COUNTERS = (
+COUNTERS = (
     "instances",
     "random_next",
     "tokens",
@@ -86,6 +86,47 @@ _COUNTERS = (
     "empty_documents",
     "single_sentence_documents",
 )
+
+
+def finish_block(
+    block: dict[str, tf.Tensor], config: GenerationConfig, masking_vocab: masking.MaskingVocab
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """Masks a block of pairs (unless `config.dynamic_masking`) and serializes it.
+
+    Returns the records (tf.string [pairs]) and the block's counts (int64, one per name
+    of COUNTERS).
+    """
+    features = {
+        name: block[name] for name in ("input_ids", "input_mask", "segment_ids", "next_sentence_labels")
+    }
+    if not config.dynamic_masking:
+        features.update(
+            masking.mask_sequences(
+                block["input_ids"],
+                block["input_mask"],
+                block["seed"],
+                masking_vocab=masking_vocab,
+                max_predictions_per_seq=config.max_predictions_per_seq,
+                masked_lm_prob=config.masked_lm_prob,
+                whole_word_mask=config.do_whole_word_mask,
+                word_continues=block.get("word_continues"),
+            )
+        )
+        predictions = tf.reduce_sum(tf.cast(features["masked_lm_weights"], tf.int64))
+    else:
+        predictions = tf.constant(0, tf.int64)
+    counts = tf.stack(
+        [
+            tf.shape(block["input_ids"], out_type=tf.int64)[0],
+            tf.reduce_sum(block["next_sentence_labels"]),
+            tf.reduce_sum(block["input_mask"]),
+            predictions,
+            block["empty_sentences"],
+            block["empty_documents"],
+            block["single_sentence_documents"],
+        ]
+    )
+    return records.encode_examples(features), counts
 
 
 def _check_outputs(output_file: str, overwrite: bool) -> list[str]:
@@ -134,7 +175,7 @@ def create_pretraining_data(config: GenerationConfig, *, progress: bool = True, 
 
     read_stats = text_input.ReadStats()
     later_stats = text_input.ReadStats()  # of the passes after the first: for the progress display
-    counters = tf.Variable(tf.zeros([len(_COUNTERS)], tf.int64), trainable=False)
+    counters = tf.Variable(tf.zeros([len(COUNTERS)], tf.int64), trainable=False)
     blocks = text_dataset.pair_blocks(
         files,
         tokenizer,
@@ -149,42 +190,13 @@ def create_pretraining_data(config: GenerationConfig, *, progress: bool = True, 
 
     # Plain graph code: skipping AutoGraph's conversion saves seconds of start-up.
     @tf.autograph.experimental.do_not_convert
-    def finish_block(block):
-        features = {
-            name: block[name] for name in ("input_ids", "input_mask", "segment_ids", "next_sentence_labels")
-        }
-        if not config.dynamic_masking:
-            features.update(
-                masking.mask_sequences(
-                    block["input_ids"],
-                    block["input_mask"],
-                    block["seed"],
-                    masking_vocab=masking_vocab,
-                    max_predictions_per_seq=config.max_predictions_per_seq,
-                    masked_lm_prob=config.masked_lm_prob,
-                    whole_word_mask=config.do_whole_word_mask,
-                    word_continues=block.get("word_continues"),
-                )
-            )
-            predictions = tf.reduce_sum(tf.cast(features["masked_lm_weights"], tf.int64))
-        else:
-            predictions = tf.constant(0, tf.int64)
-        counts = tf.stack(
-            [
-                tf.shape(block["input_ids"], out_type=tf.int64)[0],
-                tf.reduce_sum(block["next_sentence_labels"]),
-                tf.reduce_sum(block["input_mask"]),
-                predictions,
-                block["empty_sentences"],
-                block["empty_documents"],
-                block["single_sentence_documents"],
-            ]
-        )
+    def finish(block):
+        serialized, counts = finish_block(block, config, masking_vocab)
         with tf.control_dependencies([counters.assign_add(counts)]):
-            return tf.identity(records.encode_examples(features))
+            return tf.identity(serialized)
 
     serialized = (
-        blocks.map(finish_block, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        blocks.map(finish, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
         .unbatch()
         .shuffle(config.shuffle_buffer_size, seed=config.random_seed, reshuffle_each_iteration=False)
         .batch(1024)
@@ -231,7 +243,7 @@ def create_pretraining_data(config: GenerationConfig, *, progress: bool = True, 
         published.__exit__(*sys.exc_info())  # removes the temporary files
         raise
 
-    values = dict(zip(_COUNTERS, counters.numpy().tolist(), strict=True))
+    values = dict(zip(COUNTERS, counters.numpy().tolist(), strict=True))
     summary = Summary(
         **dataclasses.asdict(read_stats),
         empty_sentences=values["empty_sentences"] // config.dupe_factor,

@@ -28,7 +28,10 @@ class GenerationConfig:
 
     input_file: str = dataclasses.field(metadata={"help": "Input raw text file(s): comma-separated globs."})
     output_file: str = dataclasses.field(
-        metadata={"help": "Output TFRecord file(s): comma-separated, written round-robin."}
+        metadata={
+            "help": "Output TFRecord file(s): comma-separated, written round-robin; with --runner, the prefix "
+            "of the shards PREFIX-00000-of-000NN."
+        }
     )
     vocab_file: str = dataclasses.field(
         metadata={"help": "The vocabulary file that the BERT model was trained on."}
@@ -60,6 +63,16 @@ class GenerationConfig:
         'characters of a word together; pip install "bert_tf[chinese]".',
     )
 
+    # Ours: the same program as an Apache Beam pipeline (pipelines.beam.generate).
+    runner: str | None = setting(
+        None,
+        "Run as an Apache Beam pipeline on this runner (DirectRunner, DataflowRunner, FlinkRunner, SparkRunner, "
+        "PortableRunner, ...); Beam's pipeline options follow as flags. Without it: one process, no Beam.",
+    )
+    num_output_shards: int = setting(
+        0, "With --runner: the number of output shards (0: one per 100 MB of input text per pass)."
+    )
+
     def validate(self) -> None:
         problems = []
         if self.max_seq_length < 5:
@@ -76,6 +89,12 @@ class GenerationConfig:
             problems.append(f"short_seq_prob must be in [0, 1], got {self.short_seq_prob}")
         if self.shuffle_buffer_size < 1:
             problems.append(f"shuffle_buffer_size must be >= 1, got {self.shuffle_buffer_size}")
+        if self.num_output_shards < 0:
+            problems.append(f"num_output_shards must be >= 0, got {self.num_output_shards}")
+        if self.num_output_shards and not self.runner:
+            problems.append(
+                "num_output_shards applies with --runner; without it, name each output file in --output_file"
+            )
         if not [o for o in self.output_file.split(",") if o.strip()]:
             problems.append(f"output_file names no file: {self.output_file!r}")
         problems += segmenters.setting_problems(

@@ -187,6 +187,55 @@ def word_continues(pieces: tf.RaggedTensor, words: tf.RaggedTensor, marks: tf.Te
     return is_cjk & tf.gather(padded, tf.minimum(index, count))
 
 
+def tokenize_lines(tokenizer, lines: tf.Tensor, marks: tf.Tensor | None = None):
+    """The word pieces of a block's lines (int64 ragged [lines, (pieces)]) and, with a word
+    segmenter's `marks`, their `word_continues` (bool [pieces]; else None)."""
+    if marks is None:
+        return tokenizer.tokenize(lines), None
+    # By words: a CJK character is a word of its own, its mark goes to its one piece.
+    pieces_of_words = tokenizer.tokenize_with_words(lines)  # [lines, (words), (pieces)]
+    continues = word_continues(pieces_of_words, tokenizer.split_words(lines), marks)
+    return pieces_of_words.merge_dims(1, 2), continues
+
+
+def block_pairs(
+    pieces: tf.RaggedTensor,
+    sentences_per_document: tf.Tensor,
+    seed_of_block: tf.Tensor,
+    *,
+    max_seq_length: int,
+    short_seq_prob: float,
+    cls_id: int,
+    sep_id: int,
+    continues: tf.Tensor | None = None,
+) -> dict[str, tf.Tensor]:
+    """The unmasked pairs of one block of tokenized lines: an element of `pair_blocks`."""
+    block = tf.RaggedTensor.from_row_lengths(pieces, sentences_per_document)  # [docs, (sentences), (pieces)]
+    pairs = instances.build_pairs(
+        block,
+        seed_of_block,
+        max_seq_length=max_seq_length,
+        cls_id=cls_id,
+        sep_id=sep_id,
+        short_seq_prob=short_seq_prob,
+        word_continues=continues,
+    )
+    result = {
+        "input_ids": pairs["input_ids"],
+        "input_mask": pairs["input_mask"],
+        "segment_ids": pairs["segment_ids"],
+        "next_sentence_labels": pairs["next_sentence_labels"][:, tf.newaxis],
+        "seed": tf.random.experimental.stateless_fold_in(seed_of_block, 1),
+        "documents_in_blocks": tf.size(sentences_per_document, out_type=tf.int64),
+        "empty_sentences": pairs["empty_sentences"],
+        "empty_documents": pairs["empty_documents"],
+        "single_sentence_documents": pairs["single_sentence_documents"],
+    }
+    if continues is not None:
+        result["word_continues"] = pairs["word_continues"]
+    return result
+
+
 def pair_blocks(
     files: Sequence[str],
     tokenizer,
@@ -235,40 +284,17 @@ def pair_blocks(
     # Plain graph code: skipping AutoGraph's conversion saves seconds of start-up.
     @tf.autograph.experimental.do_not_convert
     def make_pairs(pass_index, block_index, lines, sentences_per_document, marks=None):
-        seed_of_block = block_seed(seed, pass_index, block_index)
-        continues = None
-        if marks is None:
-            pieces = tokenizer.tokenize(lines)  # [lines, (pieces)]
-        else:  # by words: a CJK character is a word of its own, its mark goes to its one piece
-            pieces_of_words = tokenizer.tokenize_with_words(lines)  # [lines, (words), (pieces)]
-            continues = word_continues(pieces_of_words, tokenizer.split_words(lines), marks)
-            pieces = pieces_of_words.merge_dims(1, 2)
-        block = tf.RaggedTensor.from_row_lengths(
-            pieces, sentences_per_document
-        )  # [docs, (sentences), (pieces)]
-        pairs = instances.build_pairs(
-            block,
-            seed_of_block,
+        pieces, continues = tokenize_lines(tokenizer, lines, marks)
+        return block_pairs(
+            pieces,
+            sentences_per_document,
+            block_seed(seed, pass_index, block_index),
             max_seq_length=max_seq_length,
+            short_seq_prob=short_seq_prob,
             cls_id=cls_id,
             sep_id=sep_id,
-            short_seq_prob=short_seq_prob,
-            word_continues=continues,
+            continues=continues,
         )
-        result = {
-            "input_ids": pairs["input_ids"],
-            "input_mask": pairs["input_mask"],
-            "segment_ids": pairs["segment_ids"],
-            "next_sentence_labels": pairs["next_sentence_labels"][:, tf.newaxis],
-            "seed": tf.random.experimental.stateless_fold_in(seed_of_block, 1),
-            "documents_in_blocks": tf.size(sentences_per_document, out_type=tf.int64),
-            "empty_sentences": pairs["empty_sentences"],
-            "empty_documents": pairs["empty_documents"],
-            "single_sentence_documents": pairs["single_sentence_documents"],
-        }
-        if continues is not None:
-            result["word_continues"] = pairs["word_continues"]
-        return result
 
     return documents.map(make_pairs, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).with_options(
         single_threaded_ops()

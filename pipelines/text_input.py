@@ -174,6 +174,55 @@ def documents_from(
             yield document, (index + 1, 0)
 
 
+def documents_in_range(
+    path: str,
+    start: int,
+    end: int,
+    *,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    stats: ReadStats | None = None,
+) -> Iterator[list[str]]:
+    """Yields the documents of one file that belong to its byte range [start, end).
+
+    A document belongs to the range holding the blank line just before it (the first
+    document of a file, to the range at 0), so ranges that tile a file yield each of its
+    documents exactly once whatever their size, and a range can be read knowing only its
+    bounds: it reads on past `end` to finish its last document. This is how parallel
+    readers (`pipelines.beam`) split a large file. `stats` counts the lines that start in
+    the range, so the ranges of a file add up to it.
+    """
+    stats = stats if stats is not None else ReadStats()
+    seen = ReadStats()  # everything read, the neighbours' lines included
+    # From start - 1: the line holding that byte began in the range before, and is skipped.
+    line_start = max(start - 1, 0)
+    owning = start == 0
+    document: list[str] = []
+    for line, line_end in _read_lines(path, max_line_bytes, seen, line_start):
+        ours = start <= line_start < end
+        if ours:
+            stats.lines += 1
+            stats.bytes += line_end - line_start
+            stats.invalid_utf8_lines += seen.invalid_utf8_lines
+            stats.long_lines_cut += seen.long_lines_cut
+        seen.invalid_utf8_lines = seen.long_lines_cut = 0
+        if line_start >= start:
+            if line:
+                if owning:
+                    document.append(line)
+            else:
+                if document:
+                    stats.documents += 1
+                    yield document
+                    document = []
+                if line_start >= end:
+                    return
+                owning = True
+        line_start = line_end
+    if document:
+        stats.documents += 1
+        yield document
+
+
 def iter_documents(
     files: Sequence[str], *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, stats: ReadStats | None = None
 ) -> Iterator[list[str]]:

@@ -131,6 +131,33 @@ def _within(module: str, prefixes) -> bool:
     return any(module == prefix or module.startswith(prefix + ".") for prefix in prefixes)
 
 
+# Apache Beam is an extra ("bert_tf[beam]"): only these modules import it at module level;
+# the rest of the project, the one-process programs included, imports them (and Beam) only
+# inside the functions that run a Beam pipeline.
+BEAM_MODULES = ("pipelines.beam.generate", "pipelines.beam.runner", "pipelines.beam.vocab")
+
+
+def _module_level_imports(path: str) -> set[str]:
+    """Every name imported by a module outside function bodies (absolute, as written)."""
+    with open(path, encoding="utf-8") as handle:
+        tree = ast.parse(handle.read(), path)
+    names = set()
+
+    def visit(node):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+                continue
+            if isinstance(child, ast.Import):
+                names.update(alias.name for alias in child.names)
+            elif isinstance(child, ast.ImportFrom) and not child.level:
+                names.update(f"{child.module}.{alias.name}" for alias in child.names)
+                names.add(child.module)
+            visit(child)
+
+    visit(tree)
+    return names
+
+
 class ImportGraphTest(tf.test.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -176,6 +203,17 @@ class ImportGraphTest(tf.test.TestCase):
             if _within(module, modules)
             for target in sorted(targets)
             if _within(target, forbidden)
+        ]
+        self.assertEqual(wrong, [])
+
+    def test_beam_is_imported_only_by_the_beam_modules_or_lazily(self):
+        self.assertIn("apache_beam", _module_level_imports(MODULES["pipelines.beam.runner"]))  # it sees them
+        wrong = [
+            f"{module} imports {name} at module level"
+            for module, path in sorted(MODULES.items())
+            if module not in BEAM_MODULES
+            for name in sorted(_module_level_imports(path))
+            if name.split(".")[0] == "apache_beam" or _within(name, BEAM_MODULES)
         ]
         self.assertEqual(wrong, [])
 

@@ -9,6 +9,7 @@ import tempfile
 import tensorflow as tf
 
 from bert_tf.tokenization import BertTokenizer
+from pipelines import text_input
 from pipelines.text_input import InputFileError, check_mostly_text
 
 VOCAB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "bert_uncased_vocab.txt")
@@ -59,6 +60,41 @@ class MostlyTextTest(tf.test.TestCase):
     def test_text_with_a_few_bad_lines_passes(self):
         path = self.write(b"the cat sat on the mat.\n\nit was \xff good.\nthe dog ran.\n")
         check_mostly_text([path], self.tokenizer, "--input_file")
+
+
+class DocumentsInRangeTest(tf.test.TestCase):
+    def test_ranges_of_any_size_tile_a_file_into_its_documents_once(self):
+        # Documents of 1-4 lines between runs of blank and whitespace-only lines, an invalid
+        # byte and a last document without a final newline: every way a range bound can fall.
+        rng = random.Random(3)
+        parts = []
+        for _ in range(120):
+            parts += [
+                rng.choice(["ab", "ünï cödé", "x" * rng.randint(1, 40), "bad <ff> byte"])
+                for _ in range(rng.randint(1, 4))
+            ]
+            parts += [rng.choice(["", "  ", "\t", ""]) for _ in range(rng.randint(1, 3))]
+        parts.append("last line")
+        path = os.path.join(tempfile.mkdtemp(), "corpus.txt")
+        with open(path, "wb") as file:
+            file.write("\n".join(parts).encode("utf-8").replace(b"<ff>", b"\xff"))
+        whole = text_input.ReadStats()
+        expected = list(text_input.iter_documents([path], stats=whole))
+        size = os.path.getsize(path)
+        for range_bytes in (1, 2, 3, 7, 64, 1000, size, size + 5):
+            with self.subTest(range_bytes=range_bytes):
+                stats = text_input.ReadStats()
+                found = [
+                    document
+                    for start in range(0, size, range_bytes)
+                    for document in text_input.documents_in_range(
+                        path, start, min(start + range_bytes, size), stats=stats
+                    )
+                ]
+                self.assertEqual(found, expected)
+                for name in ("bytes", "lines", "documents", "invalid_utf8_lines"):
+                    self.assertEqual(getattr(stats, name), getattr(whole, name), name)
+        self.assertGreater(whole.invalid_utf8_lines, 0)
 
 
 if __name__ == "__main__":
