@@ -27,12 +27,13 @@ where one short text's batch-1 time goes in ours: the parts of the served graph 
 separately in this process (graph call, tokenization, packing and padding, encoder and
 head; the encoder also padded to max_seq_length and under XLA).
 
-optimum pins a transformers older than bert_tf's, so the ort contender runs in a
-virtualenv of its own, named by --ort_python:
+optimum's ONNX exporter pins transformers below 4.58, older than the bench extra installs
+(so it is not in that extra): the ort contender runs in a virtualenv of its own, named by
+--ort_python (default: this Python):
 
-    python3.11 -m venv /work/venv-ort && /work/venv-ort/bin/pip install "optimum[onnxruntime]" torch
+    python3.11 -m venv venv-ort && venv-ort/bin/pip install "optimum[onnxruntime]" torch
 
-    python bench/serving.py --ort_python=/work/venv-ort/bin/python        # the comparison
+    python bench/serving.py --ort_python=venv-ort/bin/python               # the comparison
     python bench/serving.py --contenders=ours,hf --max_train_rows=64 --epochs=1 \\
         --max_dev_rows=64 --latency_texts=20 --rounds=1                     # a quick smoke run
 """
