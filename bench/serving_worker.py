@@ -125,7 +125,11 @@ def _pipeline(model, tokenizer):
     classify = pipeline("text-classification", model=model, tokenizer=tokenizer, device="cpu")
 
     def predict(texts):
-        results = classify(texts, batch_size=len(texts), truncation=True, max_length=128)
+        if len(texts) == 1:  # one request, one string: a list would go through a DataLoader, far slower
+            results = classify(texts[0], truncation=True, max_length=128)
+            results = [results] if isinstance(results, dict) else results
+        else:
+            results = classify(texts, batch_size=len(texts), truncation=True, max_length=128)
         return [result["label"] for result in results]
 
     return predict
