@@ -72,8 +72,9 @@ def entity_words(tag_ids: tf.RaggedTensor, label_list: Sequence[str]) -> EntityW
     position = tf.range(tf.size(tags, out_type=tf.int64))
     has_previous = position > first_of_row
     has_next = position + 1 < tf.gather(tag_ids.row_limits(), rows)
-    shift_right = tf.concat([[0], tf.range(tf.size(tags) - 1)], axis=0)
-    shift_left = tf.concat([tf.range(1, tf.size(tags)), [tf.maximum(tf.size(tags) - 1, 0)]], axis=0)
+    # Index of the word before / after (clipped: has_previous / has_next decide); no words is no error.
+    shift_right = tf.maximum(position - 1, 0)
+    shift_left = tf.minimum(position + 1, tf.maximum(tf.size(tags, out_type=tf.int64) - 1, 0))
     outside = tf.constant(ord(_OUTSIDE), tf.int32)
     previous_letter = tf.where(has_previous, tf.gather(letter, shift_right), outside)
     previous_kind = tf.where(has_previous, tf.gather(kind, shift_right), outside_type)

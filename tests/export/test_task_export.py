@@ -347,6 +347,23 @@ class TaskExportTest(tf.test.TestCase):
                 "kwargs": {"context": strings(CHOICE_CONTEXTS), "endings": strings(CHOICE_ENDINGS)},
             },
         ]
+        # Each text served alone too: its batch is padded to its own length, not the longest text's.
+        alone = {
+            "cls": {"text": TEXTS},
+            "cls_pair": {"text_a": TEXTS, "text_b": TEXTS_B},
+            "reg": {"text": TEXTS},
+            "ner": {"text": NER_TEXTS},
+            "swag": {"context": CHOICE_CONTEXTS, "endings": CHOICE_ENDINGS},
+        }
+        calls += [
+            {
+                **next(call for call in calls if call["name"] == name),
+                "name": f"{name}_alone_{row}",
+                "kwargs": {key: strings(values[row : row + 1]) for key, values in inputs.items()},
+            }
+            for name, inputs in alone.items()
+            for row in range(len(next(iter(inputs.values()))))
+        ]
         cls.loaded = run_in_fresh_process(calls, cls.root)
         cls.models = {
             name: keras.saving.load_model(os.path.join(directory, "model.keras"), compile=False)
@@ -384,6 +401,29 @@ class TaskExportTest(tf.test.TestCase):
             self.assertAllEqual(
                 self.loaded[f"{prefix}/label_names"].astype(str), np.tile(names, (len(TEXTS), 1))
             )
+
+    def test_outputs_do_not_depend_on_the_batch(self):
+        # A batch is padded to its longest row rounded up to 8 (this batch: SEQ_LENGTH, what
+        # every row was padded to before), a text alone to its own; the outputs agree.
+        compared = 0
+        for name in ("cls", "cls_pair", "reg", "ner", "swag"):
+            for key, batch in self.loaded.items():
+                if not key.startswith(f"{name}/"):
+                    continue
+                output = key.split("/", 1)[1]
+                for row in range(len(batch)):
+                    alone = self.loaded[f"{name}_alone_{row}/{output}"][0]
+                    want = batch[row]
+                    if alone.ndim:  # entities: the batch's rows are padded to its most entities
+                        want = want[: len(alone)]
+                    if batch.dtype.kind == "f":
+                        self.assertAllClose(alone, want, atol=1e-5, rtol=0, msg=f"{key} row {row}")
+                    else:
+                        self.assertAllEqual(alone, want, msg=f"{key} row {row}")
+                    compared += 1
+        self.assertGreater(compared, 50)
+        # The short texts alone were padded to less than SEQ_LENGTH (8 or 16 positions).
+        self.assertLess(len(self.tokenizer.tokenize(["a good movie"]).to_list()[0]) + 2, 8)
 
     def test_regression_score_matches_model_predict(self):
         scores = self.models["reg"].predict(self.classification_inputs(), verbose=0)[:, 0]

@@ -57,6 +57,14 @@ class EntityWordsTest(tf.test.TestCase):
                 names = [labels[tag] if tag >= 0 else "O" for tag in tags]  # -1: a cut word, "O"
                 self.assertEqual(served_entities(found, row), seqeval_entities(names), names)
 
+    def test_sentences_without_words_have_no_entities(self):
+        # A served batch of empty texts has no words at all: no entity, not an error.
+        for sentences in ([[]], [[], []], []):
+            tags = tf.ragged.constant(sentences, tf.int64, ragged_rank=1, inner_shape=())
+            found = ner_entities.entity_words(tags, IOB)
+            self.assertEqual(found.row.shape, [0])
+            self.assertEqual(found.word_entity.to_list(), sentences)
+
     def test_ties_choose_the_first_label(self):
         logits = np.array([[1.0, 3.0, 3.0], [2.0, 2.0, 2.0], [0.0, -1.0, 5.0]], np.float32)
         self.assertEqual(ner_entities.word_tag_ids(logits).numpy().tolist(), [1, 0, 2])
