@@ -18,7 +18,7 @@ joins its job again (named after the model_dir and the phase) and reads on from 
 job stands: the batches trained on after the last checkpoint are not replayed, and those a
 stopped trainer had buffered are skipped. A job the service no longer holds (the
 dispatcher restarted without --work_dir, or the job unread for longer than its
-garbage-collection timeout) starts again at the first pass.
+--job_gc_timeout_s) starts again at the first pass.
 """
 
 from __future__ import annotations
@@ -109,6 +109,11 @@ class DataServiceConfig:
     worker_host: str | None = setting(
         None, "With --worker: the name trainers reach this worker by (default: this machine's host name)."
     )
+    job_gc_timeout_s: float = setting(
+        3600.0,
+        "The dispatcher ends a job no trainer has read for this long; a trainer resumed later starts a "
+        "new job, at the first pass.",
+    )
     worker_timeout_s: float = setting(
         60.0, "The dispatcher drops a worker silent for this long; its clients read from the others."
     )
@@ -118,8 +123,9 @@ class DataServiceConfig:
             raise UsageError("--worker needs --dispatcher=HOST:PORT, the address of the dispatcher")
         if self.dispatcher:
             split_address(self.dispatcher, "--dispatcher")
-        if self.worker_timeout_s <= 0:
-            raise UsageError(f"--worker_timeout_s must be > 0, got {self.worker_timeout_s}")
+        for name in ("worker_timeout_s", "job_gc_timeout_s"):
+            if getattr(self, name) <= 0:
+                raise UsageError(f"--{name} must be > 0, got {getattr(self, name)}")
 
 
 def start_dispatcher(settings: DataServiceConfig):
@@ -131,6 +137,7 @@ def start_dispatcher(settings: DataServiceConfig):
         work_dir=settings.work_dir,
         fault_tolerant_mode=settings.work_dir is not None,
         worker_timeout_ms=int(settings.worker_timeout_s * 1000),
+        job_gc_timeout_ms=int(settings.job_gc_timeout_s * 1000),
     )
     return tf.data.experimental.service.DispatchServer(config)
 
