@@ -10,6 +10,7 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 import tensorflow as tf
 
 from bert_tf.errors import UsageError
@@ -134,6 +135,47 @@ class DataServiceTest(tf.test.TestCase):
         self.assertEqual(seen[0] + seen[1], expected)
         self.assertGreater(sum(seen[0].values()), 0)
         self.assertGreater(sum(seen[1].values()), 0)
+
+    @pytest.mark.slow  # generates two record sets: over a minute on 2 busy cores
+    def test_records_go_through_the_service_unchanged(self):
+        from pipelines.generate import create_pretraining_data
+        from pipelines.settings import GenerationConfig
+
+        work = Path(tempfile.mkdtemp())
+        text = write_corpus(work / "corpus.txt", documents=40)
+        dispatcher, _workers = local_service()
+        for dynamic_masking in (False, True):
+            files = [str(work / f"{dynamic_masking}-{index}.tfrecord") for index in range(2)]
+            create_pretraining_data(
+                GenerationConfig(
+                    input_file=text,
+                    output_file=",".join(files),
+                    vocab_file=VOCAB,
+                    max_seq_length=32,
+                    max_predictions_per_seq=5,
+                    dupe_factor=1,
+                    dynamic_masking=dynamic_masking,
+                ),
+                progress=False,
+            )
+            options = dict(
+                vocab_file=VOCAB,
+                batch_size=4,
+                max_seq_length=32,
+                max_predictions_per_seq=5,
+                seed=1,
+                shuffle=False,
+                repeat=False,
+                drop_remainder=False,
+                for_data_service=True,
+            )
+            local = collections.Counter(
+                row for batch in pretraining_dataset(files, **options) for row in rows(batch)
+            )
+            served = data_service.from_service(
+                pretraining_dataset(files, **options), dispatcher.target, f"records-{dynamic_masking}"
+            )
+            self.assertEqual(collections.Counter(row for batch in served for row in rows(batch)), local)
 
     def test_a_stopped_worker_is_survived(self):
         work = Path(tempfile.mkdtemp())

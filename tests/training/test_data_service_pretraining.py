@@ -4,6 +4,8 @@ dispatcher stops the run before anything is written."""
 
 import contextlib
 import io
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -15,7 +17,7 @@ from bert_tf.training import pretraining
 from bert_tf.training.settings import PretrainingConfig
 from pipelines import data_service
 from tests.pipelines.test_data_service import closed_port, local_service
-from tests.training.test_pretrain import VOCAB_SIZE, tiny_config, write_corpus, write_vocab
+from tests.training.test_pretrain import REPO, VOCAB_SIZE, tiny_config, write_corpus, write_vocab
 
 
 def settings(work: Path, **overrides) -> PretrainingConfig:
@@ -86,6 +88,27 @@ class ServedPretrainingTest(tf.test.TestCase):
                     data_service_address=f"grpc://localhost:{closed_port()}",
                 )
             )
+        self.assertFalse((work / "model").exists())
+
+    def test_the_command_names_an_unreachable_dispatcher_in_one_line(self):
+        work = Path(tempfile.mkdtemp())
+        run = settings(work)
+        port = closed_port()
+        command = [
+            sys.executable,
+            "-m",
+            "bert_tf.pretrain",
+            f"--data_service_address=grpc://localhost:{port}",
+        ]
+        command += [f"--model_dir={work / 'model'}", f"--config={run.config}", f"--corpus={run.corpus}"]
+        command += [f"--vocab_file={run.vocab_file}"]
+        result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120)
+        self.assertEqual(result.returncode, 1, result.stderr)
+        self.assertEqual(result.stdout, "")
+        last = result.stderr.strip().splitlines()[-1]
+        self.assertIn(f"no tf.data service dispatcher answers at localhost:{port}", last)
+        self.assertIn(f"python -m pipelines.data_service --dispatcher_port={port}", last)
+        self.assertNotIn("Traceback", result.stderr)
         self.assertFalse((work / "model").exists())
 
     def test_settings_the_service_cannot_run_are_refused(self):
