@@ -312,10 +312,10 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
 
         seed = settings.seed
 
+        served = settings.data_service_address is not None
+
         def service_job(phase_index: int) -> str | None:
-            if settings.data_service_address is None:
-                return None
-            return data_service.job_name(fileio.abspath(model_dir), phase_index)
+            return data_service.job_name(fileio.abspath(model_dir), phase_index) if served else None
 
         # Without --eval_files, periodic evaluation reads a slice held out of phase 1's data.
         holdout = bool(settings.eval_every_steps and not eval_files)
@@ -335,7 +335,7 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
                     held_out="exclude" if holdout else None,
                     service_job=service_job(0),
                 ),
-                served=service_job(0) is not None,
+                served=served,
             )
         ]
         if settings.phase1_steps < settings.num_train_steps:
@@ -356,7 +356,7 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
                         held_out="exclude" if holdout and phase2_files == train_files else None,
                         service_job=service_job(1),
                     ),
-                    served=service_job(1) is not None,
+                    served=served,
                 )
             )
         if phases[0].end_step == 0:
