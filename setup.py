@@ -81,6 +81,7 @@ setup(
             "bert-tf-plot = bert_tf.plot:command",
             "bert-tf-build-vocab = pipelines.build_vocab:command",
             "bert-tf-create-pretraining-data = pipelines.create_pretraining_data:command",
+            "bert-tf-data-service = pipelines.data_service:command",
         ]
     },
 )

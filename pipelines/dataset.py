@@ -144,6 +144,7 @@ def pretraining_dataset(
     max_predictions_per_row: int | None = None,
     max_instances_per_row: int = packer.DEFAULT_MAX_INSTANCES_PER_ROW,
     packing_buffer_size: int = packer.DEFAULT_BUFFER_SIZE,
+    for_data_service: bool = False,
 ) -> tf.data.Dataset:
     """Batches of pretraining features from raw text or TFRecord files.
 
@@ -168,6 +169,9 @@ def pretraining_dataset(
         counts rows. `max_predictions_per_row` defaults to
         `bert_tf.preprocessing.packing.default_max_predictions_per_row`; `packing_buffer_size` instances are
         packed together.
+      for_data_service: build a graph that tf.data service workers in other processes can
+        run: raw text is read with graph ops (one block of documents per file at least, no
+        held-out slice, no word segmenter; see `text_dataset._graph_block_stream`).
     """
     if held_out not in (None, "exclude", "only"):
         raise ValueError(f"held_out must be None, 'exclude' or 'only', got {held_out!r}")
@@ -205,6 +209,11 @@ def pretraining_dataset(
     input_format, record_length = _detect_format(
         files, max_seq_length, max_predictions_per_seq, max_seq_length if packing else None
     )
+    if for_data_service and input_format == "text" and (word_segmenter is not None or held_out is not None):
+        raise ValueError(
+            "raw text on tf.data service is read in graph ops: no word_segmenter (Python) and no held_out "
+            "slice; evaluate on separate eval files"
+        )
     if word_segmenter is not None and input_format != "text":
         raise segmenters.SegmenterError(
             f"word_segmenter applies to raw text input, but {files[0]} holds {input_format} TFRecords "
@@ -260,6 +269,7 @@ def pretraining_dataset(
             shard_index=0 if shard_files else pipeline_id,
             held_out=held_out,
             word_marker=word_marker,
+            graph_reader=for_data_service,
         )
         names = (*records.SEQUENCE_FEATURES, "next_sentence_labels")
         if word_marker is not None:

@@ -121,6 +121,64 @@ def _block_stream(reading: _Reading) -> tf.data.Dataset:
     return blocks.filter(wanted)
 
 
+def _graph_block_stream(reading: _Reading) -> tf.data.Dataset:
+    """`_block_stream` in graph ops alone, for tf.data service workers in other processes.
+
+    A service worker runs the dataset's graph without this process's Python, so the reader
+    cannot be a `numpy_function`. The files are read with `TextLineDataset` and grouped into
+    documents by a `scan`; each (pass, file) is one element of a `range`, the unit the
+    dispatcher hands out under dynamic sharding. Blocks are `min_documents` documents of one
+    file (the last block of a file may be smaller: the pool a "random next" segment is drawn
+    from then holds fewer documents); a block's number folds in its file so seeds stay
+    distinct. Lines are decoded with U+FFFD for invalid UTF-8 (which the tokenizer deletes)
+    and stripped of ASCII whitespace. No held-out slice and no read statistics.
+    """
+    if reading.held_out is not None or reading.num_shards != 1:
+        raise ValueError("the graph reader reads every block of every file: no held_out, no shards")
+    files = tf.constant([str(path) for path in reading.files])
+    num_files = len(reading.files)
+    passes = (1 << 62) // num_files if reading.num_passes is None else reading.num_passes
+
+    @tf.autograph.experimental.do_not_convert
+    def add_line(document, line):
+        is_blank = tf.equal(line, "")
+        next_document = tf.cond(
+            is_blank, lambda: tf.zeros([0], tf.string), lambda: tf.concat([document, [line]], 0)
+        )
+        return next_document, (is_blank & (tf.size(document) > 0), document)
+
+    @tf.autograph.experimental.do_not_convert
+    def read_file(index):
+        pass_index, file_index = index // num_files, index % num_files
+        # The blank line after the last one ends the file's last document.
+        lines = tf.data.TextLineDataset(files[file_index]).concatenate(
+            tf.data.Dataset.from_tensors(tf.constant(""))
+        )
+        lines = lines.map(
+            lambda line: tf.strings.strip(
+                tf.strings.unicode_transcode(
+                    line, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD
+                )
+            )
+        )
+        documents = (
+            lines.scan(tf.zeros([0], tf.string), add_line)
+            .filter(lambda ended, document: ended)
+            .map(lambda ended, document: document)
+        )
+        blocks = documents.ragged_batch(reading.min_documents)  # [documents, (lines)]
+        return blocks.enumerate().map(
+            lambda block_index, block: (
+                pass_index,
+                file_index * (1 << 32) + block_index,
+                block.flat_values,
+                block.row_lengths(),
+            )
+        )
+
+    return tf.data.Dataset.range(passes * num_files).flat_map(read_file)
+
+
 def _in_shard(block_index, num_shards: int, shard_index: int, held_out: str | None):
     """Whether this shard reads block `block_index` (a tensor or an int).
 
@@ -251,6 +309,7 @@ def pair_blocks(
     held_out: str | None = None,
     word_marker: segmenters.WordMarker | None = None,
     later_stats: text_input.ReadStats | None = None,
+    graph_reader: bool = False,
 ) -> tf.data.Dataset:
     """A dataset of blocks of unmasked pairs (num_passes=None: forever).
 
@@ -260,13 +319,19 @@ def pair_blocks(
     With a `word_marker` (built on the tokenizer's vocab), also `word_continues` (bool
     [pairs, max_seq_length]) for whole-word masking of segmented words.
     `stats` is filled by the first pass over the files, `later_stats` by the passes after
-    it (their bytes tell how far a run of several passes has read).
+    it (their bytes tell how far a run of several passes has read). `graph_reader` reads
+    the files with graph ops only (`_graph_block_stream`), so that tf.data service workers
+    can run the pipeline.
     """
     cls_id, sep_id = int(tokenizer.cls_id), int(tokenizer.sep_id)
     reading = _Reading(
         files, num_passes, stats, min_documents, num_shards, shard_index, held_out, later_stats
     )
-    if word_marker is None:
+    if graph_reader:  # no Python in the graph: it can run on tf.data service workers
+        if word_marker is not None:
+            raise ValueError("the graph reader cannot run a word segmenter (Python)")
+        documents = _graph_block_stream(reading)
+    elif word_marker is None:
         documents = _block_stream(reading)
     else:
         signature = (

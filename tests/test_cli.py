@@ -17,6 +17,7 @@ from bert_tf.serving.settings import ExportSettings, FeatureSettings, FillMaskSe
 from bert_tf.tasks.settings import FinetuneSettings
 from bert_tf.training.settings import PretrainingConfig
 from pipelines.build_vocab import VocabSettings
+from pipelines.data_service import DataServiceConfig
 from pipelines.settings import GenerationConfig
 
 # Program -> its settings dataclass.
@@ -28,6 +29,7 @@ PROGRAMS = {
     "bert_tf.fill_mask": FillMaskSettings,
     "pipelines.create_pretraining_data": GenerationConfig,
     "pipelines.build_vocab": VocabSettings,
+    "pipelines.data_service": DataServiceConfig,
 }
 
 
@@ -111,6 +113,7 @@ class HelpTest(tf.test.TestCase):
         "bert_tf.fill_mask",
         "pipelines.create_pretraining_data",
         "pipelines.build_vocab",
+        "pipelines.data_service",
     )
 
     def test_help_loads_no_tensorflow(self):

@@ -17,6 +17,10 @@ Each worker iterates its own host dataset and hands one batch to each of its rep
 be checkpointed, a host iterator can.
 
 Layout: `model_dir/input_state/worker_{i}/phase{k}-{step}.{index,data-*}`.
+
+Batches from tf.data service (`served`) have their position in the service's job, not
+here: nothing is saved, and a resumed feed reads on in the job (`pipelines.data_service`
+says what that replays and skips) instead of skipping batches it would take from others.
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ class InputFeed:
         model_dir: str,
         phase_index: int,
         max_to_keep: int = 3,
+        served: bool = False,
     ):
         self.strategy = strategy
         self.num_pipelines, self.pipeline_id, self.local_replicas = distribute.input_pipeline(strategy)
@@ -62,6 +67,7 @@ class InputFeed:
         self.state_dir = fileio.join(model_dir, INPUT_STATE_DIR, f"worker_{self.pipeline_id}")
         self.phase_index = phase_index
         self.max_to_keep = max_to_keep
+        self.served = served
         self.iterator = None
         self._warned = False
 
@@ -79,9 +85,12 @@ class InputFeed:
     def start(self, step: int, steps_done: int, verbose: bool = False) -> str:
         """Positions the feed after `steps_done` steps of this phase (global step `step`).
 
-        Returns how: "start", "restored" or "skipped".
+        Returns how: "start", "restored", "skipped" or "served" (read on in the service's job).
         """
         dataset = self._dataset()
+        if self.served:
+            self.iterator = iter(dataset.prefetch(tf.data.AUTOTUNE))
+            return "served" if steps_done else "start"
         if not steps_done:
             self.iterator = iter(dataset.prefetch(tf.data.AUTOTUNE))
             return "start"
@@ -114,6 +123,8 @@ class InputFeed:
         A pipeline whose state cannot be saved is not a reason to stop training: it says so
         once, and a resume from this step skips the consumed batches instead.
         """
+        if self.served:
+            return None
         try:
             prefix = tf.train.Checkpoint(iterator=self.iterator).write(self._prefix(step))
         except (tf.errors.OpError, ValueError) as error:

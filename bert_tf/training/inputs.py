@@ -11,7 +11,7 @@ from bert_tf import fileio
 from bert_tf.checkpoints import integrity
 from bert_tf.config import BertConfig
 from bert_tf.errors import BertTfError
-from pipelines import records, text_dataset, text_input
+from pipelines import data_service, records, text_dataset, text_input
 from pipelines.dataset import fixed_evaluation_batches, pretraining_dataset
 
 
@@ -160,12 +160,18 @@ def pretraining_dataset_fn(
     training: bool = True,
     row_predictions: int | None = None,
     held_out: str | None = None,
+    service_job: str | None = None,
 ):
     """The `dataset_fn(input_context)` of the pretraining batches of `files` (`settings`: a
     `PretrainingConfig`): shuffled and repeated for training, else one pass in fixed-size
-    batches padded with weight 0."""
+    batches padded with weight 0. With `service_job`, training batches are made by the
+    tf.data service at `settings.data_service_address`, read in that job."""
 
     def dataset_fn(input_context: tf.distribute.InputContext) -> tf.data.Dataset:
+        if service_job is not None:
+            # Every trainer registers the same whole-corpus pipeline of per-replica batches;
+            # the job's dynamic sharding, not the input context, divides the data.
+            input_context = tf.distribute.InputContext(1, 0, input_context.num_replicas_in_sync)
         # The global batch size: with input_context, pretraining_dataset yields per-replica batches.
         dataset = pretraining_dataset(
             files,
@@ -189,7 +195,10 @@ def pretraining_dataset_fn(
             max_predictions_per_row=row_predictions,
             max_instances_per_row=settings.max_instances_per_row,
             held_out=held_out,
+            for_data_service=service_job is not None,
         )
+        if service_job is not None:
+            return data_service.from_service(dataset, settings.data_service_address, service_job)
         if training:
             return dataset
         return fixed_evaluation_batches(

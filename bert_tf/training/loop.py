@@ -57,13 +57,15 @@ class Phase:
 
     `dataset_fn(input_context)` returns this input pipeline's dataset of per-replica
     batches (`input_context.get_per_replica_batch_size(global_batch_size)` examples),
-    repeated, deterministic for a fixed seed.
+    repeated, deterministic for a fixed seed. `served`: the batches come from tf.data
+    service, which holds their position (see `InputFeed`).
     """
 
     name: str
     start_step: int
     end_step: int
     dataset_fn: Callable[[tf.distribute.InputContext], tf.data.Dataset]
+    served: bool = False
 
 
 @dataclasses.dataclass
@@ -388,6 +390,7 @@ class Trainer:
                         self.model_dir,
                         phase_index,
                         self.max_checkpoints_to_keep,
+                        served=phase.served,
                     )
                     how = self._feed.start(step, step - phase.start_step, verbose=self.verbose)
                     if how == "restored" and self.verbose:

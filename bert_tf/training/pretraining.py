@@ -38,7 +38,7 @@ from bert_tf.training.settings import (
     PretrainingConfig,
     cache_dir,
 )
-from pipelines import corpus
+from pipelines import corpus, data_service
 from pipelines.build_vocab import build_vocab
 from pipelines.text_input import check_mostly_text
 
@@ -230,6 +230,21 @@ def _run_pretraining(settings: PretrainingConfig) -> PretrainingResult:
             settings.packing,
         )
 
+    if settings.data_service_address:
+        if keras.backend.backend() != "tensorflow":
+            raise UsageError(
+                f"--data_service_address feeds the TensorFlow loop, not --backend={keras.backend.backend()}; "
+                "leave one of them out"
+            )
+        address = data_service.check_reachable(settings.data_service_address)
+        print(
+            f"training batches from the tf.data service at {address}: the input position lives in the "
+            "service, so a resume reads on in its job (batches since the last checkpoint are not "
+            "replayed, those buffered by a stopped run are skipped; a job the service no longer holds "
+            "starts again at the first pass)",
+            flush=True,
+        )
+
     # An earlier run in model_dir resumes (check_model_dir: of the same config and vocab).
     model_dir = settings.model_dir or DEMO_MODEL_DIR
     check_output(model_dir, "--model_dir", overwrite=False)
@@ -296,6 +311,12 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
             _load_init_checkpoint(model, settings.init_checkpoint)
 
         seed = settings.seed
+
+        served = settings.data_service_address is not None
+
+        def service_job(phase_index: int) -> str | None:
+            return data_service.job_name(fileio.abspath(model_dir), phase_index) if served else None
+
         # Without --eval_files, periodic evaluation reads a slice held out of phase 1's data.
         holdout = bool(settings.eval_every_steps and not eval_files)
         phases = [
@@ -312,7 +333,9 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
                     seed,
                     row_predictions=settings.row_predictions(1),
                     held_out="exclude" if holdout else None,
+                    service_job=service_job(0),
                 ),
+                served=served,
             )
         ]
         if settings.phase1_steps < settings.num_train_steps:
@@ -331,7 +354,9 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
                         row_predictions=settings.row_predictions(2),
                         # Phase 2 on the same raw text must not train on the evaluation slice.
                         held_out="exclude" if holdout and phase2_files == train_files else None,
+                        service_job=service_job(1),
                     ),
+                    served=served,
                 )
             )
         if phases[0].end_step == 0:

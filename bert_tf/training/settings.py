@@ -20,7 +20,7 @@ from bert_tf.cli import setting
 from bert_tf.errors import UsageError
 from bert_tf.preprocessing.packing import default_max_predictions_per_row
 from bert_tf.training import optimization
-from pipelines import segmenters
+from pipelines import data_service, segmenters
 from pipelines.dataset import check_packing_budget
 
 DEFAULT_CONFIG = "demo"
@@ -125,6 +125,12 @@ class PretrainingConfig:
         None, "With --packing: masked positions per row (default: the per-sequence budget, scaled)."
     )
     max_instances_per_row: int = setting(8, "With --packing: instances (NSP slots) per row at most.")
+    data_service_address: str | None = setting(
+        None,
+        "grpc://HOST:PORT of a tf.data service dispatcher (python -m pipelines.data_service): its workers "
+        "turn the training data into batches; the input position then lives in the service (a resume "
+        "reads on, nothing is replayed).",
+    )
     backend: str | None = setting(
         None,
         "Keras backend: tensorflow (the tf.distribute loop) or jax (model.fit on the local devices); "
@@ -155,6 +161,18 @@ class PretrainingConfig:
                 )
             if problems:
                 raise UsageError("; ".join(problems))
+        if self.data_service_address is not None:
+            data_service.split_address(self.data_service_address)
+            if self.word_segmenter is not None:
+                raise UsageError(
+                    "--word_segmenter runs in Python, which tf.data service workers cannot run; leave out "
+                    "--data_service_address or --word_segmenter"
+                )
+            if self.eval_every_steps and not self.eval_files:
+                raise UsageError(
+                    "--data_service_address with --eval_every_steps needs --eval_files: the service reads "
+                    "the whole corpus, so no slice of it is held out"
+                )
         if not 0.0 <= self.phase2_fraction < 1.0:
             raise UsageError(f"--phase2_fraction must be in [0, 1), got {self.phase2_fraction}")
         for name in (
