@@ -33,7 +33,6 @@ from bert_tf.serving.encoder import EncoderServing
 from bert_tf.serving.loading import check_init_checkpoint, load_pretrained
 from bert_tf.serving.mlm import FillMask
 from bert_tf.serving.preprocessor import BertPreprocessor
-from bert_tf.serving.settings import QUANTIZABLE
 from bert_tf.serving.saving import (
     ExportError,
     atomic_export_dir,
@@ -41,6 +40,7 @@ from bert_tf.serving.saving import (
     check_seq_length,
     export_module,
 )
+from bert_tf.serving.settings import QUANTIZABLE
 from bert_tf.tasks.finetuned import FinetunedModelInfo, load_finetuned, save_finetuned
 from bert_tf.tokenization import BertTokenizer
 
