@@ -23,6 +23,8 @@ Example (a randomly initialised tiny model saved as a checkpoint first):
 
 from __future__ import annotations
 
+import logging
+
 import tensorflow as tf
 
 from bert_tf import fileio
@@ -43,6 +45,8 @@ from bert_tf.serving.saving import (
 from bert_tf.serving.settings import QUANTIZABLE
 from bert_tf.tasks.finetuned import FinetunedModelInfo, load_finetuned, save_finetuned
 from bert_tf.tokenization import BertTokenizer
+
+logger = logging.getLogger(__name__)
 
 KINDS = ("preprocessor", "encoder", "mlm", "task", "huggingface", "google", "tflite")
 DEFAULT_SEQ_LENGTH = 128
@@ -127,9 +131,9 @@ def export_int8_task(
     int8.quantize_encoder(model)
     if dev_file:
         int8_scores = int8.score(model, tokenizer, info, dev_file)
-        print(int8.check_accuracy(float_scores, int8_scores, dev_file, accept_accuracy_loss), flush=True)
+        logger.info("%s", int8.check_accuracy(float_scores, int8_scores, dev_file, accept_accuracy_loss))
     else:
-        print("int8 accuracy not checked: pass --dev_file to score it against the float model", flush=True)
+        logger.info("int8 accuracy not checked: pass --dev_file to score it against the float model")
     return task.export_task_model(
         model,
         tokenizer,

@@ -74,10 +74,17 @@ class ExportSettings:
     def __post_init__(self) -> None:
         _check_positive(self, ("seq_length", "top_k"))
         if self.quantize is not None and self.quantize not in QUANTIZABLE.get(self.kind, ()):
-            takes = [f"--kind={kind}" for kind, modes in QUANTIZABLE.items() if self.quantize in modes]
+            takes = " and ".join(
+                f"--kind={kind}" for kind, modes in QUANTIZABLE.items() if self.quantize in modes
+            )
+            if self.kind not in QUANTIZABLE:
+                raise UsageError(
+                    f"--kind={self.kind} cannot be quantized: --quantize={self.quantize} applies to {takes}; "
+                    "drop --quantize or pass one of those kinds"
+                )
             raise UsageError(
-                f"--kind={self.kind} cannot be quantized: --quantize={self.quantize} applies to "
-                f"{' and '.join(takes)}; drop --quantize or pass one of those kinds"
+                f"--quantize={self.quantize} applies to {takes}, not --kind={self.kind}; "
+                f"--kind={self.kind} takes --quantize={' or '.join(QUANTIZABLE[self.kind])}"
             )
         if self.dev_file and not (self.quantize == "int8" and self.kind == "task"):
             raise UsageError(

