@@ -135,20 +135,21 @@ class QuantizeTest(tf.test.TestCase):
         old = int8.MAX_LOSS
         int8.MAX_LOSS = -1.0  # any int8 model "loses" more than this
         try:
-            with self.assertRaisesRegex(int8.AccuracyLossError, r"accuracy on .*dev.csv: float32 .*, int8 .*--accept_accuracy_loss"):  # fmt: skip
+            with self.assertRaisesRegex(
+                int8.AccuracyLossError,
+                r"accuracy on .*dev.csv: float32 1.0000, int8 .*--accept_accuracy_loss",
+            ):
                 export_saved_model("task", self.model_dir, target, quantize="int8", dev_file=self.dev_file)
-            self.assertFalse(os.path.exists(target))
-            export_saved_model(
-                "task",
-                self.model_dir,
-                target,
-                quantize="int8",
-                dev_file=self.dev_file,
-                accept_accuracy_loss=True,
-            )
-            self.assertTrue(os.path.isfile(os.path.join(target, "saved_model.pb")))
         finally:
             int8.MAX_LOSS = old
+        self.assertFalse(os.path.exists(target))
+        self.assertFalse([name for name in os.listdir(self.root) if ".tmp-" in name])
+        # Accepted, the same comparison is a line (and a warning) instead.
+        line = int8.check_accuracy({"accuracy": 0.9}, {"accuracy": 0.85}, "dev.csv", accept=True)
+        self.assertEqual(line, "accuracy on dev.csv: float32 0.9000, int8 0.8500 (-0.0500)")
+        with self.assertRaisesRegex(int8.AccuracyLossError, r"\(-0.0500\): int8 loses more than 0.01"):
+            int8.check_accuracy({"accuracy": 0.9}, {"accuracy": 0.85}, "dev.csv")
+        self.assertIn("(-0.0100)", int8.check_accuracy({"accuracy": 0.9}, {"accuracy": 0.89}, "dev.csv"))
 
     def test_tflite_variants_in_a_fresh_litert_process(self):
         tokenizer = BertTokenizer(VOCAB, lower_case=True)
