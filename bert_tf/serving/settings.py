@@ -41,11 +41,13 @@ class ExportSettings:
     kind: str = dataclasses.field(metadata={"help": "What to export.", "choices": EXPORT_KINDS})
     init_checkpoint: str = _required(
         "A Google checkpoint directory or prefix, a Hugging Face BERT directory, a bert_tf checkpoint "
-        "(a pretraining model_dir: its export/), or (for --kind=task, huggingface, google) a fine-tuned "
+        "(a pretraining model_dir: its export/), or (for --kind=task, huggingface, google, tflite) a fine-tuned "
         "model: a directory written by bert_tf.finetune, or a Hugging Face or original checkpoint with "
         "a task head."
     )
-    export_dir: str = _required("Directory to write the SavedModel (or the checkpoint) to.")
+    export_dir: str = _required(
+        "Directory to write the SavedModel (or the checkpoint, or the LiteRT model) to."
+    )
     seq_length: int | None = setting(
         None,
         "Packed sequence length, at most the model's max_position_embeddings. Default: 128, or for "
