@@ -194,6 +194,34 @@ class QuantizeTest(tf.test.TestCase):
         self.assertGreater(sizes[0], sizes[2])  # int8 weights: smaller still
 
 
+class EncoderInt8Test(tf.test.TestCase):
+    def test_int8_encoder_export_is_within_1e_2_of_the_float_encoder(self):
+        from bert_tf.checkpoints import export_pretrained
+        from bert_tf.models import BertPretrainer
+
+        keras.utils.set_random_seed(6)
+        root = os.path.join(os.environ.get("TEST_TMPDIR", "/tmp"), f"bert_tf_int8_encoder_{os.getpid()}")
+        shutil.rmtree(root, ignore_errors=True)
+        pretrainer = BertPretrainer(tiny_config())
+        ids = np.random.default_rng(6).integers(1000, 2000, size=(8, SEQ_LENGTH)).astype(np.int32)
+        inputs = {"input_ids": ids, "input_mask": np.ones_like(ids), "segment_ids": 0 * ids}
+        pretrainer({**inputs, "masked_lm_positions": ids[:, :1] * 0})
+        checkpoint = os.path.join(root, "google")
+        export_pretrained(pretrainer, checkpoint, vocab_file=VOCAB, lower_case=True, formats=("google",))
+        try:
+            path = export_saved_model(
+                "encoder", checkpoint, os.path.join(root, "int8"), seq_length=SEQ_LENGTH, quantize="int8"
+            )
+            got = tf.saved_model.load(path).signatures["serving_default"](**inputs)["sequence_output"]
+            want = pretrainer.encoder(inputs)["sequence_output"]
+            self.assertLessEqual(np.abs(got - want).max(), 1e-2)
+            self.assertGreater(np.abs(got - want).max(), 0.0)
+            with open(os.path.join(path, "assets.extra", "export_info.json")) as file:
+                self.assertEqual(json.load(file)["quantize"], "int8")
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+
+
 class TfliteFamiliesTest(tf.test.TestCase):
     """Span, token and multiple-choice heads convert, and LiteRT's float32 outputs are the model's."""
 
