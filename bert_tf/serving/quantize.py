@@ -10,9 +10,9 @@ model's by the rounding of the weights alone (about 1e-3 of the logits' scale).
 Measured on a 2-core CPU (a MiniLM-sized classifier, batch 32 x 64 tokens, TensorFlow
 graph): float32 2.6 s, weight-only int8 3.5 s, Keras' full int8 (int8 activations too)
 11.9 s, the same with XLA 4.3 s. TensorFlow's CPU kernels have no faster int8 matmul for
-these graphs, so an int8 SavedModel is smaller (dense kernels 4x), not faster; the fast int8
-is LiteRT's dynamic-range model (`--kind=tflite --quantize=int8`, `bert_tf.serving.tflite`),
-which runs int8 matmuls through XNNPACK.
+these graphs, so an int8 SavedModel is smaller (dense kernels 4x), not faster. The int8
+matmuls are LiteRT's dynamic-range model's (`--kind=tflite --quantize=int8`,
+`bert_tf.serving.tflite`), whose speed the serving benchmark measures.
 
 `check_accuracy` scores the float and the int8 model on the same labelled data with the
 fine-tuning evaluation (`bert_tf.tasks.families`) and refuses an int8 model that loses more
