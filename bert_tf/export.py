@@ -12,6 +12,12 @@ checkpoint instead of a SavedModel:
 
     python -m bert_tf.export --kind=huggingface --init_checkpoint=out/model --export_dir=hf_model
 
+--quantize=int8 stores the encoder's dense kernels of a task or encoder export as int8
+(--dev_file scores a task model before and after); --kind=tflite writes a LiteRT model of a
+fine-tuned model (token ids in), float32 or --quantize=float16|int8:
+
+    python -m bert_tf.export --kind=tflite --init_checkpoint=out/model --export_dir=tflite --quantize=int8
+
 The export is written to a temporary sibling directory and renamed into place when
 complete; an existing non-empty --export_dir is refused unless --overwrite.
 `saved_model_cli show --dir DIR --all` lists the signatures.
@@ -40,7 +46,10 @@ def main(flag_values: flags.FlagValues, args: list[str]) -> None:
     if settings.kind in ("huggingface", "google"):
         cli.result(f"exported the fine-tuned model in the {settings.kind} format to {path}")
         return
-    cli.result(f"exported {settings.kind} SavedModel to {path}")
+    if settings.kind == "tflite":
+        cli.result(f"exported {settings.quantize or 'float32'} LiteRT model to {path}/model.tflite")
+        return
+    cli.result(f"exported {settings.kind}{' int8' if settings.quantize else ''} SavedModel to {path}")
     cli.result(f"inspect it with: saved_model_cli show --dir {path} --all")
 
 

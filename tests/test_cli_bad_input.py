@@ -269,6 +269,18 @@ class BadInputTest(tf.test.TestCase):
             out,
         )
 
+    def test_export_quantize_a_kind_that_cannot_be(self):
+        out = self.output("export_quantize_preprocessor")
+        self.assert_refused(
+            "bert_tf.export",
+            ["--kind=preprocessor", f"--init_checkpoint={self.paths['ckpt']}", f"--export_dir={out}",
+             "--quantize=int8"],
+            2,
+            "--kind=preprocessor cannot be quantized: --quantize=int8 applies to --kind=task and --kind=encoder "
+            "and --kind=tflite",
+            out,
+        )  # fmt: skip
+
     def test_extract_features_output_under_a_file(self):
         out = os.path.join(self.paths["a_file"], "features.jsonl")
         self.assert_refused(
@@ -439,6 +451,24 @@ class BadInputTest(tf.test.TestCase):
                     f"{damaged}/{name} is truncated or corrupt",
                     out,
                 )
+
+    @pytest.mark.slow
+    def test_export_quantize_and_tflite_misuse(self):
+        checkpoint = f"--init_checkpoint={self.paths['ckpt']}"
+        cases = [
+            (["--kind=mlm", checkpoint, "--quantize=int8"], 2, "--kind=mlm cannot be quantized"),
+            (["--kind=huggingface", checkpoint, "--quantize=int8"], 2, "--kind=huggingface cannot be quantized"),
+            (["--kind=google", checkpoint, "--quantize=int8"], 2, "--kind=google cannot be quantized"),
+            (["--kind=encoder", checkpoint, "--quantize=float16"], 2,
+             "--quantize=float16 applies to --kind=tflite, not --kind=encoder; --kind=encoder takes --quantize=int8"),
+            (["--kind=task", checkpoint, f"--dev_file={self.paths['train.csv']}"], 2,
+             "--dev_file scores an int8 task model against the float one"),
+            (["--kind=tflite", checkpoint], 2, "--kind=tflite needs a fine-tuned model"),
+        ]  # fmt: skip
+        for number, (args, status, message) in enumerate(cases):
+            with self.subTest(args=args):
+                out = self.output(f"export_quantize_{number}")
+                self.assert_refused("bert_tf.export", [*args, f"--export_dir={out}"], status, message, out)
 
     @pytest.mark.slow
     def test_damaged_model_keras_and_config_cut_at_several_points(self):

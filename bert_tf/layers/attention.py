@@ -16,7 +16,8 @@ MASK_ADDER = -10000.0
 def attention_bias(input_mask):
     """[batch, seq] 1/0 mask -> float32 additive bias [batch, 1, 1, seq] for the scores."""
     input_mask = ops.cast(input_mask, "float32")
-    return (1.0 - input_mask)[:, None, None, :] * MASK_ADDER
+    # expand_dims, not [:, None, None, :]: LiteRT's built-in ops have no strided slice that adds axes
+    return ops.expand_dims(1.0 - input_mask, (1, 2)) * MASK_ADDER
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")

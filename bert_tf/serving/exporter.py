@@ -8,6 +8,13 @@ Kinds (the signatures of each are documented in the module that builds it):
     model directory written by `bert_tf.finetune`.
   - "huggingface", "google": not a SavedModel but a fine-tuned model with its head, as a
     transformers `BertFor...` folder or an original checkpoint (`bert_tf.tasks.finetuned`).
+  - "tflite" (`bert_tf.serving.tflite`): not a SavedModel but a LiteRT file of a fine-tuned
+    model, token ids in.
+
+`quantize="int8"` stores the encoder's dense kernels of a "task" or "encoder" export as int8
+(`bert_tf.serving.quantize`); with `dev_file` a task model is scored before and after, and
+refused if it loses more than a point (unless `accept_accuracy_loss`). For "tflite":
+"int8" (dynamic range) or "float16".
 
 Example (a randomly initialised tiny model saved as a checkpoint first):
 
@@ -16,11 +23,14 @@ Example (a randomly initialised tiny model saved as a checkpoint first):
 
 from __future__ import annotations
 
+import logging
+
 import tensorflow as tf
 
 from bert_tf import fileio
 from bert_tf.config import BertConfig
-from bert_tf.serving import task
+from bert_tf.serving import quantize as int8
+from bert_tf.serving import task, tflite
 from bert_tf.serving.encoder import EncoderServing
 from bert_tf.serving.loading import check_init_checkpoint, load_pretrained
 from bert_tf.serving.mlm import FillMask
@@ -32,10 +42,13 @@ from bert_tf.serving.saving import (
     check_seq_length,
     export_module,
 )
+from bert_tf.serving.settings import QUANTIZABLE
 from bert_tf.tasks.finetuned import FinetunedModelInfo, load_finetuned, save_finetuned
 from bert_tf.tokenization import BertTokenizer
 
-KINDS = ("preprocessor", "encoder", "mlm", "task", "huggingface", "google")
+logger = logging.getLogger(__name__)
+
+KINDS = ("preprocessor", "encoder", "mlm", "task", "huggingface", "google", "tflite")
 DEFAULT_SEQ_LENGTH = 128
 
 
@@ -46,6 +59,9 @@ def export_saved_model(
     seq_length: int | None = None,
     overwrite: bool = False,
     top_k: int = 5,
+    quantize: str | None = None,
+    dev_file: str | None = None,
+    accept_accuracy_loss: bool = False,
 ) -> str:
     """Builds the `kind` SavedModel from `init_checkpoint` and writes it to `export_dir`.
 
@@ -61,6 +77,15 @@ def export_saved_model(
         fileio.abspath(fileio.check_path(export_dir)), overwrite
     )  # fail before loading a big model
     check_init_checkpoint(init_checkpoint)
+    if quantize is not None and quantize not in QUANTIZABLE.get(kind, ()):
+        raise ExportError(f"--kind={kind} cannot be quantized with --quantize={quantize}")
+    if kind == "tflite":
+        task.check_finetuned_dir(init_checkpoint, kind)
+        return tflite.export_tflite(init_checkpoint, export_dir, seq_length, quantize, overwrite)
+    if kind == "task" and quantize:
+        return export_int8_task(
+            init_checkpoint, export_dir, seq_length, overwrite, dev_file, accept_accuracy_loss
+        )
     if kind == "task":
         return task.export_task(init_checkpoint, export_dir, seq_length=seq_length, overwrite=overwrite)
     if kind in ("huggingface", "google"):
@@ -69,6 +94,10 @@ def export_saved_model(
         return export_checkpoint(kind, model, tokenizer, info, export_dir, overwrite)
     seq_length = DEFAULT_SEQ_LENGTH if seq_length is None else seq_length
     model, config, settings = load_pretrained(init_checkpoint, "pretraining" if kind == "mlm" else "encoder")
+    info = {"init_checkpoint": fileio.abspath(init_checkpoint)}
+    if quantize:
+        int8.quantize_encoder(model)
+        info["quantize"] = quantize
     return export_from_model(
         kind,
         model,
@@ -79,7 +108,41 @@ def export_saved_model(
         seq_length=seq_length,
         overwrite=overwrite,
         top_k=top_k,
-        info={"init_checkpoint": fileio.abspath(init_checkpoint)},
+        info=info,
+    )
+
+
+def export_int8_task(
+    init_checkpoint: str,
+    export_dir: str,
+    seq_length: int | None = None,
+    overwrite: bool = False,
+    dev_file: str | None = None,
+    accept_accuracy_loss: bool = False,
+) -> str:
+    """The task export of a fine-tuned model whose encoder's dense kernels are int8; with
+    `dev_file`, only if it scores within a point of the float model there (or
+    `accept_accuracy_loss`)."""
+    task.check_finetuned_dir(init_checkpoint, "task")
+    if dev_file:
+        fileio.check_path(dev_file)
+    model, tokenizer, info = load_finetuned(init_checkpoint, compile=False)
+    float_scores = int8.score(model, tokenizer, info, dev_file) if dev_file else None
+    int8.quantize_encoder(model)
+    if dev_file:
+        int8_scores = int8.score(model, tokenizer, info, dev_file)
+        logger.info("%s", int8.check_accuracy(float_scores, int8_scores, dev_file, accept_accuracy_loss))
+    else:
+        logger.info("int8 accuracy not checked: pass --dev_file to score it against the float model")
+    return task.export_task_model(
+        model,
+        tokenizer,
+        info,
+        export_dir,
+        seq_length,
+        overwrite,
+        source=fileio.abspath(init_checkpoint),
+        extra_info={"quantize": "int8"},
     )
 
 

@@ -17,7 +17,9 @@ import dataclasses
 from bert_tf.cli import flag_name, setting
 from bert_tf.errors import UsageError
 
-EXPORT_KINDS = ("preprocessor", "encoder", "mlm", "task", "huggingface", "google")
+EXPORT_KINDS = ("preprocessor", "encoder", "mlm", "task", "huggingface", "google", "tflite")
+# What --quantize does to each kind that takes it (bert_tf.serving.quantize, bert_tf.serving.tflite).
+QUANTIZABLE = {"task": ("int8",), "encoder": ("int8",), "tflite": ("int8", "float16")}
 
 
 def _required(help_text: str) -> dataclasses.Field:
@@ -39,11 +41,13 @@ class ExportSettings:
     kind: str = dataclasses.field(metadata={"help": "What to export.", "choices": EXPORT_KINDS})
     init_checkpoint: str = _required(
         "A Google checkpoint directory or prefix, a Hugging Face BERT directory, a bert_tf checkpoint "
-        "(a pretraining model_dir: its export/), or (for --kind=task, huggingface, google) a fine-tuned "
+        "(a pretraining model_dir: its export/), or (for --kind=task, huggingface, google, tflite) a fine-tuned "
         "model: a directory written by bert_tf.finetune, or a Hugging Face or original checkpoint with "
         "a task head."
     )
-    export_dir: str = _required("Directory to write the SavedModel (or the checkpoint) to.")
+    export_dir: str = _required(
+        "Directory to write the SavedModel (or the checkpoint, or the LiteRT model) to."
+    )
     seq_length: int | None = setting(
         None,
         "Packed sequence length, at most the model's max_position_embeddings. Default: 128, or for "
@@ -53,9 +57,42 @@ class ExportSettings:
     )
     top_k: int = setting(5, "--kind=mlm: predictions returned per [MASK].")
     overwrite: bool = setting(False, "Replace an existing non-empty --export_dir.")
+    quantize: str | None = setting(
+        None,
+        "--kind=task, encoder: int8 stores the encoder's dense kernels as int8 (weight-only). "
+        "--kind=tflite: int8 (dynamic range) or float16 weights. Default: float32.",
+        choices=("int8", "float16"),
+    )
+    dev_file: str | None = setting(
+        None,
+        "--kind=task --quantize=int8: labelled data in the fine-tuning format (as --eval_file); "
+        "the float and int8 models are scored on it and an int8 model that loses more than a "
+        "point is refused.",
+    )
+    accept_accuracy_loss: bool = setting(
+        False, "Write an int8 model that scores more than a point below the float model on --dev_file."
+    )
 
     def __post_init__(self) -> None:
         _check_positive(self, ("seq_length", "top_k"))
+        if self.quantize is not None and self.quantize not in QUANTIZABLE.get(self.kind, ()):
+            takes = " and ".join(
+                f"--kind={kind}" for kind, modes in QUANTIZABLE.items() if self.quantize in modes
+            )
+            if self.kind not in QUANTIZABLE:
+                raise UsageError(
+                    f"--kind={self.kind} cannot be quantized: --quantize={self.quantize} applies to {takes}; "
+                    "drop --quantize or pass one of those kinds"
+                )
+            raise UsageError(
+                f"--quantize={self.quantize} applies to {takes}, not --kind={self.kind}; "
+                f"--kind={self.kind} takes --quantize={' or '.join(QUANTIZABLE[self.kind])}"
+            )
+        if self.dev_file and not (self.quantize == "int8" and self.kind == "task"):
+            raise UsageError(
+                "--dev_file scores an int8 task model against the float one: pass it with "
+                "--kind=task --quantize=int8"
+            )
 
 
 @dataclasses.dataclass(frozen=True)

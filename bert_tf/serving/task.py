@@ -305,11 +305,12 @@ def export_task_model(
     seq_length: int | None = None,
     overwrite: bool = False,
     source: str | None = None,
+    extra_info: dict | None = None,
 ) -> str:
     """Exports a fine-tuned task model held in memory (`model.export` of the task models).
 
-    `info` is its task.json; `source` the folder it was read from, if any (recorded in
-    assets.extra).
+    `info` is its task.json; `source` the folder it was read from, if any, and `extra_info`
+    (e.g. {"quantize": "int8"}) are recorded in assets.extra/export_info.json.
     """
     seq_length = seq_length or info.max_seq_length
     config = model.encoder.config
@@ -327,6 +328,7 @@ def export_task_model(
         "pair_input": None,  # classification and regression: whether the default input is a pair
         **family_for_kind(info.kind).export_info(info),  # e.g. pair_input, the span settings
         **({"init_checkpoint": source} if source else {}),
+        **(extra_info or {}),
     }
     return export_module(
         build,

@@ -1,0 +1,121 @@
+"""A fine-tuned task model as a LiteRT (TFLite) file: token ids in, the head's outputs out.
+
+`python -m bert_tf.export --kind=tflite --init_checkpoint=runs/mrpc/model --export_dir=DIR`
+writes into DIR:
+
+  - `model.tflite`: one signature, `serving_default`, taking `input_ids`, `input_mask`,
+    `segment_ids` int32 [batch, max_seq_length] (multiple choice: [batch, choices,
+    max_seq_length]) and returning the head's float32 outputs: `logits` [batch, classes]
+    (classification; regression: [batch, 1]; multi-label: apply a sigmoid), [batch,
+    max_seq_length, tags] (NER), `start_logits` / `end_logits` [batch, max_seq_length]
+    (SQuAD), [batch, choices] (multiple choice).
+  - `vocab.txt` and `labels.txt` (one label name per line, in the order of the logits).
+  - `export_info.json`: kind "tflite", task, task_kind, label_list, seq_length,
+    lower_case, quantize, and the inputs and outputs.
+
+The text is not tokenized in the model: tensorflow-text's TFLite-ready `FastBertTokenizer`
+normalizes differently from BERT's basic tokenizer (it writes "…" as "...", for one), so its
+word pieces are not the ones the model was fine-tuned on. An app tokenizes with the vocab
+(the TFLite Support library's `BertTokenizer`, or `BertNLClassifier` which also packs
+`[CLS] text [SEP]` and pads), as `bert_tf.serving.preprocessor` packs.
+
+Variants (`quantize`): None (float32), "float16" (float16 weights, computed in float32),
+"int8" (dynamic range: int8 weights, activations quantized on the fly: LiteRT's fast CPU
+path). The model is converted from the frozen Keras graph, so the file holds no variables.
+"""
+
+from __future__ import annotations
+
+import re
+
+import tensorflow as tf
+from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+
+from bert_tf import fileio
+from bert_tf.models.encoder import ENCODER_INPUTS
+from bert_tf.serving.saving import ExportError, atomic_export_dir, check_seq_length
+from bert_tf.tasks.finetuned import FinetunedModelInfo, load_finetuned
+from bert_tf.tasks.kinds import TaskKind
+
+MODEL_NAME = "model.tflite"
+LABELS_NAME = "labels.txt"
+INFO_NAME = "export_info.json"
+
+
+def _serving_function(
+    model, info: FinetunedModelInfo, seq_length: int
+) -> tf.types.experimental.ConcreteFunction:
+    """The model on token ids, frozen (weights as constants), with named outputs."""
+    shape = [None, None, seq_length] if info.kind == TaskKind.MULTIPLE_CHOICE else [None, seq_length]
+    spec = [tf.TensorSpec(shape, tf.int32, name=name) for name in ENCODER_INPUTS]
+
+    @tf.function(input_signature=spec)
+    def head(input_ids, input_mask, segment_ids):
+        outputs = model({"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids})
+        outputs = outputs if isinstance(outputs, dict) else {"logits": outputs}
+        return {name: tf.cast(value, tf.float32) for name, value in outputs.items()}
+
+    traced = head.get_concrete_function()
+    names = sorted(traced.structured_outputs)  # the frozen function returns them flat, in this order
+    frozen = convert_variables_to_constants_v2(traced)
+
+    @tf.function(input_signature=spec)
+    def serving_default(input_ids, input_mask, segment_ids):
+        flat = frozen(input_ids=input_ids, input_mask=input_mask, segment_ids=segment_ids)
+        return dict(zip(names, flat, strict=True))
+
+    return serving_default.get_concrete_function()
+
+
+def convert(model, info: FinetunedModelInfo, seq_length: int, quantize: str | None = None) -> bytes:
+    """The `.tflite` bytes of a task model (see the module docstring); ExportError naming the
+    op when the model has one that LiteRT's built-in ops cannot run."""
+    function = _serving_function(model, info, seq_length)
+    converter = tf.lite.TFLiteConverter.from_concrete_functions([function], tf.Module())
+    if quantize in ("int8", "float16"):
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]  # alone: dynamic-range int8
+    if quantize == "float16":
+        converter.target_spec.supported_types = [tf.float16]
+    try:
+        return converter.convert()
+    except Exception as error:  # the converter's ConverterError holds the MLIR dump
+        ops = sorted(set(re.findall(r"'tf\.(\w+)' op is neither a custom op nor a flex op", str(error))))
+        if not ops:
+            raise
+        raise ExportError(
+            f"the {info.kind.value} model has ops LiteRT's built-in ops cannot run ({', '.join(ops)}); "
+            "export it with --kind=task (a SavedModel, served by TensorFlow) instead"
+        ) from None
+
+
+def export_tflite(
+    init_checkpoint: str,
+    export_dir: str,
+    seq_length: int | None = None,
+    quantize: str | None = None,
+    overwrite: bool = False,
+) -> str:
+    """Writes the fine-tuned model folder `init_checkpoint` as `export_dir`/model.tflite with
+    its vocab, labels and export_info.json, all at once or not at all; returns the folder."""
+    model, tokenizer, info = load_finetuned(init_checkpoint, compile=False)
+    seq_length = seq_length or info.max_seq_length
+    check_seq_length(seq_length, model.encoder.config)
+    content = convert(model, info, seq_length, quantize)
+    labels = info.label_list or []
+    export_info = {
+        "kind": "tflite",
+        "task": info.task,
+        "task_kind": info.kind.value,
+        "label_list": info.label_list,
+        "seq_length": seq_length,
+        "lower_case": bool(tokenizer.lower_case),
+        "quantize": quantize or "float32",
+        "inputs": list(ENCODER_INPUTS),
+        "init_checkpoint": fileio.abspath(init_checkpoint),
+    }
+    with atomic_export_dir(export_dir, overwrite) as staging:
+        fileio.write_bytes(fileio.join(staging, MODEL_NAME), content)
+        fileio.copy(tokenizer.vocab_file, fileio.join(staging, "vocab.txt"))
+        fileio.write_text(fileio.join(staging, LABELS_NAME), "".join(f"{label}\n" for label in labels))
+        fileio.write_json(fileio.join(staging, INFO_NAME), export_info)
+    return fileio.abspath(export_dir)
