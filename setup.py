@@ -58,6 +58,8 @@ setup(
             "transformers>=4.44",
             # The Beam pipelines' tests (tests/pipelines/beam).
             "apache-beam>=2.77,<3",
+            # The LiteRT interpreter the .tflite exports are run in (tests/export/test_quantize.py).
+            "ai-edge-litert>=2.3",
         ],
         # bench/finetune.py: the pretrained MiniLM checkpoint it fine-tunes, and the
         # Hugging Face side it is compared with (PyTorch; its CPU build is enough);
@@ -67,6 +69,9 @@ setup(
         # pipelines. 2.77 accepts protobuf 6.x, as TensorFlow 2.21 does (tested: 6.33.6);
         # DataflowRunner also needs Google Cloud's clients: "apache-beam[gcp]".
         "beam": ["apache-beam>=2.77,<3"],
+        # Running a `--kind=tflite` export with Python: the LiteRT interpreter (exporting
+        # needs TensorFlow only).
+        "tflite": ["ai-edge-litert>=2.3"],
         # --word_segmenter=jieba: jieba's segmentation, by its Rust port (same words, faster).
         "chinese": ["rjieba>=0.2"],
     },
