@@ -21,7 +21,7 @@ from bert_tf import fileio
 from bert_tf.basic_tokenizer import BasicTokenizer
 from pipelines import text_input
 from pipelines.beam import runner
-from pipelines.beam.generate import RANGE_BYTES
+from pipelines.beam.generate import RANGE_BYTES, byte_ranges
 
 # Lines split into words per TensorFlow call.
 BATCH_LINES = 1024
@@ -75,12 +75,7 @@ def count_words_on_beam(
     """
     pipeline_runner, options = runner.pipeline_options(runner_name, beam_args)
     sizes = [fileio.size(path) for path in paths]
-    range_bytes = RANGE_BYTES
-    ranges = [
-        (path, start, min(start + range_bytes, size))
-        for path, size in zip(paths, sizes, strict=True)
-        for start in range(0, size, range_bytes)
-    ]
+    ranges = byte_ranges(paths, sizes, RANGE_BYTES)
     pipeline = beam.Pipeline(runner=pipeline_runner, options=options)
     _ = (
         pipeline
