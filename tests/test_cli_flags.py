@@ -33,6 +33,7 @@ COMMANDS = {
     "bert_tf.fill_mask": "top_k",
     "pipelines.create_pretraining_data": "dupe_factor",
     "pipelines.build_vocab": "vocab_size",
+    "pipelines.data_service": "dispatcher_port",
     "bert_tf.plot": "metrics",
 }
 
