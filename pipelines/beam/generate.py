@@ -2,7 +2,7 @@
 
 The steps, each Beam's own transform over the one-process generator's functions:
 
-1. The input files are cut into byte ranges (8 MB); each range yields the documents
+1. The input files are cut into byte ranges (64 MB); each range yields the documents
    that begin in it (`text_input.documents_in_range`), so a single large file is read
    in parallel too.
 2. Each document is identified by a hash of its text and the seed. The hash puts it in
@@ -52,10 +52,8 @@ from pipelines.settings import GenerationConfig
 
 logger = logging.getLogger(__name__)
 
-# Bytes of input text one worker reads as a unit: small enough that a corpus of tens of MB
-# is read by every worker, not one (a 64 MB unit left the second of 2 workers idle while
-# the first read 35 MB); 20 GB makes about 2,500 units.
-RANGE_BYTES = 8 << 20
+# Bytes of input text one worker reads as a unit.
+RANGE_BYTES = 64 << 20
 # Bytes of input text (per pass) per output shard, when --num_output_shards is not given.
 SHARD_TEXT_BYTES = 100_000_000
 SHARD_NAME_TEMPLATE = "-SSSSS-of-NNNNN"
