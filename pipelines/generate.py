@@ -256,13 +256,18 @@ def create_pretraining_data(config: GenerationConfig, *, progress: bool = True, 
         output_files=outputs,
         seconds=time.monotonic() - started,
     )
-    if summary.documents == 1:
-        logger.warning(
-            "the corpus has a single document, so every random-next segment was drawn from that same document "
-            "(NSP then only tells near from far text); separate documents with blank lines"
-        )
+    warn_if_single_document(summary)
     if written != summary.instances:
         raise RuntimeError(
             f"internal error: wrote {written} records but counted {summary.instances} instances"
         )
     return summary
+
+
+def warn_if_single_document(summary: Summary) -> None:
+    """One corpus document: every random-next segment came from that same document; say so."""
+    if summary.documents == 1:
+        logger.warning(
+            "the corpus has a single document, so every random-next segment was drawn from that same document "
+            "(NSP then only tells near from far text); separate documents with blank lines"
+        )

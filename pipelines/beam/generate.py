@@ -291,9 +291,5 @@ def create_pretraining_data(
         output_files=written,
         seconds=time.monotonic() - started,
     )
-    if summary.documents == 1:
-        logger.warning(
-            "the corpus has a single document, so every random-next segment was drawn from that same document "
-            "(NSP then only tells near from far text); separate documents with blank lines"
-        )
+    generate.warn_if_single_document(summary)
     return summary
