@@ -107,21 +107,25 @@ class GraphReaderTest(tf.test.TestCase):
         self.assertFalse(ops & {"PyFunc", "PyFuncStateless", "EagerPyFunc", "GeneratorDataset"})
 
 
+# The small, unshuffled pipeline that consumers of the service are compared on (as built for it).
+SERVED_OPTIONS = dict(
+    vocab_file=VOCAB,
+    batch_size=4,
+    max_seq_length=32,
+    max_predictions_per_seq=5,
+    seed=1,
+    shuffle=False,
+    repeat=False,
+    drop_remainder=False,
+    for_data_service=True,
+)
+
+
 class DataServiceTest(tf.test.TestCase):
     def test_consumers_of_one_job_share_the_batches_each_read_once(self):
         work = Path(tempfile.mkdtemp())
         files = [write_corpus(work / f"part{i}.txt", documents=12, first=100 * i) for i in range(3)]
-        options = dict(
-            vocab_file=VOCAB,
-            batch_size=4,
-            max_seq_length=32,
-            max_predictions_per_seq=5,
-            seed=1,
-            shuffle=False,
-            repeat=False,
-            drop_remainder=False,
-            for_data_service=True,
-        )
+        options = SERVED_OPTIONS
         expected = collections.Counter(
             row for batch in pretraining_dataset(files, **options) for row in rows(batch)
         )
@@ -166,17 +170,7 @@ class DataServiceTest(tf.test.TestCase):
                 ),
                 progress=False,
             )
-            options = dict(
-                vocab_file=VOCAB,
-                batch_size=4,
-                max_seq_length=32,
-                max_predictions_per_seq=5,
-                seed=1,
-                shuffle=False,
-                repeat=False,
-                drop_remainder=False,
-                for_data_service=True,
-            )
+            options = SERVED_OPTIONS
             local = collections.Counter(
                 row for batch in pretraining_dataset(files, **options) for row in rows(batch)
             )
