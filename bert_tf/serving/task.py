@@ -54,6 +54,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from bert_tf import fileio, preprocessing
+from bert_tf.preprocessing.packing import pack_sequences
 from bert_tf.preprocessing.windows import pool_windows
 from bert_tf.serving.saving import ExportError, check_seq_length, export_module
 from bert_tf.serving.spans import SpanSettings
@@ -106,7 +107,11 @@ class TaskServing(tf.Module):
     def _classify(self, texts: list[tf.Tensor]) -> dict[str, tf.Tensor]:
         features = self.preprocessor.features(texts[0] if len(texts) == 1 else tuple(texts))
         inputs = {name: features[name] for name in preprocessing.base.MODEL_INPUTS}
-        outputs = tf.cast(self.model(inputs, training=False), tf.float32)
+        # The batch's texts (or windows) share rows of its padded length, as fine-tuning packs
+        # them (bert_tf.preprocessing.packing): the encoder runs on their tokens, not on the
+        # padding of short texts beside a long one, and each text's logits are as if alone.
+        packed = pack_sequences(inputs, row_length=tf.shape(inputs["input_ids"])[1])
+        outputs = tf.cast(self.model(packed, training=False), tf.float32)
         if "example_index" in features:  # long texts in windows: one output per text, as evaluation's
             outputs = pool_windows(
                 outputs, features["example_index"], tf.shape(texts[0])[0], self._info.window_pooling or "mean"

@@ -403,8 +403,9 @@ class TaskExportTest(tf.test.TestCase):
             )
 
     def test_outputs_do_not_depend_on_the_batch(self):
-        # A batch is padded to its longest row rounded up to 8 (this batch: SEQ_LENGTH, what
-        # every row was padded to before), a text alone to its own; the outputs agree.
+        # A batch is padded to its longest row (this batch: SEQ_LENGTH) and, for the
+        # classifiers, its short texts share rows; a text alone is padded to its own
+        # length. The outputs agree.
         compared = 0
         for name in ("cls", "cls_pair", "reg", "ner", "swag"):
             for key, batch in self.loaded.items():
@@ -422,7 +423,7 @@ class TaskExportTest(tf.test.TestCase):
                         self.assertAllEqual(alone, want, msg=f"{key} row {row}")
                     compared += 1
         self.assertGreater(compared, 50)
-        # The short texts alone were padded to less than SEQ_LENGTH (8 or 16 positions).
+        # The short texts alone were padded to their own length, less than SEQ_LENGTH.
         self.assertLess(len(self.tokenizer.tokenize(["a good movie"]).to_list()[0]) + 2, 8)
 
     def test_regression_score_matches_model_predict(self):

@@ -39,6 +39,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 TEXT = tf.TensorSpec([], tf.string)  # one text of a raw record
+# A served batch is padded to its longest text exactly: the SavedModel's graph runs any length
+# without retracing, so rounding up (which saves XLA and TPU recompiles in training) only costs.
+SERVING_PAD_TO_MULTIPLE_OF = 1
 
 
 def serving_input(name: str) -> tf.TensorSpec:

@@ -19,6 +19,7 @@ from bert_tf.errors import UsageError
 from bert_tf.models import BertMultipleChoice
 from bert_tf.tasks import metrics, python_inputs, swag
 from bert_tf.tasks.families.base import (
+    SERVING_PAD_TO_MULTIPLE_OF,
     TEXT,
     Predictions,
     TaskData,
@@ -119,7 +120,9 @@ class ChoiceFamily(TaskFamily):
     # -- serving ---------------------------------------------------------------------------
     @classmethod
     def serving_preprocessor(cls, tokenizer, info: FinetunedModelInfo, seq_length: int):
-        return preprocessing.MultipleChoicePreprocessor(tokenizer, seq_length)
+        return preprocessing.MultipleChoicePreprocessor(
+            tokenizer, seq_length, pad_to_multiple_of=SERVING_PAD_TO_MULTIPLE_OF
+        )
 
     @classmethod
     def serving_signatures(cls, serving, info: FinetunedModelInfo, seq_length: int) -> dict:

@@ -38,6 +38,7 @@ from bert_tf.models import BertClassifier
 from bert_tf.preprocessing.windows import pool_windows
 from bert_tf.tasks import classification, glue, metrics, python_inputs
 from bert_tf.tasks.families.base import (
+    SERVING_PAD_TO_MULTIPLE_OF,
     TEXT,
     Predictions,
     TaskData,
@@ -540,7 +541,9 @@ class ClassificationFamily(TaskFamily):
                 f"the model reads windows every doc_stride={info.doc_stride} pieces (task.json), which "
                 f"--max_seq_length={seq_length} cannot hold; export with --max_seq_length={info.doc_stride + 3} or more"
             )
-        return preprocessing.TextClassifierPreprocessor(tokenizer, seq_length, doc_stride=info.doc_stride)
+        return preprocessing.TextClassifierPreprocessor(
+            tokenizer, seq_length, pad_to_multiple_of=SERVING_PAD_TO_MULTIPLE_OF, doc_stride=info.doc_stride
+        )
 
     @classmethod
     def serving_signatures(cls, serving, info: FinetunedModelInfo, seq_length: int) -> dict:

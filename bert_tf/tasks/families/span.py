@@ -20,7 +20,15 @@ from bert_tf.checkpoints import TaskHead
 from bert_tf.errors import UsageError
 from bert_tf.models import BertSpanLabeler
 from bert_tf.tasks import metrics, python_inputs, squad, tfds_sources
-from bert_tf.tasks.families.base import TEXT, Predictions, TaskData, TaskFamily, serving_input, split_file
+from bert_tf.tasks.families.base import (
+    SERVING_PAD_TO_MULTIPLE_OF,
+    TEXT,
+    Predictions,
+    TaskData,
+    TaskFamily,
+    serving_input,
+    split_file,
+)
 from bert_tf.tasks.features import ConversionStats, TaskDataError
 from bert_tf.tasks.kinds import TaskKind
 from bert_tf.tasks.squad_postprocess import postprocess, write_predictions
@@ -256,7 +264,13 @@ class SpanFamily(TaskFamily):
     # -- serving ---------------------------------------------------------------------------
     @classmethod
     def serving_preprocessor(cls, tokenizer, info: FinetunedModelInfo, seq_length: int):
-        return preprocessing.SpanPreprocessor(tokenizer, seq_length, info.doc_stride, info.max_query_length)
+        return preprocessing.SpanPreprocessor(
+            tokenizer,
+            seq_length,
+            info.doc_stride,
+            info.max_query_length,
+            pad_to_multiple_of=SERVING_PAD_TO_MULTIPLE_OF,
+        )
 
     @classmethod
     def serving_signatures(cls, serving, info: FinetunedModelInfo, seq_length: int) -> dict:

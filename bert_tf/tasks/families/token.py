@@ -21,7 +21,14 @@ from bert_tf.checkpoints import TaskHead
 from bert_tf.errors import UsageError
 from bert_tf.models import BertTokenClassifier
 from bert_tf.tasks import metrics, ner, python_inputs, tfds_sources
-from bert_tf.tasks.families.base import Predictions, TaskData, TaskFamily, serving_input, split_file
+from bert_tf.tasks.families.base import (
+    SERVING_PAD_TO_MULTIPLE_OF,
+    Predictions,
+    TaskData,
+    TaskFamily,
+    serving_input,
+    split_file,
+)
 from bert_tf.tasks.features import ConversionStats, TaskDataError
 from bert_tf.tasks.kinds import TaskKind
 
@@ -206,7 +213,9 @@ class TokenFamily(TaskFamily):
                 f"the model reads windows every doc_stride={info.doc_stride} pieces (task.json), which "
                 f"--max_seq_length={seq_length} cannot hold; export with --max_seq_length={info.doc_stride + 3} or more"
             )
-        return preprocessing.TokenTaggerPreprocessor(tokenizer, seq_length, doc_stride=info.doc_stride)
+        return preprocessing.TokenTaggerPreprocessor(
+            tokenizer, seq_length, pad_to_multiple_of=SERVING_PAD_TO_MULTIPLE_OF, doc_stride=info.doc_stride
+        )
 
     @classmethod
     def serving_signatures(cls, serving, info: FinetunedModelInfo, seq_length: int) -> dict:
