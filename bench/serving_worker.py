@@ -103,13 +103,13 @@ def tflite(model: str, threads: int, labels: list[str]):
 
         tokenizer = BertTokenizerFast(os.path.join(folder, "vocab.txt"))
         dtype = next(iter(inputs.values()))["dtype"]
-        # The model's inputs have a fixed length (export_info.json's seq_length): pad to it.
+        # The model takes any length up to export_info.json's seq_length: pad to the longest text.
         with open(os.path.join(folder, "export_info.json")) as file:
             seq_length = int(json.load(file)["seq_length"])
 
         def scores(texts):
             encoded = tokenizer(
-                texts, padding="max_length", truncation=True, max_length=seq_length, return_tensors="np"
+                texts, padding="longest", truncation=True, max_length=seq_length, return_tensors="np"
             )
             feed = {
                 "input_ids": encoded["input_ids"],

@@ -4,13 +4,14 @@
 writes into DIR:
 
   - `model.tflite`: one signature, `serving_default`, taking `input_ids`, `input_mask`,
-    `segment_ids` int32 [batch, max_seq_length] (multiple choice: [batch, choices,
-    max_seq_length]) and returning the head's float32 outputs: `logits` [batch, classes]
-    (classification; regression: [batch, 1]; multi-label: apply a sigmoid), [batch,
-    max_seq_length, tags] (NER), `start_logits` / `end_logits` [batch, max_seq_length]
+    `segment_ids` int32 [batch, length] (multiple choice: [batch, choices, length]), any
+    batch and any length up to max_seq_length (pad a batch to its longest text: the
+    interpreter resizes to what it is given), and returning the head's float32 outputs:
+    `logits` [batch, classes] (classification; regression: [batch, 1]; multi-label: apply a
+    sigmoid), [batch, length, tags] (NER), `start_logits` / `end_logits` [batch, length]
     (SQuAD), [batch, choices] (multiple choice).
   - `vocab.txt` and `labels.txt` (one label name per line, in the order of the logits).
-  - `export_info.json`: kind "tflite", task, task_kind, label_list, seq_length,
+  - `export_info.json`: kind "tflite", task, task_kind, label_list, seq_length (the longest),
     lower_case, quantize, and the inputs and outputs.
 
 The text is not tokenized in the model: tensorflow-text's TFLite-ready `FastBertTokenizer`
@@ -46,7 +47,8 @@ def _serving_function(
     model, info: FinetunedModelInfo, seq_length: int
 ) -> tf.types.experimental.ConcreteFunction:
     """The model on token ids, frozen (weights as constants), with named outputs."""
-    shape = [None, None, seq_length] if info.kind == TaskKind.MULTIPLE_CHOICE else [None, seq_length]
+    # Any batch and any length up to seq_length: a caller pads to its longest text, not to seq_length.
+    shape = [None, None, None] if info.kind == TaskKind.MULTIPLE_CHOICE else [None, None]
     spec = [tf.TensorSpec(shape, tf.int32, name=name) for name in ENCODER_INPUTS]
 
     @tf.function(input_signature=spec)
