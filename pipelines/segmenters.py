@@ -55,7 +55,7 @@ INSTALL_HINT = 'pip install "bert_tf[chinese]"'
 def cjk_ranges() -> tuple[tuple[int, int], ...]:
     """The code point ranges the tokenizer treats as CJK ideographs (each is its own token)."""
     # Imported here: worker processes unpickle a WordMarker without loading TensorFlow.
-    # lazy: importing this module loads no TensorFlow (fileio, basic_tokenizer and text_input do)
+    # lazy: importing this module loads no TensorFlow (basic_tokenizer does)
     from bert_tf.basic_tokenizer import CJK_RANGES
 
     return CJK_RANGES
