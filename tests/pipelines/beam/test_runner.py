@@ -139,6 +139,8 @@ class CommandLineTest(tf.test.TestCase):
             "pipelines.create_pretraining_data": [
                 f"--vocab_file={VOCAB_FILE}",
                 "--output_file=" + text + ".out",
+                "--do_whole_word_mask",
+                "--word_segmenter=jieba",  # checked in the launcher too
             ],
             "pipelines.build_vocab": [f"--output_file={directory}/vocab.txt"],
         }
