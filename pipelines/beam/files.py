@@ -4,7 +4,8 @@ The process that checks a program's flags and submits its pipeline (`pipelines.b
 `pipelines.beam.vocab`) runs no TensorFlow op: the workers do. `bert_tf.fileio` reaches
 files through TensorFlow, whose import takes seconds, so the launcher looks at them here
 instead: local paths with Python's own functions, URLs (`gs://`, `s3://`, ...) through
-Beam's `FileSystems`, the filesystems its workers read too. The functions are
+Beam's `FileSystems`, the filesystems its workers read too; only a URL Beam cannot reach
+(`ram://`, ...) goes to `bert_tf.fileio`. The functions are
 `bert_tf.fileio`'s, by name and meaning, for `fileio.expand_files`, `outputs.check_output`
 and `vocab.load_vocab` (their `filesystem` argument).
 """
@@ -15,7 +16,7 @@ import glob as python_glob
 import os
 from typing import BinaryIO
 
-from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystem import BeamIOError, CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from bert_tf import fileio
@@ -25,30 +26,37 @@ def _is_local(path: str) -> bool:
     return fileio.is_local(path) and "://" not in path
 
 
+def _on_beam(path: str) -> bool:
+    """Whether Beam reaches this URL. Others (`ram://`, a scheme only a TensorFlow plugin
+    knows, `gs://` without apache-beam[gcp]) go through `bert_tf.fileio`, loading TensorFlow."""
+    try:
+        FileSystems.get_filesystem(path)
+    except (ValueError, BeamIOError):
+        return False
+    return True
+
+
 def check_path(path: str | os.PathLike) -> str:
-    """Returns `path` as a string; raises FileSystemError if Beam has no filesystem for its scheme."""
+    """Returns `path` as a string; raises FileSystemError if neither Beam nor TensorFlow knows its scheme."""
     text = os.fspath(path)
-    if not _is_local(text):
-        try:
-            FileSystems.get_filesystem(text)
-        except ValueError as error:
-            raise fileio.FileSystemError(
-                f"Beam has no filesystem for the scheme '{fileio.scheme(text)}://' (in {text}): {error}"
-            ) from None
-    return text
+    if _is_local(text) or _on_beam(text):
+        return text
+    return fileio.check_path(text)
 
 
 def exists(path: str | os.PathLike) -> bool:
-    text = check_path(path)
-    return os.path.exists(text) if _is_local(text) else FileSystems.exists(text)
+    text = os.fspath(path)
+    if _is_local(text):
+        return os.path.exists(text)
+    return FileSystems.exists(text) if _on_beam(text) else fileio.exists(text)
 
 
 def isdir(path: str | os.PathLike) -> bool:
     """A local folder, or a URL with objects under it (an object store has no folders, only prefixes)."""
-    text = check_path(path)
+    text = os.fspath(path)
     if _is_local(text):
         return os.path.isdir(text)
-    return bool(glob(text.rstrip("/") + "/*"))
+    return bool(glob(text.rstrip("/") + "/*")) if _on_beam(text) else fileio.isdir(text)
 
 
 def isfile(path: str | os.PathLike) -> bool:
@@ -56,22 +64,28 @@ def isfile(path: str | os.PathLike) -> bool:
 
 
 def glob(pattern: str | os.PathLike) -> list[str]:
-    text = check_path(pattern)
+    text = os.fspath(pattern)
     if _is_local(text):
         # Hidden files match too, as TensorFlow's glob matches them.
         return sorted(python_glob.glob(text, include_hidden=True))
+    if not _on_beam(text):
+        return fileio.glob(text)
     return sorted(metadata.path for metadata in FileSystems.match([text])[0].metadata_list)
 
 
 def size(path: str | os.PathLike) -> int:
-    text = check_path(path)
+    text = os.fspath(path)
     if _is_local(text):
         return os.path.getsize(text)
+    if not _on_beam(text):
+        return fileio.size(text)
     return FileSystems.match([text])[0].metadata_list[0].size_in_bytes
 
 
 def makedirs(path: str | os.PathLike) -> str:
-    text = check_path(path)
+    text = os.fspath(path)
+    if not (_is_local(text) or _on_beam(text)):
+        return fileio.makedirs(text)
     try:
         if _is_local(text):
             os.makedirs(text, exist_ok=True)
@@ -83,18 +97,20 @@ def makedirs(path: str | os.PathLike) -> str:
 
 
 def remove(path: str | os.PathLike) -> None:
-    text = check_path(path)
+    text = os.fspath(path)
     if _is_local(text):
         os.remove(text)
-    else:
+    elif _on_beam(text):
         FileSystems.delete([text])
+    else:
+        fileio.remove(text)
 
 
 def open_binary(path: str | os.PathLike) -> BinaryIO:
     """A buffered binary file for reading (seek, tell, readline(limit))."""
-    text = check_path(path)
-    if _is_local(text):
-        return open(text, "rb", buffering=1 << 20)  # noqa: SIM115 (the caller closes it)
+    text = os.fspath(path)
+    if _is_local(text) or not _on_beam(text):
+        return fileio.open_binary(text)  # a local file is Python's own
     return FileSystems.open(text, compression_type=CompressionTypes.UNCOMPRESSED)
 
 
