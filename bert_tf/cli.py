@@ -427,7 +427,10 @@ def run(
         fail(str(error), error.exit_code)
     verbose = "--verbose" in argv or "-verbose" in argv
     wants_help = any(arg.split("=", 1)[0] in HELP_FLAGS for arg in argv[1:])
-    quiet_start(verbose=verbose, import_tensorflow=not wants_help)  # the help is listed without it
+    # The help is listed without TensorFlow; with --runner (pipelines.beam) Beam's workers run
+    # the TensorFlow ops, and the program imports it only if it runs one itself.
+    on_beam = any(arg.split("=", 1)[0] in ("--runner", "-runner") for arg in argv[1:])
+    quiet_start(verbose=verbose, import_tensorflow=not (wants_help or on_beam))
     flag_values = flags.FLAGS
     before = set(flag_values)
     define_flags(flag_values)

@@ -38,9 +38,21 @@ import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-import tensorflow as tf
-
 from bert_tf.errors import BertTfError, InputFileError
+
+
+class _TensorFlow:
+    """TensorFlow, imported when a function here first uses it: the path helpers (`scheme`,
+    `abspath`, ...) and `expand_files` over another filesystem load none, so a process
+    that only launches workers (`pipelines.beam`) never pays for it."""
+
+    def __getattr__(self, name: str):
+        import tensorflow
+
+        return getattr(tensorflow, name)
+
+
+tf = _TensorFlow()
 
 # Filesystems TensorFlow itself ships; others come from plugins (tensorflow-io).
 BUILTIN_SCHEMES = ("gs", "ram")
@@ -156,14 +168,18 @@ def glob(pattern: str | os.PathLike) -> list[str]:
     return sorted(_gfile(tf.io.gfile.glob, os.fspath(pattern)))
 
 
-def expand_files(patterns: str | os.PathLike | Sequence[str | os.PathLike], flag: str) -> list[str]:
+def expand_files(
+    patterns: str | os.PathLike | Sequence[str | os.PathLike], flag: str, *, filesystem: Any = None
+) -> list[str]:
     """The files that comma-separated globs (or a list of them) match, local or `gs://`.
 
     Each pattern's matches are sorted and the patterns keep their order, so the same
     patterns always give the same files in the same order; a file matched twice is listed
     once. A pattern that matches nothing or names a directory, an unknown filesystem and no
-    pattern at all are `InputFileError`s naming `--flag`.
+    pattern at all are `InputFileError`s naming `--flag`. `filesystem`: where to look, a
+    module or object with this module's `glob` and `isdir` (`pipelines.beam.files`); this module by default.
     """
+    glob_files, is_dir = (glob, isdir) if filesystem is None else (filesystem.glob, filesystem.isdir)
     if isinstance(patterns, (str, os.PathLike)):
         patterns = os.fspath(patterns).split(",")
     files: list[str] = []
@@ -171,7 +187,7 @@ def expand_files(patterns: str | os.PathLike | Sequence[str | os.PathLike], flag
         if not pattern:
             continue
         try:
-            matches = glob(pattern)
+            matches = glob_files(pattern)
         except FileSystemError as error:
             raise InputFileError(f"--{flag}={pattern}: {error}") from None
         if not matches:
@@ -179,7 +195,7 @@ def expand_files(patterns: str | os.PathLike | Sequence[str | os.PathLike], flag
                 f"--{flag}={pattern} matches no file; check the path (globs such as data/*.txt work)"
             )
         for match in matches:
-            if isdir(match):
+            if is_dir(match):
                 raise InputFileError(
                     f"--{flag}={pattern} names the directory {match}; pass the files in it ({match}/*)"
                 )

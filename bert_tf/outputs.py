@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from typing import Any
 
+from bert_tf import fileio
 from bert_tf.errors import UsageError
 
 
@@ -45,6 +47,7 @@ def check_output(
     overwrite: bool,
     finished: Iterable[str] = (),
     is_file: bool = False,
+    filesystem: Any = None,
 ) -> str:
     """Checks an output path before anything is written; returns "fresh", "resume" or "overwrite".
 
@@ -55,13 +58,14 @@ def check_output(
       finished: names inside the folder whose presence means a finished result. A folder
         that has files but none of these holds an unfinished run of the same command,
         which resumes. For a file, existing is finished.
+      filesystem: where to look: `bert_tf.fileio` by default, or a module with its
+        `check_path`, `exists`, `isdir` (and for a folder `isfile`, `listdir`, `join`), such
+        as `pipelines.beam.files`.
     """
-    # lazy: importing this module loads no TensorFlow (fileio, basic_tokenizer and text_input do)
-    from bert_tf import fileio
-
+    files = filesystem or fileio
     path = os.fspath(path)
     try:
-        fileio.check_path(path)
+        files.check_path(path)
     except fileio.FileSystemError as error:
         raise UsageError(f"{flag}={path}: {error}") from None
     blocker = _parent_file(path)
@@ -70,20 +74,20 @@ def check_output(
             f"{flag}={path} is under {blocker}, which is a file, not a folder; choose another path"
         )
     if is_file:
-        if fileio.isdir(path):
+        if files.isdir(path):
             raise UsageError(f"{flag}={path} is a folder; pass a file path")
-        if not fileio.exists(path):
+        if not files.exists(path):
             return "fresh"
         if not overwrite:
             raise UsageError(
                 f"{flag}={path} already exists; pass --overwrite to replace it, or choose a new path"
             )
         return "overwrite"
-    if fileio.isfile(path):
+    if files.isfile(path):
         raise UsageError(f"{flag}={path} is a file; pass a folder path")
-    if not fileio.isdir(path) or not fileio.listdir(path):
+    if not files.isdir(path) or not files.listdir(path):
         return "fresh"
-    done = [name for name in finished if fileio.exists(fileio.join(path, name))]
+    done = [name for name in finished if files.exists(files.join(path, name))]
     if not done:
         return "resume"
     if not overwrite:

@@ -38,10 +38,11 @@ from collections.abc import Sequence
 
 from absl import flags
 
-from bert_tf import cli
+from bert_tf import cli, fileio
 from bert_tf.cli import setting
 from bert_tf.errors import InputFileError, UsageError
 from bert_tf.outputs import check_output
+from pipelines.text_input import check_mostly_text
 
 # By name: this module is also the program (__main__).
 logger = logging.getLogger("pipelines.build_vocab")
@@ -66,10 +67,9 @@ def count_words(
       progress: show the share of the input read, its rate and ETA on stderr (see
         `bert_tf.progress_display.Progress`).
     """
-    # lazy: importing this module loads no TensorFlow (fileio, basic_tokenizer and text_input do)
+    # lazy: importing this module loads no TensorFlow (basic_tokenizer does)
     import tensorflow as tf
 
-    from bert_tf import fileio
     from bert_tf.basic_tokenizer import BasicTokenizer
     from bert_tf.progress_display import Progress
 
@@ -122,7 +122,7 @@ def learn_vocab(
     Fewer when the corpus has no more pieces worth adding (the learner keeps a piece only
     if it is seen `lower_thresh` times, 10 by default): the size learnt is logged, and why.
     """
-    # lazy: importing this module loads no TensorFlow (fileio, basic_tokenizer and text_input do)
+    # lazy: tensorflow-text's package loads TensorFlow
     from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
 
     from bert_tf.progress_display import Phase
@@ -162,9 +162,6 @@ def learn_vocab(
 
 def write_vocab(vocab: Sequence[str], output_file: str) -> str:
     """Writes one token per line under a temporary name, then renames it into place."""
-    # lazy: importing this module loads no TensorFlow (fileio, basic_tokenizer and text_input do)
-    from bert_tf import fileio
-
     return fileio.write_text(os.fspath(output_file), "".join(token + "\n" for token in vocab))
 
 
@@ -191,24 +188,23 @@ def build_vocab(
     the words are counted by a Beam pipeline with Beam's options `beam_args`
     (`pipelines.beam.vocab`).
     """
-    # lazy: importing this module loads no TensorFlow (fileio, basic_tokenizer and text_input do)
-    from bert_tf import fileio
-    from pipelines.text_input import check_mostly_text
-
     if runner and max_lines:
         raise UsageError(
             "--max_lines reads the first lines in order: it has no meaning with --runner; drop it"
         )
+    filesystem = None  # bert_tf.fileio's
     if runner:  # Beam's options first: nothing is read if they cannot work
         from pipelines.beam import require_beam
 
         require_beam()
+        from pipelines.beam import files
         from pipelines.beam import runner as beam_runner
 
         beam_runner.pipeline_options(runner, beam_args)
-    check_output(output_file, "--output_file", overwrite=overwrite, is_file=True)
-    paths = fileio.expand_files(input_files, "input_file")
-    check_mostly_text(paths, None, "--input_file", accept=accept_non_text)
+        filesystem = files  # the workers run the TensorFlow ops: this process loads none to check
+    check_output(output_file, "--output_file", overwrite=overwrite, is_file=True, filesystem=filesystem)
+    paths = fileio.expand_files(input_files, "input_file", filesystem=filesystem)
+    check_mostly_text(paths, None, "--input_file", accept=accept_non_text, filesystem=filesystem)
     if runner:
         from pipelines.beam.vocab import count_words_on_beam
 

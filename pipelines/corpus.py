@@ -99,7 +99,7 @@ def write_corpus(path: str | os.PathLike, repeat: int = 1) -> str:
     """
     if repeat < 1:
         raise ValueError(f"repeat must be >= 1, got {repeat}")
-    # lazy: importing this module loads no TensorFlow (fileio, basic_tokenizer and text_input do)
+    # lazy: importing this module loads no TensorFlow (fileio does, on first use)
     from bert_tf import fileio
 
     path = os.fspath(path)

@@ -42,6 +42,7 @@ from typing import TypeVar
 
 import numpy as np
 
+from bert_tf.cjk import CJK_RANGES
 from bert_tf.errors import UsageError
 
 logger = logging.getLogger(__name__)
@@ -52,23 +53,14 @@ Segmenter = Callable[[str], Iterable[tuple[int, int]]]
 INSTALL_HINT = 'pip install "bert_tf[chinese]"'
 
 
-def cjk_ranges() -> tuple[tuple[int, int], ...]:
-    """The code point ranges the tokenizer treats as CJK ideographs (each is its own token)."""
-    # Imported here: worker processes unpickle a WordMarker without loading TensorFlow.
-    # lazy: importing this module loads no TensorFlow (fileio, basic_tokenizer and text_input do)
-    from bert_tf.basic_tokenizer import CJK_RANGES
-
-    return CJK_RANGES
-
-
 def cjk_pattern() -> re.Pattern:
     """One character the tokenizer treats as a CJK ideograph."""
-    return re.compile("[" + "".join(f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in cjk_ranges()) + "]")
+    return re.compile("[" + "".join(f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in CJK_RANGES) + "]")
 
 
 def cjk_regex() -> str:
     """`cjk_pattern` in RE2's syntax, for TensorFlow's string ops."""
-    return "[" + "".join(f"\\x{{{lo:X}}}-\\x{{{hi:X}}}" for lo, hi in cjk_ranges()) + "]"
+    return "[" + "".join(f"\\x{{{lo:X}}}-\\x{{{hi:X}}}" for lo, hi in CJK_RANGES) + "]"
 
 
 class SegmenterError(UsageError):
@@ -179,7 +171,6 @@ class WordMarker:
     def __init__(self, segmenter: str | Segmenter):
         self.segmenter = get_segmenter(segmenter)
         self._cjk = cjk_pattern()
-        self._cjk_ranges = cjk_ranges()
         # A segmenter that returns something else than spans fails here, not deep in tf.data.
         self.marks("中文分词测试，自然语言处理")
 
@@ -227,7 +218,7 @@ class WordMarker:
         # The whole block at once: "\n" between lines is not CJK, so no word crosses lines.
         code_points = np.frombuffer("\n".join(lines).encode("utf-32-le", "surrogatepass"), np.uint32)
         is_cjk = np.zeros(len(code_points), bool)
-        for lo, hi in self._cjk_ranges:
+        for lo, hi in CJK_RANGES:
             is_cjk |= (code_points >= lo) & (code_points <= hi)
         if not is_cjk.any():
             return np.zeros([0], bool)

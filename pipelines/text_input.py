@@ -20,9 +20,9 @@ True
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Sequence
-
-import tensorflow as tf
+import unicodedata
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, BinaryIO
 
 from bert_tf import fileio
 from bert_tf.errors import InputFileError
@@ -48,7 +48,13 @@ class ReadStats:
 
 
 def check_mostly_text(
-    files: Sequence[str], tokenizer, flag: str, accept: bool = False, sample_lines: int = 2000
+    files: Sequence[str],
+    tokenizer,
+    flag: str,
+    accept: bool = False,
+    sample_lines: int = 2000,
+    *,
+    filesystem: Any = None,
 ) -> None:
     """Refuses input that is mostly not text, from a sample of its first lines.
 
@@ -57,12 +63,18 @@ def check_mostly_text(
     binary file, a wrong encoding, a vocab of another script), an `InputFileError` gives the
     counts; `accept` lets the run go on (and says what it found). Without a `tokenizer`
     (a vocab is still to be learnt) invalid UTF-8 alone decides.
+
+    `tokenizer` is a `BertTokenizer` or a function that makes one: only a line without a
+    letter, digit, punctuation or symbol can give no word piece, so it is made (and
+    TensorFlow loaded) only if the sample has such lines. `filesystem`: where the files
+    are read, a module with `bert_tf.fileio`'s `open_binary` (`pipelines.beam.files`).
     """
+    open_binary = fileio.open_binary if filesystem is None else filesystem.open_binary
     stats = ReadStats()
     lines: list[str] = []
     invalid = 0
     for path in files:
-        for line, _ in _read_lines(path, DEFAULT_MAX_LINE_BYTES, stats):
+        for line, _ in _read_lines(path, DEFAULT_MAX_LINE_BYTES, stats, open_binary=open_binary):
             if line:
                 lines.append(line)
                 invalid = stats.invalid_utf8_lines
@@ -73,8 +85,13 @@ def check_mostly_text(
     if not lines:
         return
     empty = 0
-    if tokenizer is not None:
-        pieces = tokenizer.tokenize(tf.constant(lines)).row_lengths().numpy()
+    doubtful = [line for line in lines if not gives_a_piece(line)]
+    if tokenizer is not None and doubtful:
+        import tensorflow as tf
+
+        if not hasattr(tokenizer, "tokenize"):
+            tokenizer = tokenizer()
+        pieces = tokenizer.tokenize(tf.constant(doubtful)).row_lengths().numpy()
         empty = int((pieces == 0).sum())
     # An invalid line may also give no piece: count each line once.
     not_text = min(len(lines), invalid + empty)
@@ -95,17 +112,28 @@ def check_mostly_text(
     logging.getLogger(__name__).warning("%s; used anyway (--accept_non_text)", message)
 
 
-def _open(path: str):
-    return fileio.open_binary(path)
+# The Unicode categories (first letters) of letters, digits, punctuation and symbols.
+_WORD_CATEGORIES = frozenset("LNPS")
+
+
+def gives_a_piece(line: str) -> bool:
+    """Whether `line` surely gives a word piece with any vocab: it has a letter, digit,
+    punctuation or symbol, which the tokenizer's cleaning keeps ([UNK] if the vocab lacks
+    it). U+FFFD, a symbol, is deleted. Lines without one may still give pieces."""
+    return any(unicodedata.category(char)[0] in _WORD_CATEGORIES and char != "\ufffd" for char in line)
 
 
 def _read_lines(
-    path: str, max_line_bytes: int, stats: ReadStats, start: int = 0
+    path: str,
+    max_line_bytes: int,
+    stats: ReadStats,
+    start: int = 0,
+    open_binary: Callable[[str], BinaryIO] = fileio.open_binary,
 ) -> Iterator[tuple[str, int]]:
     """Yields the decoded, stripped lines of one file ("" for blank lines) from byte `start`,
     each with the byte offset just after it."""
     size = 0
-    with _open(path) as handle:
+    with open_binary(path) as handle:
         if start:
             handle.seek(start)
         while True:

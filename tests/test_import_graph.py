@@ -134,7 +134,12 @@ def _within(module: str, prefixes) -> bool:
 # Apache Beam is an extra ("bert_tf[beam]"): only these modules import it at module level;
 # the rest of the project, the one-process programs included, imports them (and Beam) only
 # inside the functions that run a Beam pipeline.
-BEAM_MODULES = ("pipelines.beam.generate", "pipelines.beam.runner", "pipelines.beam.vocab")
+BEAM_MODULES = (
+    "pipelines.beam.files",
+    "pipelines.beam.generate",
+    "pipelines.beam.runner",
+    "pipelines.beam.vocab",
+)
 
 
 def _module_level_imports(path: str) -> set[str]:

@@ -22,6 +22,10 @@ Everything else is per block with the same code and the same block size, so the
 statistics (instances per document, 50/50 next sentence, 80/10/10, truncation) are the
 one-process generator's (tests/pipelines/test_beam_generate.py).
 
+The process that builds and submits the pipeline imports no TensorFlow (seconds of a
+run): its checks reach files through `pipelines.beam.files`, and the steps import what
+they run in the workers.
+
 Determinism: every random draw follows from the seed and the documents' text, never
 from the order or number of workers, so two runs, or runs with 1 and 20 workers, write
 the same records (which shard holds a record is the runner's choice).
@@ -38,17 +42,17 @@ from collections.abc import Iterable, Sequence
 
 import apache_beam as beam
 import numpy as np
-import tensorflow as tf
 from apache_beam.io import filebasedsink
 from apache_beam.io.filesystem import CompressionTypes
 
 from bert_tf import fileio
 from bert_tf.errors import UsageError
 from bert_tf.outputs import check_output
-from bert_tf.tokenization import BertTokenizer
-from pipelines import generate, masking, segmenters, text_dataset, text_input
-from pipelines.beam import runner
+from bert_tf.vocab import load_vocab
+from pipelines import segmenters, text_input
+from pipelines.beam import files, runner
 from pipelines.settings import GenerationConfig
+from pipelines.summary import COUNTERS, Summary, warn_if_single_document
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +62,7 @@ RANGE_BYTES = 64 << 20
 SHARD_TEXT_BYTES = 100_000_000
 SHARD_NAME_TEMPLATE = "-SSSSS-of-NNNNN"
 _READ_COUNTERS = ("lines", "documents", "invalid_utf8_lines", "long_lines_cut")
-# Of generate.COUNTERS, those that count the input (once, not once per pass).
+# Of COUNTERS, those that count the input (once, not once per pass).
 _INPUT_COUNTERS = ("empty_sentences", "empty_documents", "single_sentence_documents")
 
 
@@ -98,6 +102,12 @@ class _BlockRecords(beam.DoFn):
         self.config = config
 
     def setup(self) -> None:
+        # In the worker: the launcher imports none of TensorFlow.
+        import tensorflow as tf
+
+        from bert_tf.tokenization import BertTokenizer
+        from pipelines import generate, masking, text_dataset
+
         config = self.config
         tokenizer = BertTokenizer(config.vocab_file, lower_case=config.do_lower_case)
         masking_vocab = masking.MaskingVocab.from_vocab(tokenizer.vocab)
@@ -131,6 +141,8 @@ class _BlockRecords(beam.DoFn):
         self.records_of_pass = records_of_pass
 
     def process(self, block: tuple[int, Iterable[tuple[int, tuple[str, ...]]]]) -> Iterable[bytes]:
+        import tensorflow as tf  # loaded by setup
+
         block_index, documents = block
         documents = sorted(documents)  # by hash: the same block whatever order they came in
         lines = [line for _, document in documents for line in document]
@@ -143,7 +155,7 @@ class _BlockRecords(beam.DoFn):
                 lines, lengths, tf.constant(block_index, tf.int64), tf.constant(pass_index, tf.int64), marks
             )
             records.extend(serialized.numpy().tolist())
-            for name, value in zip(generate.COUNTERS, counts.numpy().tolist(), strict=True):
+            for name, value in zip(COUNTERS, counts.numpy().tolist(), strict=True):
                 if pass_index == 0 or name not in _INPUT_COUNTERS:
                     totals[name] += value
         for name, value in totals.items():
@@ -171,6 +183,8 @@ class _TFRecordSink(filebasedsink.FileBasedSink):
         )
 
     def open(self, temp_path: str):
+        import tensorflow as tf  # in the worker
+
         return tf.io.TFRecordWriter(temp_path)
 
     def write_encoded_record(self, file_handle, encoded_value: bytes) -> None:
@@ -188,8 +202,8 @@ def _check_output_prefix(prefix: str, overwrite: bool) -> list[str]:
             f"--output_file={prefix}: with --runner it is one name, the prefix of the shards "
             "(PREFIX-00000-of-000NN); set their number with --num_output_shards"
         )
-    check_output(prefix, "--output_file", overwrite=overwrite, is_file=True)
-    existing = sorted(fileio.glob(f"{prefix}-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9]"))
+    check_output(prefix, "--output_file", overwrite=overwrite, is_file=True, filesystem=files)
+    existing = sorted(files.glob(f"{prefix}-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9]"))
     if existing and not overwrite:
         raise UsageError(
             f"--output_file={prefix}: {len(existing)} shard(s) of an earlier run exist ({existing[0]}, ...); "
@@ -213,7 +227,7 @@ def create_pretraining_data(
     *,
     range_bytes: int = RANGE_BYTES,
     min_documents: int = text_input.DEFAULT_MIN_DOCUMENTS,
-) -> generate.Summary:
+) -> Summary:
     """Runs the generator as a Beam pipeline on `config.runner` with Beam's options `beam_args`.
 
     Everything is checked before the pipeline starts: the options, the outputs (shards
@@ -227,24 +241,32 @@ def create_pretraining_data(
     pipeline_runner, options = runner.pipeline_options(config.runner, beam_args)
     prefix = fileio.abspath(config.output_file.strip())
     earlier = _check_output_prefix(prefix, config.overwrite)
-    files = fileio.expand_files(config.input_file, "input_file")
-    tokenizer = BertTokenizer(config.vocab_file, lower_case=config.do_lower_case)
-    text_input.check_mostly_text(files, tokenizer, "--input_file", accept=config.accept_non_text)
+    input_files = fileio.expand_files(config.input_file, "input_file", filesystem=files)
+    load_vocab(config.vocab_file, filesystem=files)
+
+    def tokenizer():  # made (TensorFlow loaded) only for lines that may give no word piece
+        from bert_tf.tokenization import BertTokenizer
+
+        return BertTokenizer(config.vocab_file, lower_case=config.do_lower_case)
+
+    text_input.check_mostly_text(
+        input_files, tokenizer, "--input_file", accept=config.accept_non_text, filesystem=files
+    )
     if config.word_segmenter is not None:
         segmenters.WordMarker(config.word_segmenter)  # installed and working, before the workers need it
-    sizes = [fileio.size(path) for path in files]
+    sizes = [files.size(path) for path in input_files]
     num_shards = config.num_output_shards or max(
         1, math.ceil(sum(sizes) * config.dupe_factor / SHARD_TEXT_BYTES)
     )
-    ranges = byte_ranges(files, sizes, range_bytes)
+    ranges = byte_ranges(input_files, sizes, range_bytes)
     directory = fileio.dirname(prefix)
-    if directory and not fileio.exists(directory):
+    if directory and not files.exists(directory):
         logger.info("creating the output folder %s", directory)
-        fileio.makedirs(directory)
+        files.makedirs(directory)
     logger.info(
         "running on %s: %d file(s), %.1f MB in %d range(s), %d output shard(s)",
         config.runner,
-        len(files),
+        len(input_files),
         sum(sizes) / 1e6,
         len(ranges),
         num_shards,
@@ -274,22 +296,22 @@ def create_pretraining_data(
     written = shard_names(prefix, num_shards)
     if counts.get("instances", 0) == 0:
         for path in written:
-            if fileio.exists(path):
-                fileio.remove(path)
+            if files.exists(path):
+                files.remove(path)
         raise text_input.InputFileError(
-            f"no training pair could be made from {len(files)} input file(s) ({counts.get('documents', 0)} "
+            f"no training pair could be made from {len(input_files)} input file(s) ({counts.get('documents', 0)} "
             f"documents, {counts.get('lines', 0)} lines): a pair needs a document of at least two sentences "
             "(one sentence per line, a blank line between documents)"
         )
     for path in sorted(set(earlier) - set(written)):  # an earlier run's shards that were not replaced
-        fileio.remove(path)
-    summary = generate.Summary(
-        files=len(files),
+        files.remove(path)
+    summary = Summary(
+        files=len(input_files),
         bytes=sum(sizes),
-        empty_files=[path for path, size in zip(files, sizes, strict=True) if size == 0],
-        **{name: counts.get(name, 0) for name in (*_READ_COUNTERS, *generate.COUNTERS)},
+        empty_files=[path for path, size in zip(input_files, sizes, strict=True) if size == 0],
+        **{name: counts.get(name, 0) for name in (*_READ_COUNTERS, *COUNTERS)},
         output_files=written,
         seconds=time.monotonic() - started,
     )
-    generate.warn_if_single_document(summary)
+    warn_if_single_document(summary)
     return summary

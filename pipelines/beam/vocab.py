@@ -15,12 +15,9 @@ import json
 from collections.abc import Iterable, Sequence
 
 import apache_beam as beam
-import tensorflow as tf
 
-from bert_tf import fileio
-from bert_tf.basic_tokenizer import BasicTokenizer
 from pipelines import text_input
-from pipelines.beam import runner
+from pipelines.beam import files, runner
 from pipelines.beam.generate import RANGE_BYTES, byte_ranges
 
 # Lines split into words per TensorFlow call.
@@ -34,12 +31,18 @@ class _CountWords(beam.DoFn):
         self.lower_case = lower_case
 
     def setup(self) -> None:
+        # In the worker: the launcher imports none of TensorFlow.
+        import tensorflow as tf
+
+        from bert_tf.basic_tokenizer import BasicTokenizer
+
         basic_tokenizer = BasicTokenizer(lower_case=self.lower_case)
-        self.words = tf.function(
+        split = tf.function(
             lambda lines: basic_tokenizer.tokenize(lines).flat_values,
             input_signature=[tf.TensorSpec([None], tf.string)],
             autograph=False,
         )
+        self.words = lambda lines: split(tf.constant(lines)).numpy().tolist()
 
     def process(self, file_range: tuple[str, int, int]) -> Iterable[tuple[str, int]]:
         path, start, end = file_range
@@ -50,10 +53,10 @@ class _CountWords(beam.DoFn):
         for document in text_input.documents_in_range(path, start, end, stats=stats):
             batch.extend(document)
             if len(batch) >= BATCH_LINES:
-                counts.update(self.words(tf.constant(batch)).numpy().tolist())
+                counts.update(self.words(batch))
                 batch = []
         if batch:
-            counts.update(self.words(tf.constant(batch)).numpy().tolist())
+            counts.update(self.words(batch))
         beam.metrics.Metrics.counter(runner.NAMESPACE, "lines").inc(stats.lines)
         for word, count in counts.items():
             yield word.decode("utf-8"), count
@@ -71,10 +74,10 @@ def count_words_on_beam(
 
     The pipeline writes the summed counts as JSON lines to files `counts_prefix`-*, on a
     filesystem the runner's workers and this process share (next to the vocab); they are
-    read back here and removed.
+    read back here and removed (through `pipelines.beam.files`: this process loads no TensorFlow).
     """
     pipeline_runner, options = runner.pipeline_options(runner_name, beam_args)
-    sizes = [fileio.size(path) for path in paths]
+    sizes = [files.size(path) for path in paths]
     ranges = byte_ranges(paths, sizes, RANGE_BYTES)
     pipeline = beam.Pipeline(runner=pipeline_runner, options=options)
     _ = (
@@ -89,11 +92,11 @@ def count_words_on_beam(
     try:
         runner.run(pipeline)
         counts: collections.Counter = collections.Counter()
-        for path in fileio.glob(counts_prefix + "*"):
-            for line in fileio.read_text(path).splitlines():
+        for path in files.glob(counts_prefix + "*"):
+            for line in files.read_bytes(path).decode("utf-8").splitlines():
                 word, count = json.loads(line)
                 counts[word] += count
     finally:
-        for path in fileio.glob(counts_prefix + "*"):
-            fileio.remove(path)
+        for path in files.glob(counts_prefix + "*"):
+            files.remove(path)
     return counts

@@ -57,6 +57,30 @@ class MostlyTextTest(tf.test.TestCase):
         # Lines without word pieces are text as far as a vocab still to be learnt knows.
         check_mostly_text([self.write(b"\x01\x02\x03\n" * 3)], None, "--input_file")
 
+    def test_every_character_that_surely_gives_a_piece_gives_one(self):
+        # check_mostly_text tokenizes only the lines gives_a_piece doubts: its promise, for every
+        # code point and both casings (a cased vocab: the uncased one's, unlowered).
+        characters = [chr(point) for point in range(0x110000) if text_input.gives_a_piece(chr(point))]
+        self.assertGreater(len(characters), 100_000)
+        self.assertFalse(text_input.gives_a_piece("\x01\u200b\ufffd\u0301 \t"))
+        for lower_case in (True, False):
+            tokenizer = BertTokenizer(VOCAB, lower_case=lower_case)
+            pieces = tokenizer.tokenize(tf.constant(characters)).row_lengths().numpy()
+            self.assertEqual([char for char, count in zip(characters, pieces, strict=True) if count == 0], [])
+
+    def test_the_tokenizer_is_made_only_for_lines_that_may_give_no_piece(self):
+        made = []
+
+        def tokenizer():
+            made.append(True)
+            return self.tokenizer
+
+        check_mostly_text([self.write("the cat sat.\nüber 42 €\n".encode())], tokenizer, "--input_file")
+        self.assertEqual(made, [])
+        with self.assertRaisesRegex(InputFileError, "2 give no word piece"):
+            check_mostly_text([self.write(b"the cat sat.\n\x01\n\x02\n")], tokenizer, "--input_file")
+        self.assertEqual(made, [True])
+
     def test_text_with_a_few_bad_lines_passes(self):
         path = self.write(b"the cat sat on the mat.\n\nit was \xff good.\nthe dog ran.\n")
         check_mostly_text([path], self.tokenizer, "--input_file")

@@ -29,6 +29,26 @@ WITHOUT_BEAM = (
 )
 
 
+# A process running a program with --runner whose pipeline is built and handed to `runner.run`
+# but not run (its steps are the workers'): it prints the TensorFlow modules this launcher
+# process has loaded (of tensorflow, tensorflow_text) when the pipeline is submitted and when the program ends.
+LAUNCHER = (
+    "import atexit, json, sys\n"
+    "from pipelines.beam import runner\n"
+    "def tensorflow_modules():\n"
+    "    return sorted({m.split('.')[0] for m in sys.modules} & {'tensorflow', 'tensorflow_text'})\n"
+    "def submit(pipeline):\n"
+    "    assert pipeline.transforms_stack, 'no pipeline'\n"
+    "    print('submitted:', json.dumps(tensorflow_modules()))\n"
+    "    return {'instances': 1, 'documents': 2}\n"
+    "runner.run = submit\n"
+    "atexit.register(lambda: print('ended:', json.dumps(tensorflow_modules())))\n"
+    "sys.argv = sys.argv[1:]\n"
+    "import runpy\n"
+    "runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)\n"
+)
+
+
 def _run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, *args],
@@ -106,6 +126,37 @@ class CommandLineTest(tf.test.TestCase):
             "pipelines.create_pretraining_data: error: --runner runs the program on Apache Beam, which is not "
             'installed: pip install "bert_tf[beam]"',
         )
+
+    def test_the_launcher_imports_no_tensorflow(self):
+        # Importing TensorFlow takes seconds; the workers import it for the steps that use it,
+        # the process that checks the flags and files and submits the pipeline does not.
+        # (build_vocab then learns the vocab from the counts here, with tensorflow-text's
+        # learner, whose package loads TensorFlow.)
+        directory = tempfile.mkdtemp()
+        text = os.path.join(directory, "corpus.txt")
+        Path(text).write_text("the cat sat.\nit was warm.\n\nthe dog ran.\nit came back.\n")
+        programs = {
+            "pipelines.create_pretraining_data": [
+                f"--vocab_file={VOCAB_FILE}",
+                "--output_file=" + text + ".out",
+                "--do_whole_word_mask",
+                "--word_segmenter=jieba",  # checked in the launcher too
+            ],
+            "pipelines.build_vocab": [f"--output_file={directory}/vocab.txt"],
+        }
+        for program, flags in programs.items():
+            with self.subTest(program=program):
+                result = _run(
+                    "-c", LAUNCHER, program, f"--input_file={text}", "--runner=DirectRunner", *flags
+                )
+                lines = (result.stdout + result.stderr).splitlines()  # cli.run prints on stderr
+                printed = dict(
+                    line.split(": ", 1) for line in lines if line.startswith(("submitted: [", "ended: ["))
+                )
+                self.assertEqual(printed.get("submitted"), "[]", result.stdout + result.stderr[-2000:])
+                if program == "pipelines.create_pretraining_data":
+                    self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+                    self.assertEqual(printed.get("ended"), "[]")
 
     def test_unknown_flags_are_errors_without_runner_and_beams_with_it(self):
         cases = [
