@@ -11,6 +11,7 @@ import uuid
 from pathlib import Path
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from bert_tf import fileio
@@ -27,6 +28,7 @@ SENTENCES = [
 ]
 
 
+@pytest.mark.slow  # ~70 s: the whole chain on ram://; ram:// reads and writes: tests/test_fileio.py
 class RamFilesystemChainTest(tf.test.TestCase):
     def test_vocab_data_pretraining_resume_finetuning_and_export_on_ram(self):
         from bert_tf.checkpoints import from_pretrained

@@ -16,6 +16,7 @@ import random
 import sys
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 import bert_tf
@@ -224,6 +225,7 @@ class WindowedPredictionTest(tf.test.TestCase):
         self.assertGreater(int(tf.reduce_sum(entities["num_entities"])), 0)
 
 
+@pytest.mark.slow  # ~60 s of training; windows and their pooling: WindowedPredictionTest
 class LearningTest(tf.test.TestCase):
     def test_windows_learn_a_label_that_truncation_never_sees(self):
         """The polarity word sits past the first window: cut at max_seq_length, a text is

@@ -88,6 +88,7 @@ class MultiLabelTest(tf.test.TestCase):
         values.update(changes)
         return FinetuneSettings(**values)
 
+    @pytest.mark.slow  # ~45 s of training; the served multi-label outputs: test_long_documents
     def test_learns_from_lists_and_joined_cells_and_serves_what_evaluation_predicts(self):
         root = tempfile.mkdtemp(dir=self.get_temp_dir())
         rows = topic_rows(random.Random(0), 200)
