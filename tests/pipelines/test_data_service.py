@@ -220,16 +220,8 @@ class DataServiceTest(tf.test.TestCase):
         dispatcher = tf.data.experimental.service.DispatchServer()
         worker = worker_process(dispatcher)
         try:
-            dataset = pretraining_dataset(
-                path,
-                vocab_file=VOCAB,
-                batch_size=4,
-                max_seq_length=32,
-                max_predictions_per_seq=5,
-                seed=1,
-                shuffle=False,
-                for_data_service=True,
-            )
+            # The compared pipeline, repeated as training reads it (pretraining_dataset's defaults).
+            dataset = pretraining_dataset(path, **{**SERVED_OPTIONS, "repeat": True, "drop_remainder": True})
             local = [rows(batch) for batch in dataset.take(3)]
             served = [
                 rows(batch) for batch in data_service.from_service(dataset, dispatcher.target, "j").take(3)
