@@ -6,6 +6,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 
 import keras
 import numpy as np
@@ -38,7 +39,7 @@ class CommandLineTest(tf.test.TestCase):
     def setUpClass(cls):
         super().setUpClass()
         keras.utils.set_random_seed(5)
-        cls.root = os.path.join(os.environ.get("TEST_TMPDIR", "/tmp"), f"bert_tf_export_cli_{os.getpid()}")
+        cls.root = os.path.join(tempfile.gettempdir(), f"bert_tf_export_cli_{os.getpid()}")
         shutil.rmtree(cls.root, ignore_errors=True)
         cls.config = load_config("bert_tiny").replace(
             hidden_size=32, intermediate_size=64, max_position_embeddings=64

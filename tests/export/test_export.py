@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 
 import keras
 import numpy as np
@@ -59,7 +60,7 @@ class ExportedModelsTest(tf.test.TestCase):
     def setUpClass(cls):
         super().setUpClass()
         keras.utils.set_random_seed(1)
-        cls.root = os.path.join(os.environ.get("TEST_TMPDIR", "/tmp"), f"bert_tf_export_test_{os.getpid()}")
+        cls.root = os.path.join(tempfile.gettempdir(), f"bert_tf_export_test_{os.getpid()}")
         shutil.rmtree(cls.root, ignore_errors=True)
         os.makedirs(cls.root)
         cls.config = tiny_config()

@@ -14,6 +14,7 @@ import random
 import shutil
 import subprocess
 import sys
+import tempfile
 
 import keras
 import numpy as np
@@ -78,7 +79,7 @@ class QuantizeTest(tf.test.TestCase):
     def setUpClass(cls):
         super().setUpClass()
         keras.utils.set_random_seed(3)
-        cls.root = os.path.join(os.environ.get("TEST_TMPDIR", "/tmp"), f"bert_tf_quantize_{os.getpid()}")
+        cls.root = os.path.join(tempfile.gettempdir(), f"bert_tf_quantize_{os.getpid()}")
         shutil.rmtree(cls.root, ignore_errors=True)
         os.makedirs(cls.root)
         config_path = os.path.join(cls.root, "bert_config.json")
@@ -212,7 +213,7 @@ class EncoderInt8Test(tf.test.TestCase):
         from bert_tf.models import BertPretrainer
 
         keras.utils.set_random_seed(6)
-        root = os.path.join(os.environ.get("TEST_TMPDIR", "/tmp"), f"bert_tf_int8_encoder_{os.getpid()}")
+        root = os.path.join(tempfile.gettempdir(), f"bert_tf_int8_encoder_{os.getpid()}")
         shutil.rmtree(root, ignore_errors=True)
         pretrainer = BertPretrainer(tiny_config())
         ids = np.random.default_rng(6).integers(1000, 2000, size=(8, SEQ_LENGTH)).astype(np.int32)

@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 
 import keras
 import numpy as np
@@ -220,7 +221,7 @@ class TaskExportTest(tf.test.TestCase):
     def setUpClass(cls):
         super().setUpClass()
         keras.utils.set_random_seed(3)
-        cls.root = os.path.join(os.environ.get("TEST_TMPDIR", "/tmp"), f"bert_tf_task_export_{os.getpid()}")
+        cls.root = os.path.join(tempfile.gettempdir(), f"bert_tf_task_export_{os.getpid()}")
         shutil.rmtree(cls.root, ignore_errors=True)
         os.makedirs(cls.root)
         config_path = os.path.join(cls.root, "bert_config.json")
