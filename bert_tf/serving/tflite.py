@@ -27,6 +27,7 @@ path). The model is converted from the frozen Keras graph, so the file holds no 
 
 from __future__ import annotations
 
+import contextlib
 import re
 
 import tensorflow as tf
@@ -43,6 +44,41 @@ LABELS_NAME = "labels.txt"
 INFO_NAME = "export_info.json"
 
 
+@contextlib.contextmanager
+def _dense_layers_as_fully_connected():
+    """While the model is traced for the converter, a Dense layer on [batch, length, width]
+    is one broadcast MatMul, which the converter turns into a FULLY_CONNECTED op with its
+    bias fused. Keras' TensorFlow backend traces it as `tf.tensordot`: a chain of SHAPE,
+    GATHER, REDUCE_PROD, PACK and RESHAPE ops around every dense layer, and the bias as an
+    ADD of its own. The same numbers either way (within 2e-6); measured on a 6-layer encoder,
+    654 ops become 396 and one short text runs ~6% faster in the interpreter.
+
+    Keras' backend module is private; where it has no `matmul`, nothing is changed.
+    """
+    try:
+        from keras.src.backend.tensorflow import numpy as backend_numpy
+    except ImportError:
+        yield
+        return
+    tensordot_matmul = getattr(backend_numpy, "matmul", None)
+    if tensordot_matmul is None:
+        yield
+        return
+
+    def matmul(x1, x2):
+        if isinstance(x1, tf.Tensor) and x1.shape.rank == 3 and x1.dtype.is_floating:
+            x2 = tf.convert_to_tensor(x2)
+            if x2.shape.rank == 2 and x2.dtype == x1.dtype:
+                return tf.matmul(x1, x2)
+        return tensordot_matmul(x1, x2)
+
+    backend_numpy.matmul = matmul
+    try:
+        yield
+    finally:
+        backend_numpy.matmul = tensordot_matmul
+
+
 def _serving_function(
     model, info: FinetunedModelInfo, seq_length: int
 ) -> tf.types.experimental.ConcreteFunction:
@@ -57,7 +93,8 @@ def _serving_function(
         outputs = outputs if isinstance(outputs, dict) else {"logits": outputs}
         return {name: tf.cast(value, tf.float32) for name, value in outputs.items()}
 
-    traced = head.get_concrete_function()
+    with _dense_layers_as_fully_connected():
+        traced = head.get_concrete_function()
     names = sorted(traced.structured_outputs)  # the frozen function returns them flat, in this order
     frozen = convert_variables_to_constants_v2(traced)
 

@@ -253,12 +253,22 @@ class TfliteFamiliesTest(tf.test.TestCase):
                 model = model_class(BertEncoder(tiny_config()), **options)
                 ids = rng.integers(1000, 2000, size=shape).astype(np.int32)
                 inputs = {"input_ids": ids, "input_mask": np.ones_like(ids), "segment_ids": 0 * ids}
+                model(inputs)
+                # Weights as a fine-tuned model's: no two biases alike (the converter shares
+                # equal constants, and does not fuse a bias another op also reads).
+                for weight in model.weights:
+                    weight.assign(weight + rng.normal(0, 0.02, weight.shape).astype(np.float32))
                 want = model(inputs)
                 info = FinetunedModelInfo("t", kind, None, True, SEQ_LENGTH)
-                runner = Interpreter(
-                    model_content=tflite.convert(model, info, SEQ_LENGTH)
-                ).get_signature_runner()
+                interpreter = Interpreter(model_content=tflite.convert(model, info, SEQ_LENGTH))
+                runner = interpreter.get_signature_runner()
                 got = runner(**inputs)
+                # Every dense layer is one FULLY_CONNECTED op with its bias, no reshape chain.
+                ops = interpreter._get_ops_details()
+                dense = [op for op in ops if op["op_name"] == "FULLY_CONNECTED"]
+                self.assertGreaterEqual(len(dense), 6 * tiny_config().num_hidden_layers)
+                self.assertTrue(all(len(op["inputs"]) == 3 and op["inputs"][2] >= 0 for op in dense))
+                self.assertNotIn("REDUCE_PROD", {op["op_name"] for op in ops})
                 want = want if isinstance(want, dict) else {"logits": want}
                 self.assertEqual(sorted(got), sorted(want))
                 for name in want:
