@@ -17,9 +17,9 @@ a whole process, timed from start to exit, with its peak RSS.
   `python -m bert_tf.finetune --task=multi_label` against transformers'
   `AutoModelForSequenceClassification(problem_type="multi_label_classification")` in a
   plain PyTorch loop with dynamic padding (bench/finetune.py's Hugging Face script). Dev
-  micro-F1 (scikit-learn) at threshold 0.5, wall time. Ours packs several texts into a
-  row by default (fewer, fuller batches: fewer updates per epoch); `--multi_label_runs`
-  adds ours with `--nopacking` (one text per row, as many updates as transformers).
+  micro-F1 (scikit-learn) at threshold 0.5, wall time. Ours packs each batch's 32 texts
+  into fewer rows by default (the same batches and updates, less padding);
+  `--multi_label_runs` adds ours with `--nopacking` (one text per row).
 
 Needs the `bench` extra: `pip install -e ".[bench]"`.
 
@@ -75,7 +75,7 @@ flags.DEFINE_list(
     "multi_label_runs",
     ["packed", "hf"],
     "multi-label: which runs, of `packed` (ours' default), `unpacked` (ours with --nopacking: one text "
-    "per row, as many updates as transformers) and `hf`.",
+    "per row) and `hf`.",
 )
 
 
