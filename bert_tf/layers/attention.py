@@ -79,16 +79,14 @@ class BertSelfAttention(ConfiguredLayer):
             layer.build((None, None, self.hidden_size))
         self.built = True
 
-    def _split_heads(self, x):
-        # [batch, seq, hidden] -> [batch, seq, heads, head_size]
-        batch, seq = ops.shape(x)[0], ops.shape(x)[1]
-        return ops.reshape(x, (batch, seq, self.num_attention_heads, self.head_size))
-
     def call(self, hidden_states, bias, training=None):
         batch, seq = ops.shape(hidden_states)[0], ops.shape(hidden_states)[1]
-        query = self._split_heads(self.query(hidden_states))
-        key = self._split_heads(self.key(hidden_states))
-        value = self._split_heads(self.value(hidden_states))
+        # [batch, seq, hidden] -> [batch, seq, heads, head_size]; one shape for the three,
+        # read once (a traced graph then holds one shape computation per layer, not four).
+        heads = (batch, seq, self.num_attention_heads, self.head_size)
+        query = ops.reshape(self.query(hidden_states), heads)
+        key = ops.reshape(self.key(hidden_states), heads)
+        value = ops.reshape(self.value(hidden_states), heads)
         scale = 1.0 / float(self.head_size) ** 0.5
         # Keras casts float inputs to the compute dtype; the bias is added in float32.
         bias = ops.cast(bias, "float32")
