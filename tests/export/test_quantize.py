@@ -18,6 +18,7 @@ import tempfile
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (the task SavedModel's tokenizer ops)
 
@@ -98,6 +99,9 @@ class QuantizeTest(tf.test.TestCase):
         kernels = [name for name, dtype in saved.get_variable_to_dtype_map().items() if dtype == tf.int8]
         self.assertLen(kernels, 6 * 2 + 1)  # q, k, v, attention output, intermediate, output; pooler
 
+    # By default: setUpClass's int8 export succeeds only within MAX_LOSS of float on the dev set
+    # (check_accuracy raises otherwise), and the refusal test reads float32's 1.0000 there.
+    @pytest.mark.slow
     def test_int8_scores_within_a_point_of_float_on_the_dev_set(self):
         model, tokenizer, info = load_finetuned(self.model_dir, compile=False)
         before = int8.score(model, tokenizer, info, self.dev_file)
