@@ -254,21 +254,6 @@ class BadInputTest(tf.test.TestCase):
             out,
         )
 
-    def test_export_truncated_safetensors(self):
-        damaged = os.path.join(self.root, "hf_truncated")
-        truncated_copy(self.paths["ckpt"], damaged, "model.safetensors", 0.6)
-        for name in ("bert_config.json", "bert_model.ckpt.index", "bert_model.ckpt.data-00000-of-00001"):
-            os.remove(os.path.join(damaged, name))
-        os.remove(os.path.join(damaged, "checkpoint"))
-        out = self.output("export_truncated")
-        self.assert_refused(
-            "bert_tf.export",
-            ["--kind=encoder", f"--init_checkpoint={damaged}", f"--export_dir={out}"],
-            1,
-            "model.safetensors is truncated or corrupt (expected",
-            out,
-        )
-
     def test_export_quantize_a_kind_that_cannot_be(self):
         out = self.output("export_quantize_preprocessor")
         self.assert_refused(
@@ -312,6 +297,18 @@ class BadInputTest(tf.test.TestCase):
             out,
         )
 
+    @pytest.mark.slow  # test_cli_flags' HelpShortTest: quiet, and exactly the program's own flags
+    def test_help_is_quiet(self):
+        result = run_program("bert_tf.finetune", ["--helpshort"])
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(result.stderr.strip(), "")
+        self.assertIn("--learning_rate", result.stdout)
+        self.assertIn("--[no]overwrite", result.stdout)
+        self.assertNotIn("--verbosity", result.stdout)  # absl's own flags: --helpfull
+
+    # --- the rest of the table --------------------------------------------------------------
+
+    @pytest.mark.slow  # the check: test_integrity's keras archive; finetune's refusal: test_finetune_missing_vocab
     def test_finetune_from_a_truncated_model_keras(self):
         damaged = os.path.join(self.root, "model_keras_default")
         truncated_copy(os.path.join(self.fixture("finetuned"), "model"), damaged, "model.keras", 0.5)
@@ -325,15 +322,21 @@ class BadInputTest(tf.test.TestCase):
             out,
         )  # fmt: skip
 
-    def test_help_is_quiet(self):
-        result = run_program("bert_tf.finetune", ["--helpshort"])
-        self.assertEqual(result.returncode, 0, result.stderr)
-        self.assertEqual(result.stderr.strip(), "")
-        self.assertIn("--learning_rate", result.stdout)
-        self.assertIn("--[no]overwrite", result.stdout)
-        self.assertNotIn("--verbosity", result.stdout)  # absl's own flags: --helpfull
-
-    # --- the rest of the table --------------------------------------------------------------
+    @pytest.mark.slow  # the check: test_integrity's safetensors; export's refusal: test_export_quantize_...
+    def test_export_truncated_safetensors(self):
+        damaged = os.path.join(self.root, "hf_truncated")
+        truncated_copy(self.paths["ckpt"], damaged, "model.safetensors", 0.6)
+        for name in ("bert_config.json", "bert_model.ckpt.index", "bert_model.ckpt.data-00000-of-00001"):
+            os.remove(os.path.join(damaged, name))
+        os.remove(os.path.join(damaged, "checkpoint"))
+        out = self.output("export_truncated")
+        self.assert_refused(
+            "bert_tf.export",
+            ["--kind=encoder", f"--init_checkpoint={damaged}", f"--export_dir={out}"],
+            1,
+            "model.safetensors is truncated or corrupt (expected",
+            out,
+        )
 
     @pytest.mark.slow
     def test_finetune_bad_data_and_values(self):

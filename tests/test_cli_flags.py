@@ -135,11 +135,14 @@ class HelpShortTest(tf.test.TestCase):
     def test_helpshort_lists_the_programs_flags_only(self):
         # bert_tf.pretrain imports TensorFlow to define its flags, and TensorFlow defines
         # flags of its own on import (--hbm_oom_exit, absl's --test_srcdir, ...).
+        # TensorFlow's start-up logging left on, so that a quiet stderr means something.
+        environment = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
         result = subprocess.run(
             [sys.executable, "-m", "bert_tf.pretrain", "--helpshort"],
-            cwd=REPO, env={**os.environ, "PYTHONPATH": REPO}, capture_output=True, text=True, timeout=300,
+            cwd=REPO, env={**environment, "PYTHONPATH": REPO}, capture_output=True, text=True, timeout=300,
         )  # fmt: skip
         self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(result.stderr.strip(), "")
         listed = set(re.findall(r"^  --(?:\[no\])?(\w+)", result.stdout, re.MULTILINE))
         self.assertEqual(listed, set(program_flags("bert_tf.pretrain")) | {"verbose"})
 

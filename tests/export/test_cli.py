@@ -93,11 +93,6 @@ class CommandLineTest(tf.test.TestCase):
         got = tf.saved_model.load(export_dir).signatures["serving_default"](**inputs)
         want = self.pretrainer.encoder(inputs)
         self.assertLessEqual(np.abs(got["pooled_output"] - want["pooled_output"]).max(), 1e-5)
-        # A second export to the same directory is refused, and the first one is kept.
-        again = run_module("bert_tf.export", *args)
-        self.assertEqual(again.returncode, 2)
-        self.assertIn("exists and is not empty; choose a new directory or pass --overwrite", again.stderr)
-        self.assertTrue(os.path.isfile(os.path.join(export_dir, "saved_model.pb")))
 
     @pytest.mark.slow  # the same check runs in-process in test_export.py
     def test_export_refuses_a_seq_length_above_the_position_embeddings(self):

@@ -1,7 +1,7 @@
 """int8 task SavedModels and LiteRT (TFLite) files of a fine-tuned model, against the float export.
 
-A tiny classifier is fine-tuned by the real runner on a task it learns (the word "good" or
-"bad" decides the label). Tolerances, stated per variant on the probabilities (softmax of
+The tiny classifier the export tests share (export_helpers.fine_tuned_classifier), fine-tuned
+by the real runner on a task it learns. Tolerances, stated per variant on the probabilities (softmax of
 the logits) over many texts: int8 SavedModel (weight-only int8 dense kernels) 1e-2; LiteRT
 float32 1e-5, float16 weights 1e-2, dynamic-range int8 5e-2; int8's dev accuracy within one
 point of float's. The LiteRT files run in a fresh interpreter process that imports neither
@@ -18,6 +18,7 @@ import tempfile
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (the task SavedModel's tokenizer ops)
 
@@ -27,15 +28,19 @@ from bert_tf.serving import tflite
 from bert_tf.serving.exporter import export_saved_model
 from bert_tf.tasks.finetuned import FinetunedModelInfo, load_finetuned
 from bert_tf.tasks.kinds import TaskKind
-from bert_tf.tasks.runner import FinetuneSettings, run
 from bert_tf.tokenization import BertTokenizer
 
 sys.path.insert(0, os.path.dirname(__file__))
-from export_helpers import VOCAB, original_features  # noqa: E402
-from test_task_export import tiny_config  # noqa: E402
+from export_helpers import (  # noqa: E402
+    CLASSIFIER_SEQ_LENGTH,
+    VOCAB,
+    WORDS,
+    fine_tuned_classifier,
+    original_features,
+    tiny_config,
+)
 
-SEQ_LENGTH = 16
-WORDS = "the a movie film show plot actor was is very quite really so".split()
+SEQ_LENGTH = CLASSIFIER_SEQ_LENGTH
 
 # The LiteRT interpreter in a process of its own: no bert_tf, no TensorFlow.
 INTERPRETER = r"""
@@ -58,55 +63,20 @@ np.savez(sys.argv[2], **{str(i): value for i, value in enumerate(outputs.values(
 """
 
 
-def labelled(rng: random.Random, count: int) -> list[tuple[str, str]]:
-    rows = []
-    for _ in range(count):
-        label = rng.choice(["pos", "neg"])
-        words = rng.sample(WORDS, 4) + ["good" if label == "pos" else "bad"]
-        rng.shuffle(words)
-        rows.append((" ".join(words), label))
-    return rows
-
-
-def write_csv(path: str, rows) -> str:
-    with open(path, "w", encoding="utf-8") as file:
-        file.write("text,label\n" + "".join(f"{text},{label}\n" for text, label in rows))
-    return path
-
-
 class QuantizeTest(tf.test.TestCase):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        keras.utils.set_random_seed(3)
-        cls.root = os.path.join(tempfile.gettempdir(), f"bert_tf_quantize_{os.getpid()}")
-        shutil.rmtree(cls.root, ignore_errors=True)
-        os.makedirs(cls.root)
-        config_path = os.path.join(cls.root, "bert_config.json")
-        tiny_config().to_json_file(config_path)
-        rng = random.Random(5)
-        cls.dev_file = write_csv(os.path.join(cls.root, "dev.csv"), labelled(rng, 100))
-        run(
-            FinetuneSettings(
-                task="classification",
-                output_dir=os.path.join(cls.root, "cls"),
-                vocab_file=VOCAB,
-                bert_config=config_path,
-                max_seq_length=SEQ_LENGTH,
-                train_file=write_csv(os.path.join(cls.root, "train.csv"), labelled(rng, 128)),
-                train_batch_size=16,
-                num_train_epochs=8.0,
-                learning_rate=3e-3,
-                verbose=0,
-            )
-        )
-        cls.model_dir = os.path.join(cls.root, "cls", "model")
+        classifier = fine_tuned_classifier()
+        cls.model_dir, cls.dev_file = classifier.model_dir, classifier.dev_file
+        cls.root = tempfile.mkdtemp(prefix="bert_tf_quantize_")
         cls.exports = {
-            "float": export_saved_model("task", cls.model_dir, os.path.join(cls.root, "float")),
+            "float": classifier.float_export,
             "int8": export_saved_model(
                 "task", cls.model_dir, os.path.join(cls.root, "int8"), quantize="int8", dev_file=cls.dev_file
             ),
         }
+        rng = random.Random(6)
         cls.texts = [" ".join(rng.choice([*WORDS, "good", "bad", "naïve", "東京"]) for _ in range(rng.randint(0, 20))) for _ in range(200)]  # fmt: skip
 
     @classmethod
@@ -129,6 +99,9 @@ class QuantizeTest(tf.test.TestCase):
         kernels = [name for name, dtype in saved.get_variable_to_dtype_map().items() if dtype == tf.int8]
         self.assertLen(kernels, 6 * 2 + 1)  # q, k, v, attention output, intermediate, output; pooler
 
+    # By default: setUpClass's int8 export succeeds only within MAX_LOSS of float on the dev set
+    # (check_accuracy raises otherwise), and the refusal test reads float32's 1.0000 there.
+    @pytest.mark.slow
     def test_int8_scores_within_a_point_of_float_on_the_dev_set(self):
         model, tokenizer, info = load_finetuned(self.model_dir, compile=False)
         before = int8.score(model, tokenizer, info, self.dev_file)

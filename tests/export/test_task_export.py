@@ -19,7 +19,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.config import load_config
 from bert_tf.models import (
     BertClassifier,
     BertEncoder,
@@ -35,14 +34,22 @@ from bert_tf.tasks import squad
 from bert_tf.tasks.families import make_family
 from bert_tf.tasks.finetuned import FinetunedModelInfo, save_finetuned, task_info
 from bert_tf.tasks.kinds import TaskKind
-from bert_tf.tasks.runner import FinetuneSettings, run
+from bert_tf.tasks.runner import FinetuneSettings
 from bert_tf.tasks.squad_postprocess import postprocess
 from bert_tf.tokenization import BertTokenizer
 
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "preprocessing"))
 import original_rules  # noqa: E402
-from export_helpers import VOCAB, original_features, run_in_fresh_process, strings  # noqa: E402
+from export_helpers import (  # noqa: E402
+    CLASSIFIER_SEQ_LENGTH,
+    VOCAB,
+    fine_tuned_classifier,
+    original_features,
+    run_in_fresh_process,
+    strings,
+    tiny_config,
+)
 
 
 def padded(rows, length, value=0):
@@ -84,7 +91,7 @@ def reference_windows(tokenizer, examples, seq_length, doc_stride, max_query_len
     return features, {name: padded(rows, seq_length) for name, rows in inputs.items()}
 
 
-SEQ_LENGTH = 20
+SEQ_LENGTH = CLASSIFIER_SEQ_LENGTH  # the shared classifier's; the other task models use it too
 TEXTS = ["a good movie", "a bad film", "", "naïve café — 東京 😀 " * 10, "good good good"]
 TEXTS_B = ["it was good", "", "bad", "short", "x " * 40]
 NER_TEXTS = [
@@ -129,10 +136,6 @@ CHOICE_ENDINGS = [
     ["Café au lait — 東京.", "She drinks it.", "It boils.", "\u200bNothing happens."],
     ["It is wet.", "It is dry.", "It stops.", "Snow falls."],
 ]
-
-
-def tiny_config():
-    return load_config("bert_tiny").replace(hidden_size=32, intermediate_size=64, max_position_embeddings=64)
 
 
 def python_entities(text, tags):
@@ -228,26 +231,9 @@ class TaskExportTest(tf.test.TestCase):
         tiny_config().to_json_file(config_path)
         cls.tokenizer = BertTokenizer(VOCAB, lower_case=True)
 
-        # A classifier fine-tuned by the real runner (a few steps on a toy CSV).
-        train = os.path.join(cls.root, "train.csv")
-        rows = [f"{'good' if i % 2 else 'bad'} movie {i},{'pos' if i % 2 else 'neg'}" for i in range(16)]
-        with open(train, "w") as file:
-            file.write("text,label\n" + "\n".join(rows) + "\n")
-        run(
-            FinetuneSettings(
-                task="classification",
-                output_dir=os.path.join(cls.root, "cls"),
-                vocab_file=VOCAB,
-                bert_config=config_path,
-                max_seq_length=SEQ_LENGTH,
-                train_file=train,
-                train_batch_size=8,
-                num_train_epochs=1.0,
-                learning_rate=1e-3,
-                verbose=0,
-            )
-        )
-        cls.model_dirs = {"cls": os.path.join(cls.root, "cls", "model")}
+        # The classifier the export tests share, fine-tuned by the real runner.
+        classifier = fine_tuned_classifier()
+        cls.model_dirs = {"cls": classifier.model_dir}
         # Regression, NER and SQuAD models saved the way the runner saves them (untrained heads).
         for name, task, build in [
             ("reg", "regression", lambda encoder: BertClassifier(encoder, num_classes=1)),
@@ -306,7 +292,9 @@ class TaskExportTest(tf.test.TestCase):
         cls.exports = {
             name: export_saved_model("task", directory, os.path.join(cls.root, f"export_{name}"))
             for name, directory in cls.model_dirs.items()
+            if name != "cls"
         }
+        cls.exports["cls"] = classifier.float_export
         calls = [
             {
                 "name": "cls",

@@ -243,6 +243,9 @@ class LearningTest(tf.test.TestCase):
         model.fit(x, y, batch_size=batch_size, epochs=epochs, seed=1, verbose=0)
         return model
 
+    # ~26 s; by default: the runner's classifier learns its task (test_quantize: >= 0.9 dev
+    # accuracy) and fit here reaches the runner's weights (test_keras_task).
+    @pytest.mark.slow
     def test_classification_learns_sentiment(self):
         train_rows, test_rows = sentiment_rows(self.rng, 200), sentiment_rows(self.rng, 100)
         model = self.model(bert_tf.BertClassifier, label_list=["neg", "pos"], max_seq_length=32)

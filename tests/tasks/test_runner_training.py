@@ -241,6 +241,9 @@ class TrainingRunTest(tf.test.TestCase):
             ("auto", None, None),
         )
 
+    # Two fine-tuning runs; its parts stay in the default run: test_streams' packed batches hold
+    # the padded batches' examples, test_packing's packed forward pass equals each instance alone.
+    @pytest.mark.slow
     def test_packed_training_reaches_the_weights_of_padded_training(self):
         # Packing moves each batch's tokens into fewer rows and changes nothing else: the same
         # examples per update, each computed as if alone. Without dropout in the encoder
