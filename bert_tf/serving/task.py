@@ -71,6 +71,13 @@ def _char_offset(text: tf.Tensor, byte_offset: tf.Tensor) -> tf.Tensor:
     return tf.strings.length(prefix, unit="UTF8_CHAR")
 
 
+class _NotSaved:
+    """Holds an object a tf.Module calls but does not save: neither tracked nor walked."""
+
+    def __init__(self, value) -> None:
+        self.value = value
+
+
 class TaskServing(tf.Module):
     """Raw strings -> predictions for a fine-tuned task model.
 
@@ -85,7 +92,11 @@ class TaskServing(tf.Module):
     def __init__(self, model, tokenizer, info: FinetunedModelInfo, seq_length: int) -> None:
         super().__init__(name="bert_task")
         kind = info.kind
-        self.model = model
+        # The SavedModel keeps the model's variables, which the signatures read, not the Keras
+        # object graph: saving that would trace the model's own functions again and walk all
+        # its layers (it halved the time to write the MiniLM's task export).
+        self._keras_model = _NotSaved(model)
+        self.model_variables = list(model.variables)
         self.tokenizer = tokenizer
         self.vocab_file = tf.saved_model.Asset(tokenizer.vocab_file)
         self._kind = kind
@@ -101,6 +112,11 @@ class TaskServing(tf.Module):
         self._span = SpanSettings.from_task_info(info)
         # The fine-tuning preprocessor of the task family: the same rules, traced here.
         self.preprocessor = self._family.serving_preprocessor(tokenizer, info, seq_length)
+
+    @property
+    def model(self):
+        """The Keras task model."""
+        return self._keras_model.value
 
     # --- classification and regression -----------------------------------------
 
