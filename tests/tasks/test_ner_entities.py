@@ -35,10 +35,11 @@ def served_entities(found, row):
     )
 
 
-class FixedLogits:
+class FixedLogits(tf.Module):
     """A token tagger that returns the logits last assigned, whatever its inputs."""
 
     def __init__(self, num_labels):
+        super().__init__()
         self.logits = tf.Variable(np.zeros([1, 1, num_labels], np.float32), shape=tf.TensorShape(None))
 
     def __call__(self, inputs, training=False):

@@ -61,10 +61,11 @@ def random_context(rng: random.Random, length: int) -> str:
     return "".join(word + rng.choice(WHITESPACE) for word in words).strip()
 
 
-class FixedLogits:
+class FixedLogits(tf.Module):
     """A span model that returns the logits last assigned, whatever its inputs (any shape)."""
 
     def __init__(self):
+        super().__init__()
         self.start = tf.Variable(np.zeros([1, 1], np.float32), shape=tf.TensorShape(None))
         self.end = tf.Variable(np.zeros([1, 1], np.float32), shape=tf.TensorShape(None))
 
