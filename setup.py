@@ -69,9 +69,10 @@ setup(
         # pipelines. 2.77 accepts protobuf 6.x, as TensorFlow 2.21 does (tested: 6.33.6);
         # DataflowRunner also needs Google Cloud's clients: "apache-beam[gcp]".
         "beam": ["apache-beam>=2.77,<3"],
-        # Running a `--kind=tflite` export with Python: the LiteRT interpreter (exporting
-        # needs TensorFlow only).
-        "tflite": ["ai-edge-litert>=2.3"],
+        # Serving a `--kind=tflite` export from Python without TensorFlow
+        # (bert_tf.serving.litert): the LiteRT interpreter, and Hugging Face's tokenizers for
+        # the word pieces (exporting needs TensorFlow only).
+        "tflite": ["ai-edge-litert>=2.3", "tokenizers>=0.19"],
         # --word_segmenter=jieba: jieba's segmentation, by its Rust port (same words, faster).
         "chinese": ["rjieba>=0.2"],
     },

@@ -9,9 +9,9 @@ without TensorFlow):
 CONTENDER is one of
   savedmodel  a task SavedModel of `python -m bert_tf.export --kind=task` (MODEL: its folder),
               called through `serving_default` with raw text;
-  tflite      a `.tflite` model of `--kind=tflite` (MODEL: the file, or a folder holding one
-              and vocab.txt; --labels names its classes): raw text in where its signature takes strings, otherwise token
-              ids made by transformers' BertTokenizerFast from its vocab.txt (timed with it);
+  tflite      the folder of `--kind=tflite`, served by `bert_tf.serving.litert.LiteRTClassifier`
+              (no TensorFlow: Hugging Face's tokenizers and the LiteRT interpreter; a batch
+              runs packed, the file's `serving_packed`);
   hf          transformers' pipeline("text-classification") on PyTorch (MODEL: a Hugging Face
               folder, as `--kind=huggingface` writes it);
   ort         the same pipeline on optimum's ORTModelForSequenceClassification (MODEL: an
@@ -71,55 +71,15 @@ def savedmodel(model: str, threads: int, labels: list[str]):
 
 
 def tflite(model: str, threads: int, labels: list[str]):
-    import numpy as np
+    # What a Python server of the file runs: bert_tf's TensorFlow-free LiteRT client, which
+    # tokenizes with Hugging Face's tokenizers and packs a batch (its `serving_packed`).
+    from bert_tf.serving.litert import LiteRTClassifier
 
-    try:
-        from ai_edge_litert.interpreter import Interpreter
-    except ImportError:  # older installs: TensorFlow's own copy
-        from tensorflow.lite.python.interpreter import Interpreter
-    path = model
-    if os.path.isdir(model):
-        path = next(
-            os.path.join(model, name) for name in sorted(os.listdir(model)) if name.endswith(".tflite")
-        )
-    folder = os.path.dirname(path)
-    interpreter = Interpreter(model_path=path, num_threads=threads)
-    runner = interpreter.get_signature_runner()
-    inputs = runner.get_input_details()
-    # The first float output with a score per class (logits or probabilities: argmax is the same).
-    output = next(
-        name
-        for name, detail in runner.get_output_details().items()
-        if detail["dtype"] == np.float32 and detail["shape"][-1] == len(labels)
-    )
-    if any(detail["dtype"] in (np.bytes_, np.object_) for detail in inputs.values()):
-        name = next(iter(inputs))
-
-        def scores(texts):
-            return runner(**{name: np.array([text.encode() for text in texts], dtype=object)})[output]
-
-    else:
-        from transformers import BertTokenizerFast
-
-        tokenizer = BertTokenizerFast(os.path.join(folder, "vocab.txt"))
-        dtype = next(iter(inputs.values()))["dtype"]
-        # The model takes any length up to export_info.json's seq_length: pad to the longest text.
-        with open(os.path.join(folder, "export_info.json")) as file:
-            seq_length = int(json.load(file)["seq_length"])
-
-        def scores(texts):
-            encoded = tokenizer(
-                texts, padding="longest", truncation=True, max_length=seq_length, return_tensors="np"
-            )
-            feed = {
-                "input_ids": encoded["input_ids"],
-                "input_mask": encoded["attention_mask"],
-                "segment_ids": encoded["token_type_ids"],
-            }
-            return runner(**{key: feed[key].astype(dtype) for key in inputs})[output]
+    classifier = LiteRTClassifier(model, num_threads=threads)
+    assert "tensorflow" not in sys.modules
 
     def predict(texts):
-        return [labels[index] for index in np.argmax(scores(texts), axis=-1)]
+        return classifier(texts)["label"]
 
     return predict
 

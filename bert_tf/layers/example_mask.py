@@ -46,8 +46,9 @@ def example_position_ids(input_mask):
     instance = ops.cast(input_mask, "int32")
     index = ops.cumsum(ops.ones_like(instance), axis=1) - 1  # [batch, seq]: 0, 1, 2, ...
     # earlier[b, q, k]: key k is a real token of an instance before query q's.
+    keys, queries = ops.expand_dims(instance, 1), ops.expand_dims(instance, 2)
     earlier = ops.logical_and(
-        ops.greater(instance[:, None, :], 0), ops.less(instance[:, None, :], instance[:, :, None])
+        ops.greater(keys, 0), ops.less(keys, queries)
     )
     return index - ops.sum(ops.cast(earlier, "int32"), axis=2)
 
@@ -60,8 +61,8 @@ def example_attention_bias(input_mask):
     is over its own instance alone.
     """
     instance = ops.cast(input_mask, "int32")
-    key_real = ops.greater(instance, 0)[:, None, :]  # [batch, 1, seq]
-    same_instance = ops.equal(instance[:, :, None], instance[:, None, :])  # [batch, seq, seq]
-    query_padding = ops.equal(instance, 0)[:, :, None]
+    key_real = ops.expand_dims(ops.greater(instance, 0), 1)  # [batch, 1, seq]
+    same_instance = ops.equal(ops.expand_dims(instance, 2), ops.expand_dims(instance, 1))  # [batch, seq, seq]
+    query_padding = ops.expand_dims(ops.equal(instance, 0), 2)
     allowed = ops.logical_and(key_real, ops.logical_or(same_instance, query_padding))
-    return ops.where(allowed, 0.0, MASK_ADDER)[:, None, :, :]
+    return ops.expand_dims(ops.where(allowed, 0.0, MASK_ADDER), 1)

@@ -34,6 +34,7 @@ import tensorflow as tf
 from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
 from bert_tf import fileio
+from bert_tf.models.classifier import PACKED_POSITIONS
 from bert_tf.models.encoder import ENCODER_INPUTS
 from bert_tf.serving.saving import ExportError, atomic_export_dir, check_seq_length
 from bert_tf.tasks.finetuned import FinetunedModelInfo, load_finetuned
@@ -79,38 +80,54 @@ def _dense_layers_as_fully_connected():
         backend_numpy.matmul = tensordot_matmul
 
 
-def _serving_function(
-    model, info: FinetunedModelInfo, seq_length: int
-) -> tf.types.experimental.ConcreteFunction:
-    """The model on token ids, frozen (weights as constants), with named outputs."""
+# Kinds whose model reads packed rows (`BertClassifier`): their file also has `serving_packed`.
+PACKED_KINDS = frozenset({TaskKind.CLASSIFICATION, TaskKind.REGRESSION, TaskKind.MULTI_LABEL})
+PACKED_SIGNATURE = "serving_packed"
+
+
+def _signatures(model, info: FinetunedModelInfo) -> list[tf.types.experimental.ConcreteFunction]:
+    """The model on token ids, frozen (weights as constants), with named outputs: one
+    concrete function per signature of the file, each named as its signature."""
     # Any batch and any length up to seq_length: a caller pads to its longest text, not to seq_length.
     shape = [None, None, None] if info.kind == TaskKind.MULTIPLE_CHOICE else [None, None]
     spec = [tf.TensorSpec(shape, tf.int32, name=name) for name in ENCODER_INPUTS]
 
-    @tf.function(input_signature=spec)
+    def frozen(function, input_signature, name):
+        with _dense_layers_as_fully_connected():
+            traced = tf.function(function, input_signature=input_signature).get_concrete_function()
+        names = sorted(traced.structured_outputs)  # the frozen function returns them flat, in this order
+        constants = convert_variables_to_constants_v2(traced)
+
+        def signature(*inputs):
+            flat = constants(
+                **{spec.name: value for spec, value in zip(input_signature, inputs, strict=True)}
+            )
+            return dict(zip(names, flat, strict=True))
+
+        signature.__name__ = name  # the converter names each signature after its function
+        return tf.function(signature, input_signature=input_signature).get_concrete_function()
+
     def head(input_ids, input_mask, segment_ids):
         outputs = model({"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids})
         outputs = outputs if isinstance(outputs, dict) else {"logits": outputs}
         return {name: tf.cast(value, tf.float32) for name, value in outputs.items()}
 
-    with _dense_layers_as_fully_connected():
-        traced = head.get_concrete_function()
-    names = sorted(traced.structured_outputs)  # the frozen function returns them flat, in this order
-    frozen = convert_variables_to_constants_v2(traced)
+    functions = [frozen(head, spec, "serving_default")]
+    if info.kind in PACKED_KINDS:
 
-    @tf.function(input_signature=spec)
-    def serving_default(input_ids, input_mask, segment_ids):
-        flat = frozen(input_ids=input_ids, input_mask=input_mask, segment_ids=segment_ids)
-        return dict(zip(names, flat, strict=True))
+        def packed(input_ids, input_mask, segment_ids, cls_positions):
+            inputs = {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}
+            return {"logits": tf.cast(model({**inputs, PACKED_POSITIONS: cls_positions}), tf.float32)}
 
-    return serving_default.get_concrete_function()
+        positions = tf.TensorSpec([None], tf.int32, name=PACKED_POSITIONS)
+        functions.append(frozen(packed, [*spec, positions], PACKED_SIGNATURE))
+    return functions
 
 
-def convert(model, info: FinetunedModelInfo, seq_length: int, quantize: str | None = None) -> bytes:
+def convert(model, info: FinetunedModelInfo, quantize: str | None = None) -> bytes:
     """The `.tflite` bytes of a task model (see the module docstring); ExportError naming the
     op when the model has one that LiteRT's built-in ops cannot run."""
-    function = _serving_function(model, info, seq_length)
-    converter = tf.lite.TFLiteConverter.from_concrete_functions([function], tf.Module())
+    converter = tf.lite.TFLiteConverter.from_concrete_functions(_signatures(model, info), tf.Module())
     if quantize in ("int8", "float16"):
         converter.optimizations = [tf.lite.Optimize.DEFAULT]  # alone: dynamic-range int8
     if quantize == "float16":
@@ -139,7 +156,7 @@ def export_tflite(
     model, tokenizer, info = load_finetuned(init_checkpoint, compile=False)
     seq_length = seq_length or info.max_seq_length
     check_seq_length(seq_length, model.encoder.config)
-    content = convert(model, info, seq_length, quantize)
+    content = convert(model, info, quantize)
     labels = info.label_list or []
     export_info = {
         "kind": "tflite",
@@ -150,6 +167,11 @@ def export_tflite(
         "lower_case": bool(tokenizer.lower_case),
         "quantize": quantize or "float32",
         "inputs": list(ENCODER_INPUTS),
+        "signatures": ["serving_default", *([PACKED_SIGNATURE] if info.kind in PACKED_KINDS else [])],
+        # What a client needs beyond the logits: a multi-label model's decision threshold; a
+        # model trained on windows (the file reads one window: a long text's first seq_length pieces).
+        **({"threshold": info.threshold} if info.kind == TaskKind.MULTI_LABEL else {}),
+        **({"doc_stride": info.doc_stride} if info.doc_stride else {}),
         "init_checkpoint": fileio.abspath(init_checkpoint),
     }
     with atomic_export_dir(export_dir, overwrite) as staging:

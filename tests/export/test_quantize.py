@@ -42,24 +42,33 @@ from export_helpers import (  # noqa: E402
 
 SEQ_LENGTH = CLASSIFIER_SEQ_LENGTH
 
-# The LiteRT interpreter in a process of its own: no bert_tf, no TensorFlow.
+# The LiteRT interpreter in a process of its own: no TensorFlow. Each file runs on the
+# features (padded, and the shorter rows trimmed), and the raw texts go through bert_tf's
+# TensorFlow-free client (bert_tf.serving.litert): as one batch, packed, and one at a time.
 INTERPRETER = r"""
-import sys, numpy as np
+import json, sys, numpy as np
 from ai_edge_litert.interpreter import Interpreter
+from bert_tf.serving.litert import LiteRTClassifier
 assert "tensorflow" not in sys.modules
 loaded = dict(np.load(sys.argv[1]))
 short = loaded.pop("short_rows")
 arrays = loaded
+texts = json.load(open(sys.argv[2], encoding="utf-8"))
 # The shorter rows padded to their longest only: the model takes any length up to seq_length.
 longest = int(arrays["input_mask"][short].sum(axis=1).max())
 trimmed = {key: value[short, :longest] for key, value in arrays.items()}
 outputs = {}
-for name in sys.argv[3:]:
-    runner = Interpreter(model_path=name + "/model.tflite", num_threads=2).get_signature_runner()
+for name in sys.argv[4:]:
+    interpreter = Interpreter(model_path=name + "/model.tflite", num_threads=2)
+    assert sorted(interpreter.get_signature_list()) == ["serving_default", "serving_packed"]
+    runner = interpreter.get_signature_runner("serving_default")
     outputs[name] = runner(**arrays)["logits"]
     outputs[name + "/trimmed"] = runner(**trimmed)["logits"]
-assert "tensorflow" not in sys.modules and "bert_tf" not in sys.modules
-np.savez(sys.argv[2], **{str(i): value for i, value in enumerate(outputs.values())})
+    classifier = LiteRTClassifier(name, num_threads=2)
+    outputs[name + "/client"] = classifier(texts)["probabilities"]
+    outputs[name + "/alone"] = np.concatenate([classifier([text])["probabilities"] for text in texts])
+assert "tensorflow" not in sys.modules
+np.savez(sys.argv[3], **{str(i): value for i, value in enumerate(outputs.values())})
 """
 
 
@@ -143,6 +152,9 @@ class QuantizeTest(tf.test.TestCase):
         self.assertGreater(len(short_rows), 10)
         features = os.path.join(self.root, "features.npz")
         np.savez(features, short_rows=short_rows, **arrays)
+        texts = os.path.join(self.root, "texts.json")
+        with open(texts, "w", encoding="utf-8") as file:
+            json.dump(self.texts, file)
         variants = {"float32": None, "float16": "float16", "int8": "int8"}
         folders = {}
         for name, quantize in variants.items():
@@ -152,7 +164,7 @@ class QuantizeTest(tf.test.TestCase):
         env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
         outputs = os.path.join(self.root, "litert.npz")
         result = subprocess.run(
-            [sys.executable, "-c", INTERPRETER, features, outputs, *folders.values()],
+            [sys.executable, "-c", INTERPRETER, features, texts, outputs, *folders.values()],
             capture_output=True,
             text=True,
             env=env,
@@ -161,13 +173,19 @@ class QuantizeTest(tf.test.TestCase):
         )
         self.assertEqual(result.returncode, 0, result.stderr[-3000:])
         with np.load(outputs) as loaded:
-            logits = [(loaded[str(2 * i)], loaded[str(2 * i + 1)]) for i in range(len(folders))]
+            results = [[loaded[str(4 * i + j)] for j in range(4)] for i in range(len(folders))]
         want = self.probabilities("float")
-        for name, tolerance, (padded, trimmed) in zip(variants, (1e-5, 1e-2, 5e-2), logits, strict=True):
+        for name, tolerance, (padded, trimmed, client, alone) in zip(
+            variants, (1e-5, 1e-2, 5e-2), results, strict=True
+        ):
             self.assertLessEqual(np.abs(tf.nn.softmax(padded).numpy() - want).max(), tolerance, name)
             self.assertLessEqual(
                 np.abs(tf.nn.softmax(trimmed).numpy() - want[short_rows]).max(), tolerance, name
             )
+            # Raw text through the client, packed: the SavedModel's probabilities, and each
+            # text's whatever batch it comes in.
+            self.assertLessEqual(np.abs(client - want).max(), tolerance, name)
+            self.assertLessEqual(np.abs(client - alone).max(), 1e-5, name)
         info = json.load(open(os.path.join(folders["int8"], "export_info.json")))
         self.assertEqual(
             (info["quantize"], info["seq_length"], info["lower_case"], info["label_list"]),
@@ -233,7 +251,7 @@ class TfliteFamiliesTest(tf.test.TestCase):
                     weight.assign(weight + rng.normal(0, 0.02, weight.shape).astype(np.float32))
                 want = model(inputs)
                 info = FinetunedModelInfo("t", kind, None, True, SEQ_LENGTH)
-                interpreter = Interpreter(model_content=tflite.convert(model, info, SEQ_LENGTH))
+                interpreter = Interpreter(model_content=tflite.convert(model, info))
                 runner = interpreter.get_signature_runner()
                 got = runner(**inputs)
                 # Every dense layer is one FULLY_CONNECTED op with its bias, no reshape chain.
