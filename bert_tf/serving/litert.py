@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 
 import numpy as np
 
@@ -119,6 +120,13 @@ class LiteRTClassifier:
             raise ValueError(
                 f"{export_dir} is a {info.get('kind')} export of a {info.get('task_kind')} model; "
                 f"LiteRTClassifier serves --kind=tflite exports of {', '.join(SERVED_KINDS)} models"
+            )
+        if info.get("doc_stride"):
+            warnings.warn(
+                f"{export_dir} holds a model fine-tuned on windows (doc_stride {info['doc_stride']}); "
+                f"LiteRTClassifier reads a text's first {info['seq_length']} pieces only: serve the "
+                "task SavedModel (--kind=task) to read every window",
+                stacklevel=2,
             )
         self.info = info
         self.kind = info["task_kind"]

@@ -3,16 +3,23 @@
 `python -m bert_tf.export --kind=tflite --init_checkpoint=runs/mrpc/model --export_dir=DIR`
 writes into DIR:
 
-  - `model.tflite`: one signature, `serving_default`, taking `input_ids`, `input_mask`,
+  - `model.tflite`: signature `serving_default` taking `input_ids`, `input_mask`,
     `segment_ids` int32 [batch, length] (multiple choice: [batch, choices, length]), any
     batch and any length up to max_seq_length (pad a batch to its longest text: the
     interpreter resizes to what it is given), and returning the head's float32 outputs:
     `logits` [batch, classes] (classification; regression: [batch, 1]; multi-label: apply a
     sigmoid), [batch, length, tags] (NER), `start_logits` / `end_logits` [batch, length]
     (SQuAD), [batch, choices] (multiple choice).
+    Classification, regression and multi-label models also have `serving_packed`, for
+    batches: the same inputs as rows of several texts one after another (`input_mask`
+    numbering a row's texts 1, 2, ..., 0 on padding) and `cls_positions` int32 [texts], each
+    text's [CLS] in the rows flattened row by row -> `logits` [texts, classes], each text's as
+    if alone (`bert_tf.preprocessing.packing`). `bert_tf.serving.litert` packs and calls it
+    from Python without TensorFlow.
   - `vocab.txt` and `labels.txt` (one label name per line, in the order of the logits).
   - `export_info.json`: kind "tflite", task, task_kind, label_list, seq_length (the longest),
-    lower_case, quantize, and the inputs and outputs.
+    lower_case, quantize, the inputs and signatures; a multi-label model's threshold; the
+    doc_stride of a model fine-tuned on windows (the file reads one window).
 
 The text is not tokenized in the model: tensorflow-text's TFLite-ready `FastBertTokenizer`
 normalizes differently from BERT's basic tokenizer (it writes "…" as "...", for one), so its

@@ -33,8 +33,7 @@ SEQ_LENGTH = 24
 
 def write_export(root: str, model, info: FinetunedModelInfo) -> str:
     """A --kind=tflite folder of an in-memory model, as export_tflite writes it."""
-    folder = os.path.join(root, info.kind.value)
-    os.makedirs(folder)
+    folder = tempfile.mkdtemp(prefix=f"{info.kind.value}_", dir=root)
     with open(os.path.join(folder, "model.tflite"), "wb") as file:
         file.write(tflite.convert(model, info))
     with open(VOCAB, encoding="utf-8") as source, open(os.path.join(folder, "vocab.txt"), "w") as target:
@@ -163,6 +162,16 @@ class LiteRTClassifierTest(tf.test.TestCase):
         with open(os.path.join(folder, "export_info.json"), "w") as file:
             json.dump({"kind": "tflite", "task_kind": "span"}, file)
         with self.assertRaisesRegex(ValueError, "a tflite export of a span model; LiteRTClassifier serves"):
+            LiteRTClassifier(folder)
+
+    def test_a_model_fine_tuned_on_windows_warns_that_one_window_is_read(self):
+        _, folder = self.model_and_export(TaskKind.CLASSIFICATION, 3, ["a", "b", "c"])
+        info_file = os.path.join(folder, "export_info.json")
+        with open(info_file) as file:
+            info = json.load(file)
+        with open(info_file, "w") as file:
+            json.dump({**info, "doc_stride": 8}, file)
+        with self.assertWarnsRegex(UserWarning, "first 24 pieces only: serve the task SavedModel"):
             LiteRTClassifier(folder)
 
 
