@@ -14,9 +14,11 @@ checkpoint instead of a SavedModel:
 
 --quantize=int8 stores the encoder's dense kernels of a task or encoder export as int8
 (--dev_file scores a task model before and after); --kind=tflite writes a LiteRT model of a
-fine-tuned model (token ids in), float32 or --quantize=float16|int8:
+fine-tuned model (token ids in), float32 or --quantize=float16|int8 (--dev_file: scored
+before and after, as a task model):
 
-    python -m bert_tf.export --kind=tflite --init_checkpoint=out/model --export_dir=tflite --quantize=int8
+    python -m bert_tf.export --kind=tflite --init_checkpoint=out/model --export_dir=tflite \
+        --quantize=int8 --dev_file=glue/MRPC/dev.tsv
 
 The export is written to a temporary sibling directory and renamed into place when
 complete; an existing non-empty --export_dir is refused unless --overwrite.

@@ -465,7 +465,10 @@ class BadInputTest(tf.test.TestCase):
             (["--kind=encoder", checkpoint, "--quantize=float16"], 2,
              "--quantize=float16 applies to --kind=tflite, not --kind=encoder; --kind=encoder takes --quantize=int8"),
             (["--kind=task", checkpoint, f"--dev_file={self.paths['train.csv']}"], 2,
-             "--dev_file scores an int8 task model against the float one"),
+             "--dev_file scores a quantized model against the float one: pass it with --kind=task --quantize=int8 "
+             "or --kind=tflite --quantize=int8|float16"),
+            (["--kind=tflite", checkpoint, f"--dev_file={self.paths['train.csv']}"], 2,
+             "--dev_file scores a quantized model against the float one"),
             (["--kind=tflite", checkpoint], 2, "--kind=tflite needs a fine-tuned model"),
         ]  # fmt: skip
         for number, (args, status, message) in enumerate(cases):

@@ -14,7 +14,7 @@ Kinds (the signatures of each are documented in the module that builds it):
 `quantize="int8"` stores the encoder's dense kernels of a "task" or "encoder" export as int8
 (`bert_tf.serving.quantize`); with `dev_file` a task model is scored before and after, and
 refused if it loses more than a point (unless `accept_accuracy_loss`). For "tflite":
-"int8" (dynamic range) or "float16".
+"int8" (dynamic range) or "float16", checked on `dev_file` the same way.
 
 Example (a randomly initialised tiny model saved as a checkpoint first):
 
@@ -81,7 +81,9 @@ def export_saved_model(
         raise ExportError(f"--kind={kind} cannot be quantized with --quantize={quantize}")
     if kind == "tflite":
         task.check_finetuned_dir(init_checkpoint, kind)
-        return tflite.export_tflite(init_checkpoint, export_dir, seq_length, quantize, overwrite)
+        return tflite.export_tflite(
+            init_checkpoint, export_dir, seq_length, quantize, overwrite, dev_file, accept_accuracy_loss
+        )
     if kind == "task" and quantize:
         return export_int8_task(
             init_checkpoint, export_dir, seq_length, overwrite, dev_file, accept_accuracy_loss

@@ -49,7 +49,7 @@ MAX_LOSS = 0.01  # one point of accuracy (or of the task's main score)
 
 
 class AccuracyLossError(BertTfError):
-    """An int8 model that scores more than a point below the float model."""
+    """A quantized model that scores more than a point below the float model."""
 
 
 def quantize_encoder(model: keras.Model) -> None:
@@ -86,18 +86,22 @@ def main_score(scores: dict[str, float]) -> str:
 
 
 def check_accuracy(
-    float_scores: dict[str, float], int8_scores: dict[str, float], dev_file: str, accept: bool = False
+    float_scores: dict[str, float],
+    quantized_scores: dict[str, float],
+    dev_file: str,
+    accept: bool = False,
+    variant: str = "int8",
 ) -> str:
-    """One line comparing the two models' main score; raises AccuracyLossError when int8 loses
-    more than MAX_LOSS and `accept` is False."""
+    """One line comparing the two models' main score; raises AccuracyLossError when the
+    quantized model (`variant`: "int8", "float16") loses more than MAX_LOSS and `accept` is False."""
     name = main_score(float_scores)
-    before, after = float_scores[name], int8_scores[name]
-    line = f"{name} on {dev_file}: float32 {before:.4f}, int8 {after:.4f} ({after - before:+.4f})"
+    before, after = float_scores[name], quantized_scores[name]
+    line = f"{name} on {dev_file}: float32 {before:.4f}, {variant} {after:.4f} ({after - before:+.4f})"
     if round(before - after, 6) > MAX_LOSS:  # exactly a point (0.9 - 0.89) is not more
         if not accept:
             raise AccuracyLossError(
-                f"{line}: int8 loses more than {MAX_LOSS:.2f}; nothing written. Export the float model "
-                "(no --quantize), or pass --accept_accuracy_loss to write the int8 one anyway"
+                f"{line}: {variant} loses more than {MAX_LOSS:.2f}; nothing written. Export the float "
+                f"model (no --quantize), or pass --accept_accuracy_loss to write the {variant} one anyway"
             )
         logger.warning("%s: more than %.2f lost (--accept_accuracy_loss)", line, MAX_LOSS)
     return line

@@ -65,12 +65,12 @@ class ExportSettings:
     )
     dev_file: str | None = setting(
         None,
-        "--kind=task --quantize=int8: labelled data in the fine-tuning format (as --eval_file); "
-        "the float and int8 models are scored on it and an int8 model that loses more than a "
-        "point is refused.",
+        "--kind=task --quantize=int8, --kind=tflite --quantize=int8|float16: labelled data in the "
+        "fine-tuning format (as --eval_file); the float and the quantized model are scored on it "
+        "and a quantized model that loses more than a point is refused.",
     )
     accept_accuracy_loss: bool = setting(
-        False, "Write an int8 model that scores more than a point below the float model on --dev_file."
+        False, "Write a quantized model that scores more than a point below the float model on --dev_file."
     )
 
     def __post_init__(self) -> None:
@@ -88,10 +88,12 @@ class ExportSettings:
                 f"--quantize={self.quantize} applies to {takes}, not --kind={self.kind}; "
                 f"--kind={self.kind} takes --quantize={' or '.join(QUANTIZABLE[self.kind])}"
             )
-        if self.dev_file and not (self.quantize == "int8" and self.kind == "task"):
+        if self.dev_file and not (
+            (self.kind == "task" and self.quantize == "int8") or (self.kind == "tflite" and self.quantize)
+        ):
             raise UsageError(
-                "--dev_file scores an int8 task model against the float one: pass it with "
-                "--kind=task --quantize=int8"
+                "--dev_file scores a quantized model against the float one: pass it with "
+                "--kind=task --quantize=int8 or --kind=tflite --quantize=int8|float16"
             )
 
 

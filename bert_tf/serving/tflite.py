@@ -35,6 +35,7 @@ path). The model is converted from the frozen Keras graph, so the file holds no 
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 
 import tensorflow as tf
@@ -43,9 +44,12 @@ from tensorflow.python.framework.convert_to_constants import convert_variables_t
 from bert_tf import fileio
 from bert_tf.models.classifier import PACKED_POSITIONS
 from bert_tf.models.encoder import ENCODER_INPUTS
+from bert_tf.serving import quantize as int8
 from bert_tf.serving.saving import ExportError, atomic_export_dir, check_seq_length
 from bert_tf.tasks.finetuned import FinetunedModelInfo, load_finetuned
 from bert_tf.tasks.kinds import TaskKind
+
+logger = logging.getLogger(__name__)
 
 MODEL_NAME = "model.tflite"
 LABELS_NAME = "labels.txt"
@@ -151,19 +155,65 @@ def convert(model, info: FinetunedModelInfo, quantize: str | None = None) -> byt
         ) from None
 
 
+class LiteRTModel:
+    """A converted file as fine-tuning's evaluation calls a model: a dict of numpy inputs (packed
+    rows with `cls_positions` go to `serving_packed`) -> the head's outputs, as the Keras model
+    returns them (the logits array, or SQuAD's dict)."""
+
+    def __init__(self, content: bytes) -> None:
+        try:
+            from ai_edge_litert.interpreter import Interpreter
+        except ImportError:  # TensorFlow's own copy of the interpreter
+            Interpreter = tf.lite.Interpreter  # noqa: N806
+        interpreter = Interpreter(model_content=content)
+        self._runners = {
+            key: interpreter.get_signature_runner(key) for key in interpreter.get_signature_list()
+        }
+
+    def __call__(self, inputs: dict) -> dict | object:
+        names = list(ENCODER_INPUTS)
+        key = "serving_default"
+        if PACKED_POSITIONS in inputs:
+            names, key = [*names, PACKED_POSITIONS], PACKED_SIGNATURE
+        outputs = self._runners[key](**{name: inputs[name].astype("int32") for name in names})
+        return outputs["logits"] if set(outputs) == {"logits"} else outputs
+
+
+def check_quantized(
+    model, tokenizer, info: FinetunedModelInfo, content: bytes, quantize: str, dev_file: str, accept: bool
+) -> str:
+    """Scores the Keras model and its quantized file on `dev_file` with fine-tuning's evaluation:
+    the line comparing them, or AccuracyLossError when the file loses more than a point."""
+    before = int8.score(model, tokenizer, info, dev_file)
+    after = int8.score(LiteRTModel(content), tokenizer, info, dev_file)
+    return int8.check_accuracy(before, after, dev_file, accept, variant=quantize)
+
+
 def export_tflite(
     init_checkpoint: str,
     export_dir: str,
     seq_length: int | None = None,
     quantize: str | None = None,
     overwrite: bool = False,
+    dev_file: str | None = None,
+    accept_accuracy_loss: bool = False,
 ) -> str:
     """Writes the fine-tuned model folder `init_checkpoint` as `export_dir`/model.tflite with
-    its vocab, labels and export_info.json, all at once or not at all; returns the folder."""
+    its vocab, labels and export_info.json, all at once or not at all; returns the folder.
+    A quantized file is scored against the float model on `dev_file` when given, and refused
+    if it loses more than a point (unless `accept_accuracy_loss`)."""
+    if dev_file:
+        fileio.check_path(dev_file)
     model, tokenizer, info = load_finetuned(init_checkpoint, compile=False)
     seq_length = seq_length or info.max_seq_length
     check_seq_length(seq_length, model.encoder.config)
     content = convert(model, info, quantize)
+    if quantize and dev_file:
+        logger.info(
+            "%s", check_quantized(model, tokenizer, info, content, quantize, dev_file, accept_accuracy_loss)
+        )
+    elif quantize:
+        logger.info("%s accuracy not checked: pass --dev_file to score it against the float model", quantize)
     labels = info.label_list or []
     export_info = {
         "kind": "tflite",

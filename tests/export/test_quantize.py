@@ -133,6 +133,20 @@ class QuantizeTest(tf.test.TestCase):
             int8.MAX_LOSS = old
         self.assertFalse(os.path.exists(target))
         self.assertFalse([name for name in os.listdir(self.root) if ".tmp-" in name])
+        # A quantized LiteRT file the same way: scored through the interpreter and refused.
+        int8.MAX_LOSS = -1.0
+        try:
+            with self.assertRaisesRegex(
+                int8.AccuracyLossError,
+                r"accuracy on .*dev.csv: float32 1.0000, float16 .*: float16 loses more",
+            ):
+                export_saved_model(
+                    "tflite", self.model_dir, target, quantize="float16", dev_file=self.dev_file
+                )
+        finally:
+            int8.MAX_LOSS = old
+        self.assertFalse(os.path.exists(target))
+        self.assertFalse([name for name in os.listdir(self.root) if ".tmp-" in name])
         # Accepted, the same comparison is a line (and a warning) instead.
         line = int8.check_accuracy({"accuracy": 0.9}, {"accuracy": 0.85}, "dev.csv", accept=True)
         self.assertEqual(line, "accuracy on dev.csv: float32 0.9000, int8 0.8500 (-0.0500)")
@@ -158,8 +172,14 @@ class QuantizeTest(tf.test.TestCase):
         variants = {"float32": None, "float16": "float16", "int8": "int8"}
         folders = {}
         for name, quantize in variants.items():
+            # The quantized files are scored against the float model on the dev set as they are
+            # written (fine-tuning's evaluation through the interpreter, packed batches included).
             folders[name] = export_saved_model(
-                "tflite", self.model_dir, os.path.join(self.root, f"tflite_{name}"), quantize=quantize
+                "tflite",
+                self.model_dir,
+                os.path.join(self.root, f"tflite_{name}"),
+                quantize=quantize,
+                dev_file=self.dev_file if quantize else None,
             )
         env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
         outputs = os.path.join(self.root, "litert.npz")

@@ -360,13 +360,16 @@ class TaskFamily:
         return predictions
 
     def _batch_predictor(self, model, input_spec) -> Callable:
-        """model(inputs) -> numpy outputs, for batches of `input_spec`.
+        """model(inputs) -> numpy outputs, for batches of `input_spec`; `model` a Keras model,
+        or any callable from a dict of numpy arrays to numpy outputs.
 
         On TensorFlow one graph for every batch shape, traced once (kept for the next
         evaluation of the same model), as `fit` traces its step: `predict_on_batch` traces
         a graph per new batch shape, three or four per evaluation of packed or dynamically
         padded batches, seconds each on a CPU. Other Keras backends (JAX) take numpy arrays.
         """
+        if not isinstance(model, keras.Model):  # a callable on numpy arrays (a LiteRT file's signatures)
+            return lambda inputs: model({name: value.numpy() for name, value in inputs.items()})
         if keras.backend.backend() != "tensorflow":
             return lambda inputs: model.predict_on_batch(
                 {name: value.numpy() for name, value in inputs.items()}
