@@ -142,6 +142,11 @@ class LiteRTClassifier:
         interpreter = Interpreter(
             model_path=os.path.join(export_dir, "model.tflite"), num_threads=num_threads
         )
+        if "serving_packed" not in interpreter.get_signature_list():
+            raise ValueError(
+                f"{export_dir}/model.tflite has no serving_packed signature (an export of an earlier "
+                "bert_tf): export it again with python -m bert_tf.export --kind=tflite"
+            )
         self.runner = interpreter.get_signature_runner("serving_packed")
 
     def logits(self, texts: list[str], text_pairs: list[str] | None = None) -> np.ndarray:

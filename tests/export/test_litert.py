@@ -164,6 +164,21 @@ class LiteRTClassifierTest(tf.test.TestCase):
         with self.assertRaisesRegex(ValueError, "a tflite export of a span model; LiteRTClassifier serves"):
             LiteRTClassifier(folder)
 
+    def test_a_file_without_the_packed_signature_is_refused_with_the_fix(self):
+        model, folder = self.model_and_export(TaskKind.CLASSIFICATION, 2, ["neg", "pos"])
+        # A file as an earlier bert_tf wrote it: serving_default only.
+        old_kinds, tflite.PACKED_KINDS = tflite.PACKED_KINDS, frozenset()
+        try:
+            content = tflite.convert(
+                model, FinetunedModelInfo("t", TaskKind.CLASSIFICATION, ["neg", "pos"], True, 8)
+            )
+        finally:
+            tflite.PACKED_KINDS = old_kinds
+        with open(os.path.join(folder, "model.tflite"), "wb") as file:
+            file.write(content)
+        with self.assertRaisesRegex(ValueError, "has no serving_packed signature .*: export it again"):
+            LiteRTClassifier(folder)
+
     def test_a_model_fine_tuned_on_windows_warns_that_one_window_is_read(self):
         _, folder = self.model_and_export(TaskKind.CLASSIFICATION, 3, ["a", "b", "c"])
         info_file = os.path.join(folder, "export_info.json")
