@@ -43,6 +43,8 @@ setup(
         "jax": ["jax[cpu]>=0.4.30"],
         "test": [
             "pytest>=8",
+            # The default run's two worker processes (-n 2 in pyproject.toml's addopts).
+            "pytest-xdist>=3.5",
             # Independent reference implementation for the tokenizer tests.
             "tokenizers>=0.19",
             # Runs the Keras model on the JAX backend in the backend-parity tests.

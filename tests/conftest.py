@@ -6,10 +6,13 @@ runs do not fill the disk and the user's ~/.cache is left alone.
 """
 
 import atexit
+import functools
 import os
 import shutil
 import sys
 import tempfile
+
+import pytest
 
 _SESSION_TMP = tempfile.mkdtemp(prefix="bert_tf_tests_")
 os.environ["TMPDIR"] = _SESSION_TMP
@@ -32,3 +35,41 @@ def pytest_collection_modifyitems(config, items):
     reports it as a skip in every class, which hides the real skips in the summary.
     """
     items[:] = [item for item in items if item.name != "test_session"]
+
+
+@functools.cache
+def _uses_the_shared_classifier(path: str) -> bool:
+    """Whether the test module at `path` calls tests/export/export_helpers.py's
+    `fine_tuned_classifier()`, which fine-tunes and exports once per process."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            return "fine_tuned_classifier()" in file.read()
+    except OSError:
+        return False
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook; without pytest-xdist, never called
+def pytest_xdist_make_scheduler(config, log):
+    """The default run's two worker processes (pyproject.toml: `-n 2`) get whole classes.
+
+    pytest-xdist's `load` scheduling hands out single tests, so the tests of one class can
+    land in both workers and its `setUpClass` (an export, a fine-tuning run) runs twice. Here
+    a class's tests, or a module's plain test functions, are one unit of work, as with
+    `--dist loadscope`, and the modules that use the one fine-tuned classifier of
+    export_helpers.py are one unit together. Test ids are unchanged. Other `--dist` modes are
+    pytest-xdist's own.
+    """
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    root = str(config.rootpath)
+
+    class ClassScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid):
+            path = nodeid.split("::", 1)[0]
+            if _uses_the_shared_classifier(os.path.join(root, path)):
+                return "fine_tuned_classifier"
+            return super()._split_scope(nodeid)
+
+    return ClassScheduling(config, log)
