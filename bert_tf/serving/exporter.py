@@ -79,6 +79,8 @@ def export_saved_model(
     check_init_checkpoint(init_checkpoint)
     if quantize is not None and quantize not in QUANTIZABLE.get(kind, ()):
         raise ExportError(f"--kind={kind} cannot be quantized with --quantize={quantize}")
+    if dev_file:  # before a big model is loaded
+        fileio.check_path(dev_file)
     if kind == "tflite":
         task.check_finetuned_dir(init_checkpoint, kind)
         return tflite.export_tflite(
@@ -126,8 +128,6 @@ def export_int8_task(
     `dev_file`, only if it scores within a point of the float model there (or
     `accept_accuracy_loss`)."""
     task.check_finetuned_dir(init_checkpoint, "task")
-    if dev_file:
-        fileio.check_path(dev_file)
     model, tokenizer, info = load_finetuned(init_checkpoint, compile=False)
     float_scores = int8.score(model, tokenizer, info, dev_file) if dev_file else None
     int8.quantize_encoder(model)

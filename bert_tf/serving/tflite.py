@@ -202,8 +202,6 @@ def export_tflite(
     its vocab, labels and export_info.json, all at once or not at all; returns the folder.
     A quantized file is scored against the float model on `dev_file` when given, and refused
     if it loses more than a point (unless `accept_accuracy_loss`)."""
-    if dev_file:
-        fileio.check_path(dev_file)
     model, tokenizer, info = load_finetuned(init_checkpoint, compile=False)
     seq_length = seq_length or info.max_seq_length
     check_seq_length(seq_length, model.encoder.config)
