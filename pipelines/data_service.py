@@ -129,8 +129,13 @@ class DataServiceConfig:
 
 
 def start_dispatcher(settings: DataServiceConfig):
-    """A started `DispatchServer` (fault tolerant with a `work_dir`)."""
+    """A started `DispatchServer` (fault tolerant with a `work_dir`), with the ops the pipeline uses.
+
+    The dispatcher builds each job's graph (to hand out its splits) before any worker runs
+    it, so it needs tensorflow-text's ops registered as much as the workers do.
+    """
     import tensorflow as tf
+    import tensorflow_text  # noqa: F401 (registers the tokenizer's ops the pipeline's graph holds)
 
     config = tf.data.experimental.service.DispatcherConfig(
         port=settings.dispatcher_port,

@@ -4,6 +4,7 @@ dispatcher stops the run before anything is written."""
 
 import contextlib
 import io
+import os
 import subprocess
 import sys
 import tempfile
@@ -114,6 +115,63 @@ class ServedPretrainingTest(tf.test.TestCase):
         self.assertIn(f"python -m pipelines.data_service --dispatcher_port={port}", last)
         self.assertNotIn("Traceback", result.stderr)
         self.assertFalse((work / "model").exists())
+
+    def test_the_documented_commands_train_as_three_processes(self):
+        # docs/pretraining-data-at-scale.md: a dispatcher, a worker and a trainer, each started
+        # as a user starts it. The dispatcher builds the job's graph, which holds
+        # tensorflow-text's ops: without them registered there, the trainer fails at its first
+        # batch ("Op type not registered 'NormalizeUTF8'").
+        work = Path(tempfile.mkdtemp())
+        run = settings(work)
+        dispatcher_port, worker_port = closed_port(), closed_port()
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        started = []
+
+        def start(*args: str) -> subprocess.Popen:
+            process = subprocess.Popen(
+                [sys.executable, "-m", *args],
+                cwd=REPO,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+            )
+            started.append(process)
+            return process
+
+        try:
+            dispatcher = start("pipelines.data_service", f"--dispatcher_port={dispatcher_port}")
+            self.assertIn(b"tf.data service dispatcher at", dispatcher.stdout.readline())
+            worker = start(
+                "pipelines.data_service",
+                "--worker",
+                f"--dispatcher=localhost:{dispatcher_port}",
+                f"--worker_port={worker_port}",
+                "--worker_host=localhost",
+            )
+            self.assertIn(b"tf.data service worker on port", worker.stdout.readline())
+            trainer = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "bert_tf.pretrain",
+                    f"--data_service_address=grpc://localhost:{dispatcher_port}",
+                ]
+                + [f"--model_dir={work / 'model'}", f"--config={run.config}", f"--corpus={run.corpus}"]
+                + [f"--vocab_file={run.vocab_file}", "--num_train_steps=8", "--num_warmup_steps=1"]
+                + ["--train_batch_size=8", "--max_seq_length=32", "--max_predictions_per_seq=5"],
+                cwd=REPO,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+        finally:
+            for process in started:
+                process.kill()
+                process.wait()
+        self.assertEqual(trainer.returncode, 0, trainer.stderr[-2000:])
+        self.assertIn("step 8/8", trainer.stderr)
+        self.assertTrue((work / "model" / "export" / "bert_config.json").exists())
 
     def test_settings_the_service_cannot_run_are_refused(self):
         work = Path(tempfile.mkdtemp())
