@@ -54,6 +54,10 @@ def main(flag_values: flags.FlagValues, args: list[str]) -> None:
             f"the run is in {fileio.abspath(result.model_dir)}: rerunning the same command resumes it (with "
             "a larger --num_train_steps it trains on); another --model_dir starts afresh"
         )
+    else:  # another worker of a multi-worker run, which writes nothing of its own
+        cli.result(
+            f"this worker's part of the run is done; the chief (worker 0) keeps the run in {result.model_dir}"
+        )
 
 
 def command() -> None:

@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 SCRIPT = Path(__file__).with_name("distributed_run.py")
@@ -103,3 +104,55 @@ class DistributedTrainingTest(tf.test.TestCase):
         self.assertSameTraining("worker0", atol=1e-5)
         # Only the chief wrote checkpoints; the other worker's scratch copy is gone.
         self.assertEqual(sorted(p.name for p in (self.work / "d").iterdir() if p.name.startswith(".")), [])
+
+
+class MultiWorkerCommandTest(tf.test.TestCase):
+    # docs/pretraining.md: `--strategy=multi_worker` with TF_CONFIG set on each machine. The two
+    # workers here are the documented command, two processes of `python -m bert_tf.pretrain`.
+    @pytest.mark.slow  # two trainer processes: about a minute on 2 cores
+    def test_the_documented_command_trains_as_two_worker_processes(self):
+        work = Path(tempfile.mkdtemp(prefix="bert_tf_multi_worker_"))
+        corpus = work / "corpus.txt"
+        corpus.write_text(
+            "\n\n".join(f"document {i} has words .\nand a second line {i} ." for i in range(40))
+        )
+        cluster = {"worker": [f"localhost:{_free_port()}", f"localhost:{_free_port()}"]}
+        environment = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+        processes = []
+        for index in range(2):
+            tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
+            command = [
+                sys.executable,
+                "-m",
+                "bert_tf.pretrain",
+                "--strategy=multi_worker",
+                "--config=bert_tiny",
+            ]
+            command += [
+                f"--corpus={corpus}",
+                f"--vocab_file={REPO / 'tests/fixtures/bert_uncased_vocab.txt'}",
+            ]
+            command += [f"--model_dir={work / 'run'}", "--num_train_steps=6", "--num_warmup_steps=1"]
+            command += ["--train_batch_size=8", "--max_seq_length=32", "--max_predictions_per_seq=5"]
+            processes.append(
+                subprocess.Popen(
+                    command,
+                    cwd=REPO,
+                    env={**environment, "TF_CONFIG": tf_config, "PYTHONPATH": str(REPO)},
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
+            )
+        outputs = [process.communicate(timeout=300) for process in processes]
+        for index, (process, (_stdout, stderr)) in enumerate(zip(processes, outputs, strict=True)):
+            self.assertEqual(process.returncode, 0, f"worker {index}: {stderr[-2000:]}")
+            self.assertNotIn("cuInit", stderr)
+        self.assertIn("step 6/6", outputs[0][1])  # the chief reports and writes the run
+        self.assertIn(f"the run is in {work / 'run'}", outputs[0][0])
+        self.assertIn("this worker's part of the run is done", outputs[1][0])
+        self.assertTrue((work / "run" / "export" / "bert_config.json").exists())
+
+
+if __name__ == "__main__":
+    tf.test.main()
