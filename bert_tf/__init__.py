@@ -8,6 +8,12 @@ The task models are importable from the top of the package (loaded on first use,
 <bound method TaskModel.from_pretrained of <class 'bert_tf.models.classifier.BertClassifier'>>
 """
 
+from bert_tf import quiet
+
+# TensorFlow's start-up lines ("failed call to cuInit", "oneDNN custom operations are on")
+# are kept out of the session, unless TF_CPP_MIN_LOG_LEVEL is set (see bert_tf.quiet).
+quiet.filter_tensorflow_import()
+
 _TASK_MODELS = ("BertClassifier", "BertMultipleChoice", "BertSpanLabeler", "BertTokenClassifier")
 
 

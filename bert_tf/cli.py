@@ -23,8 +23,8 @@ A program module holds only what is particular to it:
 - A quiet start: TensorFlow's native lines that look like errors but are not (the absl
   pre-init warning its two libraries each print, "Could not find cuda drivers", "failed
   call to cuInit: ... CUDA error" on a machine without a GPU, CPU-feature notes, oneDNN's
-  fallbacks) are filtered from stderr for the whole run; anything else is passed on.
-  `--verbose` or `TF_CPP_MIN_LOG_LEVEL=0` shows everything.
+  fallbacks; see `bert_tf.quiet`) are filtered from stderr for the whole run; anything
+  else is passed on. `--verbose` or `TF_CPP_MIN_LOG_LEVEL=0` shows everything.
 - The library's log lines are the program's report: what the `bert_tf` and `pipelines`
   loggers say at INFO and up (DEBUG with `--verbose`) goes to stderr as plain lines,
   warnings prefixed "warning: " (`show_library_logs`). absl's `--verbosity` (`-v`) sets
@@ -41,119 +41,28 @@ This module is light (no TensorFlow): TensorFlow is imported by `quiet_start` or
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import dataclasses
 import logging
 import os
-import re
 import sys
-import threading
 import types
 import typing
 from collections.abc import Callable, Iterable, Sequence
 
 from absl import flags
 
+from bert_tf import quiet
 from bert_tf.backend import select_backend
 from bert_tf.errors import BertTfError
 
 HELP_FLAGS = ("--help", "-help", "--helpshort", "-helpshort", "--helpfull", "-helpfull", "-?", "--?")
 
-# Lines TensorFlow's native code prints that a user would take for errors, or that say
-# nothing a user can act on. Each of its two native libraries prints the absl pre-init
-# warning; cudart_stub and cuda_platform say that a machine without a GPU has no GPU;
-# oneDNN says when it falls back to Eigen for an op. Native INFO/WARNING lines are
-# start-up detail (TF_CPP_MIN_LOG_LEVEL=2 hides them later anyway); any other ERROR
-# line is passed on.
-_NATIVE_NOISE = re.compile(
-    rb"^(WARNING: All log messages before absl::InitializeLog\(\) is called"
-    # Native glog-style lines name a C++ source ("port.cc:153]"); absl's Python log lines
-    # ("generate.py:117]") are the programs' own messages and are passed on.
-    rb"|[IW]\d{4} [\d:.]+ +\d+ [\w./-]+\.(cc|h|cpp):\d+\]"
-    rb"|E\d{4} .*(cuInit|cuda_platform|cuda_dnn|cuda_fft|cuda_blas|Unable to register|oneDNN supports)"
-    rb"|To enable the following instructions:"
-    rb")"
-)
-
-
-class _NativeNoiseFilter:
-    """Passes everything written to file descriptor 2 on, except the lines of `_NATIVE_NOISE`.
-
-    TensorFlow's native code writes to the descriptor directly, before (and regardless
-    of) its log level, so the filter sits there: fd 2 becomes a pipe that a thread reads
-    and forwards to the real stderr, line by line. A line that cannot be noise (it starts
-    with another letter) is forwarded as it comes, so prompts and partial lines are not
-    held back. At exit the real stderr is put back and what is left in the pipe forwarded.
-    """
-
-    _MARK = b"\x00bert_tf.cli: drained"  # see drain; never forwarded
-
-    def __init__(self) -> None:
-        self.drained = threading.Event()
-        sys.stderr.flush()
-        self.terminal = os.isatty(2)  # what fd 2 was: after this, the filter's pipe
-        self.target = os.dup(2)
-        read, write = os.pipe()
-        os.dup2(write, 2)
-        os.close(write)
-        self.thread = threading.Thread(target=self._forward, args=(read,), name="stderr-filter", daemon=True)
-        self.thread.start()
-        atexit.register(self.close)
-
-    def _write(self, data: bytes) -> None:
-        while data:
-            data = data[os.write(self.target, data) :]
-
-    def _forward(self, read: int) -> None:
-        pending, passing = b"", False  # passing: inside a line forwarded as it comes
-        while chunk := os.read(read, 1 << 16):
-            *lines, pending = (pending + chunk).split(b"\n")
-            kept, drained = [], False
-            for line in lines:
-                if line.endswith(self._MARK):  # a partial line before it stays partial
-                    rest, drained = line[: -len(self._MARK)], True
-                    kept.append(rest)
-                    passing = passing or bool(rest)
-                    continue
-                if passing or not _NATIVE_NOISE.match(line):
-                    kept.append(line + b"\n")
-                passing = False
-            if pending and (passing or pending[:1] not in (b"I", b"W", b"E", b"T")):
-                kept.append(pending)
-                pending, passing = b"", True
-            if kept:
-                self._write(b"".join(kept))
-            if drained:
-                self.drained.set()
-        if pending and not _NATIVE_NOISE.match(pending):
-            self._write(pending)
-        os.close(read)
-
-    def drain(self, timeout: float = 2.0) -> None:
-        """Waits until what was written to stderr so far is forwarded, so that what comes
-        next on stdout shows after it (both usually reach the same terminal)."""
-        sys.stderr.flush()
-        self.drained.clear()
-        os.write(2, self._MARK + b"\n")
-        self.drained.wait(timeout)
-
-    def close(self) -> None:
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):
-                stream.flush()
-        os.dup2(self.target, 2)  # the pipe's last writer in this process: the thread sees its end
-        # Child processes still holding the pipe keep it open: wait only briefly.
-        self.thread.join(timeout=2)
-
-
-_noise_filter: _NativeNoiseFilter | None = None
-
 
 def stderr_is_terminal() -> bool:
     """Whether the program's stderr is a terminal (behind the filter, fd 2 is a pipe)."""
-    if _noise_filter is not None:
-        return _noise_filter.terminal
+    if quiet.active_filter is not None:
+        return quiet.active_filter.terminal
     return sys.stderr.isatty()
 
 
@@ -168,8 +77,7 @@ def quiet_start(verbose: bool = False, import_tensorflow: bool = True) -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if verbose or os.environ["TF_CPP_MIN_LOG_LEVEL"] == "0" or "tensorflow" in sys.modules:
         return
-    global _noise_filter
-    _noise_filter = _NativeNoiseFilter()
+    quiet.filter_for_the_whole_run()
     if not import_tensorflow:
         return
     import tensorflow as tf
@@ -368,8 +276,8 @@ _results_stream = None  # the real stdout while `run` runs a program's main
 
 def result(line: str) -> None:
     """Prints a line of the program's results on stdout (see `run`), after all it said so far."""
-    if _noise_filter is not None:
-        _noise_filter.drain()
+    if quiet.active_filter is not None:
+        quiet.active_filter.drain()
     else:
         sys.stderr.flush()
     print(line, file=_results_stream or sys.stdout, flush=True)

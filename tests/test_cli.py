@@ -141,7 +141,7 @@ class HelpTest(tf.test.TestCase):
 
 class NativeNoiseTest(tf.test.TestCase):
     def test_only_tensorflows_native_noise_is_filtered(self):
-        from bert_tf.cli import _NATIVE_NOISE
+        from bert_tf.quiet import NATIVE_NOISE as _NATIVE_NOISE
 
         noise = [
             b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
