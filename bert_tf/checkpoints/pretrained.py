@@ -12,6 +12,8 @@ import hashlib
 import json
 import logging
 import os
+import tempfile
+import zipfile
 from collections.abc import Sequence
 
 import keras
@@ -27,6 +29,7 @@ from bert_tf.checkpoints.names import (
     CheckpointError,
     Slot,
     TaskHead,
+    encoder_slots,
     hf_name,
     hf_transposed,
     model_slots,
@@ -63,9 +66,52 @@ class TokenizerSettings:
 
 @dataclasses.dataclass(frozen=True)
 class _Source:
-    kind: str  # "google" or "huggingface"
-    weights: str  # checkpoint prefix or .safetensors file
+    kind: str  # "google", "huggingface" or "keras" (a fine-tuned model's folder)
+    weights: str  # checkpoint prefix, .safetensors or .keras file
     directory: str
+
+
+# A fine-tuned model's folder (`bert_tf.tasks.finetuned`): the Keras task model, its encoder's
+# config, its vocab, and task.json (which also says the model's casing).
+KERAS_MODEL_FILE = "model.keras"
+KERAS_TASK_FILE = "task.json"
+
+
+def load_keras_archive(path: str, compile: bool = False) -> keras.Model:
+    """The Keras model of a `.keras` file on any file system, after checking the archive is whole.
+
+    The model computes in Keras' current dtype policy, not in the one it was trained in: a
+    model fine-tuned under mixed_bfloat16 (float32 weights) is served, exported and converted
+    to LiteRT in float32, and trained on in whatever policy the next run picks.
+    """
+    with tempfile.TemporaryDirectory() as local:
+        # Keras reads a .keras file as a local zip; copied whole from any filesystem.
+        copy = os.path.join(local, fileio.basename(path))
+        fileio.copy(path, copy)
+        integrity.check_keras_archive(copy, display_path=path)
+        neutral = os.path.join(local, "neutral.keras")
+        with zipfile.ZipFile(copy) as source, zipfile.ZipFile(neutral, "w") as target:
+            for member in source.infolist():
+                data = source.read(member)
+                if member.filename == "config.json":
+                    data = json.dumps(_without_dtype_policies(json.loads(data))).encode("utf-8")
+                target.writestr(member, data)
+        return keras.saving.load_model(neutral, compile=compile)
+
+
+def _without_dtype_policies(config):
+    """A saved Keras config without its layers' dtype policies (`DTypePolicy` objects), which
+    then follow the global policy when the model is built; tensor dtypes (an input's "int32")
+    stay."""
+    if isinstance(config, list):
+        return [_without_dtype_policies(value) for value in config]
+    if not isinstance(config, dict):
+        return config
+    return {
+        key: _without_dtype_policies(value)
+        for key, value in config.items()
+        if not (key == "dtype" and isinstance(value, dict) and value.get("class_name") == "DTypePolicy")
+    }
 
 
 def from_pretrained(
@@ -107,6 +153,8 @@ def _load(model: keras.Model, source: _Source, head: TaskHead | None = None) -> 
     slots = model_slots(model, head)
     if source.kind == "google":
         arrays = _read_google(source.weights, slots)
+    elif source.kind == "keras":
+        arrays = _read_keras(source, slots)
     else:
         arrays = _read_huggingface(source.weights, slots)
     for slot in [slot for slot in slots if slot.name in arrays]:  # all checks passed: now assign
@@ -203,6 +251,11 @@ def _tokenizer_settings(source: _Source, config: BertConfig) -> TokenizerSetting
         vocab_file = _vocab_of_tokenizer_json(source.directory)
     if vocab_file:
         _check_vocab(vocab_file, config)
+    if source.kind == "keras":  # a fine-tuned model's task.json says how it was tokenized
+        task_file = fileio.join(source.directory, KERAS_TASK_FILE)
+        lower_case = fileio.read_json(task_file).get("lower_case") if fileio.isfile(task_file) else None
+        if isinstance(lower_case, bool):
+            return TokenizerSettings(vocab_file, lower_case, f"lower_case in {task_file}")
     lower_case, reason = detect_lower_case(source.directory, vocab_file)
     return TokenizerSettings(vocab_file, lower_case, reason)
 
@@ -234,6 +287,11 @@ def _vocab_of_tokenizer_json(directory: str) -> str | None:
 def _check_files(source: _Source) -> None:
     if source.kind == "huggingface":
         integrity.check_safetensors(source.weights)
+    elif source.kind == "keras":
+        with tempfile.TemporaryDirectory() as local:
+            copy = os.path.join(local, KERAS_MODEL_FILE)
+            fileio.copy(source.weights, copy)
+            integrity.check_keras_archive(copy, display_path=source.weights)
     else:
         integrity.check_tf_checkpoint(source.weights)
 
@@ -278,13 +336,16 @@ def _locate(path: str) -> _Source:
         prefix = _google_prefix(directory)
         if prefix:
             return _Source("google", prefix, directory)
+        if fileio.isfile(fileio.join(directory, KERAS_MODEL_FILE)):
+            logger.info("%s holds a fine-tuned model: using its fine-tuned encoder", directory)
+            return _Source("keras", fileio.join(directory, KERAS_MODEL_FILE), directory)
         if fileio.isfile(fileio.join(directory, "pytorch_model.bin")):
             raise CheckpointError(
                 _PICKLE_MESSAGE.format(path=fileio.join(directory, "pytorch_model.bin"), directory=directory)
             )
         raise CheckpointError(
-            f"{directory} holds no BERT checkpoint (looked for model.safetensors and "
-            f"*.ckpt*.index); it contains {fileio.listdir(directory)[:20]}"
+            f"{directory} holds no BERT checkpoint (looked for model.safetensors, *.ckpt*.index and "
+            f"{KERAS_MODEL_FILE}); it contains {fileio.listdir(directory)[:20]}"
         )
     directory = fileio.dirname(fileio.abspath(path))
     if path.endswith(".safetensors") and fileio.isfile(path):
@@ -432,6 +493,31 @@ def _read_google(prefix: str, slots: list[Slot]) -> dict[str, np.ndarray]:
 
     _check(expected, found, ignored, prefix, _what(slots))
     return google.read_arrays(prefix, expected)
+
+
+def _read_keras(source: _Source, slots: list[Slot]) -> dict[str, np.ndarray]:
+    """The encoder weights of a fine-tuned model's folder; it has no other heads to give."""
+    if _what(slots) != "BertEncoder":
+        heads = "masked-LM and next-sentence heads" if _what(slots) == "BertPretrainer" else "other head"
+        raise CheckpointError(
+            f"{source.directory} holds a fine-tuned model: its encoder and its task's head, no {heads}; "
+            "pass the pretrained checkpoint it was fine-tuned from (its encoder alone is read with "
+            "heads='encoder', as the programs that need no more do)"
+        )
+    model = load_keras_archive(source.weights)
+    encoder = getattr(model, "encoder", None)
+    if encoder is None:
+        raise CheckpointError(f"{source.weights} holds a {type(model).__name__}, not a BERT task model")
+    found = {slot.name: slot for slot in encoder_slots(encoder)}
+    expected = {slot.name: slot.shape for slot in slots}
+    _check(
+        expected,
+        {name: slot.shape for name, slot in found.items()},
+        lambda name: False,
+        source.weights,
+        "BertEncoder",
+    )
+    return {name: found[name].read() for name in expected}
 
 
 def _read_huggingface(path: str, slots: list[Slot]) -> dict[str, np.ndarray]:

@@ -55,7 +55,7 @@ from bert_tf.checkpoints import (
     inspect_checkpoint,
     load_weights,
 )
-from bert_tf.checkpoints.integrity import check_keras_archive
+from bert_tf.checkpoints.pretrained import KERAS_MODEL_FILE, KERAS_TASK_FILE, load_keras_archive
 from bert_tf.config import BertConfig
 from bert_tf.errors import UsageError, damaged
 from bert_tf.models import BertEncoder
@@ -66,8 +66,8 @@ from bert_tf.tasks.kinds import TaskKind
 from bert_tf.tasks.settings import SQUAD_DOC_STRIDE, FinetuneSettings
 from bert_tf.tokenization import BertTokenizer
 
-MODEL_FILE = "model.keras"
-TASK_FILE = "task.json"
+MODEL_FILE = KERAS_MODEL_FILE
+TASK_FILE = KERAS_TASK_FILE
 FORMATS = ("keras", "huggingface", "google")
 FORMAT_VERSION = 1
 # What every task.json holds; the other fields are a family's (its `task_json_fields`).
@@ -247,21 +247,54 @@ def save_finetuned(directory: str, model, tokenizer, info: FinetunedModelInfo, f
 
     `info` is its task.json (`task_info`); `load_finetuned(directory)` reads the folder back.
     `format` (`FORMATS`): "keras" (model.keras), or one of the checkpoint formats with the
-    head, "huggingface" or "google" (see the module docstring).
+    head, "huggingface" or "google" (see the module docstring). The Keras folder is written
+    whole or not at all, replacing what `directory` held (see `check_save_folder` first); the
+    curves of a run logged into the folder (metrics.jsonl and logs/: `fit(output_dir=...)`) stay.
     """
     if format not in FORMATS:
         raise UsageError(f"unknown format {format!r}; use one of {', '.join(FORMATS)}")
     if format != "keras":
         return _save_checkpoint(directory, model, tokenizer, info, format)
-    fileio.makedirs(directory)
-    # Keras writes model.keras as a zip through a local file; copied whole to any filesystem.
     with tempfile.TemporaryDirectory() as local:
         model.save(os.path.join(local, MODEL_FILE))
-        fileio.copy(os.path.join(local, MODEL_FILE), fileio.join(directory, MODEL_FILE))
-    model.encoder.config.to_json_file(fileio.join(directory, "bert_config.json"))
-    fileio.copy(tokenizer.vocab_file, fileio.join(directory, "vocab.txt"))
-    fileio.write_json(fileio.join(directory, TASK_FILE), info.to_json())
+        model.encoder.config.to_json_file(os.path.join(local, "bert_config.json"))
+        fileio.copy(tokenizer.vocab_file, os.path.join(local, "vocab.txt"))
+        for name in RUN_FILES:  # the curves of the fit that made the model, if logged here
+            if fileio.isfile(fileio.join(directory, name)):
+                fileio.copy(fileio.join(directory, name), os.path.join(local, name))
+            elif fileio.isdir(fileio.join(directory, name)):
+                fileio.copy_tree(fileio.join(directory, name), os.path.join(local, name))
+        fileio.write_json(os.path.join(local, TASK_FILE), info.to_json())
+        fileio.publish_folder(local, directory, last=(TASK_FILE,))
     return directory
+
+
+# What a run logs into its folder (bert_tf.training.progress): kept when a model is saved there.
+RUN_FILES = ("metrics.jsonl", "logs")
+
+
+def check_save_folder(directory: str, overwrite: bool) -> None:
+    """UsageError unless a fine-tuned model may be saved to `directory`: a new or empty folder,
+    one that holds only a run's curves (`RUN_FILES`), or, with `overwrite`, a fine-tuned model
+    (which is then replaced). A folder of other files is never replaced."""
+    if fileio.isfile(directory):
+        raise UsageError(f"{directory} is a file; save the model to a folder")
+    if not fileio.isdir(directory):
+        return
+    if is_finetuned_dir(directory):
+        if overwrite:
+            return
+        info = read_info(directory)
+        raise UsageError(
+            f"{directory} holds a fine-tuned model already ({info.kind.value}, task {info.task!r}); pass "
+            "overwrite=True to replace it, or save to another folder"
+        )
+    others = sorted(set(fileio.listdir(directory)) - set(RUN_FILES) - {f"{name}/" for name in RUN_FILES})
+    if others:
+        raise UsageError(
+            f"{directory} holds other files ({', '.join(others[:5])}{', ...' if len(others) > 5 else ''}), "
+            "not a fine-tuned model; save to a new or empty folder"
+        )
 
 
 def load_finetuned(
@@ -278,11 +311,7 @@ def load_finetuned(
     if not fileio.isfile(path):
         raise TaskDataError(f"no {MODEL_FILE} in {directory}; is it the model/ folder of a fine-tuning run?")
     info = read_info(directory)
-    with tempfile.TemporaryDirectory() as local:
-        # Keras reads model.keras as a local zip; copied whole from any filesystem.
-        fileio.copy(path, os.path.join(local, MODEL_FILE))
-        check_keras_archive(os.path.join(local, MODEL_FILE), display_path=path)
-        model = keras.saving.load_model(os.path.join(local, MODEL_FILE), compile=compile)
+    model = load_keras_archive(path, compile=compile)
     tokenizer = BertTokenizer(fileio.join(directory, "vocab.txt"), lower_case=info.lower_case)
     _check_labels(info, model, tokenizer, fileio.join(directory, TASK_FILE))
     return model, tokenizer, info

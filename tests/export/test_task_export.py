@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from bert_tf.checkpoints import CheckpointError, from_pretrained
 from bert_tf.models import (
     BertClassifier,
     BertEncoder,
@@ -657,6 +658,33 @@ class TaskExportTest(tf.test.TestCase):
         with self.assertRaisesRegex(ExportError, "needs a fine-tuned model.*task head.*is neither"):
             export_saved_model("task", self.root, os.path.join(self.root, "never"))
         self.assertFalse(os.path.exists(os.path.join(self.root, "never")))
+
+    def test_the_encoder_of_a_fine_tuned_model_is_exported_and_read(self):
+        # `bert_tf.export --kind=encoder`, `extract_features` and the pretrained loader take a
+        # fine-tuned folder's encoder: the vectors of the encoder the task model holds.
+        ids = np.array([[101, 2023, 3185, 2001, 2204, 102, 0]], np.int32)
+        features = {"input_ids": ids, "input_mask": (ids > 0).astype(np.int32), "segment_ids": 0 * ids}
+        for name in ("cls", "squad"):
+            with self.subTest(model=name):
+                model = keras.saving.load_model(
+                    os.path.join(self.model_dirs[name], "model.keras"), compile=False
+                )
+                expected = model.encoder(features)["sequence_output"].numpy()
+                encoder, settings = from_pretrained(self.model_dirs[name], heads="encoder")
+                self.assertAllClose(encoder(features)["sequence_output"], expected, atol=1e-6)
+                self.assertTrue(settings.lower_case)
+                self.assertIn("task.json", settings.lower_case_reason)
+                exported = export_saved_model(
+                    "encoder", self.model_dirs[name], os.path.join(self.root, f"enc_{name}")
+                )
+                served = tf.saved_model.load(exported).signatures["serving_default"](
+                    **{key: tf.constant(value) for key, value in features.items()}
+                )
+                self.assertAllClose(served["sequence_output"], expected, atol=1e-5)
+        # Fill-mask needs the masked-LM head, which a fine-tuned model does not have: said, with the fix.
+        with self.assertRaisesRegex(CheckpointError, "fine-tuned model.*no masked-LM.*pretrained checkpoint"):
+            export_saved_model("mlm", self.model_dirs["cls"], os.path.join(self.root, "never_mlm"))
+        self.assertFalse(os.path.exists(os.path.join(self.root, "never_mlm")))
 
 
 class SquadWindowsTest(tf.test.TestCase):
