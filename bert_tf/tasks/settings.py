@@ -115,8 +115,8 @@ class FinetuneSettings:
     mixed_precision: str = setting(
         precision.AUTO,
         "Keras dtype policy of training: float32, mixed_bfloat16 or mixed_float16 (with loss "
-        "scaling); heads' logits stay float32. auto: mixed_bfloat16 on TPUs, recent GPUs and CPUs "
-        "with bfloat16 matrix units (AMX), mixed_float16 on older GPUs, else float32.",
+        "scaling); heads' logits stay float32. auto: mixed_bfloat16 on TPUs and recent GPUs, "
+        "mixed_float16 on older GPUs, float32 on CPUs (as a Python fit, so both train the same weights).",
         choices=(precision.AUTO, *precision.POLICIES),
     )
     jit_compile: bool | None = setting(
