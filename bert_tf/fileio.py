@@ -362,10 +362,16 @@ def publish_folder(local: str, target: str | os.PathLike, last: tuple[str, ...] 
     """
     target = os.fspath(target)
     if folder_rename_supported(target):
-        partial = join(dirname(target), f".{basename(target)}.partial-{uuid.uuid4().hex[:8]}")
+        tag = uuid.uuid4().hex[:8]
+        partial = join(dirname(target), f".{basename(target)}.partial-{tag}")
         shutil.copytree(local, partial)
-        rmtree(target)
+        # The old folder is moved aside, not deleted, until the new one is in place.
+        old = join(dirname(target), f".{basename(target)}.old-{tag}") if exists(target) else None
+        if old:
+            os.replace(target, old)
         os.replace(partial, target)
+        if old:
+            rmtree(old)
     else:
         rmtree(target)
         copy_tree(local, target, last=last)

@@ -8,6 +8,8 @@ report of the run in `metrics.jsonl` (the scalars TensorBoard shows under `logs/
 training scalar (loss, learning rate, ...) and each evaluation metric gets a panel, with a
 line per run named by its folder; throughput and padding figures are left out unless
 named with --metrics. Without --output the picture is written into the first run folder.
+Its title names each run: the program that trained it (the command line's `bert_tf.finetune`
+or `bert_tf.pretrain`, or a Python `fit(output_dir=...)`), when it started, and its updates.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from bert_tf.errors import UsageError
 # Training scalars that describe speed and padding, not learning: drawn only when asked.
 SPEED = ("sequences_per_second", "real_tokens_per_second", "examples_per_second", "real_tokens", "fill_rate")
 COLUMNS = 3
+RUN_SPLIT = "run"  # bert_tf.training.progress.RUN_SPLIT: the reports naming the program that trained
 
 
 def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
@@ -65,6 +68,8 @@ def panels(runs: dict[str, list[dict]], wanted: list[str] | None) -> list[tuple[
     found: dict[tuple[str, str], None] = {}
     for reports in runs.values():
         for report in reports:
+            if report["split"] == RUN_SPLIT:
+                continue
             for name in report:
                 if name not in ("split", "step", "time"):
                     found[report["split"], name] = None
@@ -116,6 +121,9 @@ def plot(run_dirs: list[str], output: str | None = None, metrics: list[str] | No
         axis.set_visible(False)
     if len(runs) > 1:
         axes.flat[0].legend(fontsize="small")
+    figure.suptitle(
+        "\n".join(describe_run(run_dir, reports) for run_dir, reports in runs.items()), fontsize="small"
+    )
     figure.tight_layout()
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=100)
@@ -123,6 +131,28 @@ def plot(run_dirs: list[str], output: str | None = None, metrics: list[str] | No
     path = output or fileio.join(run_dirs[0], "metrics.png")
     fileio.write_bytes(path, buffer.getvalue())
     return path
+
+
+def describe_run(run_dir: str, reports: list[dict]) -> str:
+    """Which run a folder's curves are: the program that trained, when, and over which updates.
+
+    >>> describe_run("runs/a", [{"split": "run", "step": 0, "time": 0.0, "program": "bert_tf.finetune"},
+    ...                         {"split": "train", "step": 50, "time": 60.0, "loss": 1.0}])
+    'runs/a: bert_tf.finetune, 1970-01-01 00:00 UTC, updates 0 to 50'
+    """
+    import time
+
+    programs = list(
+        dict.fromkeys(r["program"] for r in reports if r["split"] == RUN_SPLIT and "program" in r)
+    )
+    steps = [r["step"] for r in reports]
+    started = min((r["time"] for r in reports if "time" in r), default=None)
+    parts = [", then ".join(programs) if programs else "a run that did not record its program"]
+    if started is not None:
+        parts.append(time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)))
+    if steps:
+        parts.append(f"updates {min(steps)} to {max(steps)}")
+    return f"{run_dir}: {', '.join(parts)}"
 
 
 def _labels(run_dirs: list[str]) -> dict[str, str]:

@@ -200,13 +200,21 @@ class TaskModel(keras.Model):
         *,
         seed=None,
         shuffle_buffer_size=10_000,
+        output_dir=None,
         **kwargs,
     ):
         """Keras' fit; `x` may be raw text (see `bert_tf.tasks.keras_task`), with `y` label
         names or ids (multi-label: lists of names, or multi-hot rows), and `class_weight=`
-        "balanced", a list or a dict of per-label weights. Raw text is batched as the CLI does (dynamic padding; packing for
-        classification), shuffled in a buffer of `shuffle_buffer_size` with `seed`."""
+        "balanced", a list or a dict of per-label weights. Raw text is batched as the CLI does
+        (dynamic padding; packing for classification), shuffled in a buffer of
+        `shuffle_buffer_size` with `seed`. `output_dir`: a run folder where the fit logs its
+        curves as the command line does (`python -m bert_tf.plot DIR`, TensorBoard); `save`
+        may then write the model into the same folder."""
         if not _TASK_API:  # plain Keras: the task API is not loaded, so no raw text or recipe
+            if output_dir is not None:
+                raise RuntimeError(
+                    "output_dir needs the task API: use bert_tf.BertClassifier (and its siblings)"
+                )
             return super().fit(
                 x, y, batch_size=batch_size, epochs=epochs, validation_data=validation_data, **kwargs
             )
@@ -221,6 +229,7 @@ class TaskModel(keras.Model):
             validation_data=validation_data,
             seed=seed,
             shuffle_buffer_size=shuffle_buffer_size,
+            output_dir=output_dir,
             **kwargs,
         )
 
@@ -247,14 +256,16 @@ class TaskModel(keras.Model):
         keras_task = task_api()
         return keras_task.label_names(self, outputs)
 
-    def save(self, filepath, overwrite=True, **kwargs):
-        """A path ending in .keras or .h5: Keras' own file. Any other path: the fine-tuned
-        folder the CLI writes (model.keras, bert_config.json, vocab.txt, task.json), which
-        `from_pretrained`, `bert_tf.finetune --init_checkpoint` and `bert_tf.export` read."""
+    def save(self, filepath, overwrite=None, **kwargs):
+        """A path ending in .keras or .h5: Keras' own file (replaced unless `overwrite=False`).
+        Any other path: the fine-tuned folder the CLI writes (model.keras, bert_config.json,
+        vocab.txt, task.json), which `from_pretrained`, `bert_tf.finetune --init_checkpoint`
+        and `bert_tf.export` read. It is written whole or not at all; a folder that holds a
+        fine-tuned model already is replaced only with `overwrite=True`."""
         if str(filepath).endswith((".keras", ".h5")):
-            return super().save(filepath, overwrite=overwrite, **kwargs)
+            return super().save(filepath, overwrite=overwrite is not False, **kwargs)
         keras_task = task_api()
-        return keras_task.save(self, filepath, overwrite=overwrite)
+        return keras_task.save(self, filepath, overwrite=bool(overwrite))
 
     def export(self, filepath, format="bert_tf", overwrite=False, **kwargs):
         """The raw-text task SavedModel of `bert_tf.export --kind=task` (strings in, labels

@@ -59,6 +59,7 @@ from bert_tf.tasks.families.classification import is_pair_task
 from bert_tf.tasks.features import TaskDataError
 from bert_tf.tasks.finetuned import (
     FinetunedModelInfo,
+    check_save_folder,
     is_finetuned_dir,
     load_finetuned,
     save_finetuned,
@@ -285,8 +286,26 @@ def build_optimizer(recipe: Recipe, num_train_steps: int) -> keras.optimizers.Op
     )
 
 
-def fit(model, keras_fit, x, y, *, batch_size, epochs, validation_data, seed, shuffle_buffer_size, **kwargs):
+def fit(
+    model,
+    keras_fit,
+    x,
+    y,
+    *,
+    batch_size,
+    epochs,
+    validation_data,
+    seed,
+    shuffle_buffer_size,
+    output_dir,
+    **kwargs,
+):
     """`model.fit` on raw text (see the module docstring); returns Keras' History.
+
+    `output_dir`: a run folder the fit logs its curves to as the command line does (the
+    training loss and learning rate, the validation metrics of each epoch; metrics.jsonl and
+    TensorBoard's logs/), for `python -m bert_tf.plot` and TensorBoard. Later fits of the
+    same model add to them; a folder holding another run's curves is refused.
 
     `class_weight` (raw text): "balanced", {label name or id: weight} (others 1.0, as Keras'
     own `class_weight`) or one weight per label; applied as per-example sample weights by
@@ -298,6 +317,13 @@ def fit(model, keras_fit, x, y, *, batch_size, epochs, validation_data, seed, sh
     if not is_raw(x):  # model features: plain Keras, with the recipe's schedule over its batches
         batches = kwargs.get("steps_per_epoch") or _steps_of(x, batch_size)
         build_schedule(model, batches * epochs // accumulation if batches else None)
+        if output_dir is not None:
+            kwargs["callbacks"] = [
+                *(kwargs.get("callbacks") or []),
+                *_run_log(
+                    model, output_dir, batches * epochs // accumulation if batches else None, batch_size
+                ),
+            ]
         return keras_fit(
             x, y, batch_size=batch_size, epochs=epochs, validation_data=validation_data, **kwargs
         )
@@ -334,6 +360,9 @@ def fit(model, keras_fit, x, y, *, batch_size, epochs, validation_data, seed, sh
     validation = None
     if validation_data is not None:
         validation = _validation_dataset(model, validation_data, batch_size)
+    if output_dir is not None:
+        run_log = _run_log(model, output_dir, steps_per_epoch * epochs, batch_size)
+        kwargs["callbacks"] = [*(kwargs.get("callbacks") or []), *run_log]
     return keras_fit(
         dataset,
         epochs=epochs,
@@ -342,6 +371,45 @@ def fit(model, keras_fit, x, y, *, batch_size, epochs, validation_data, seed, sh
         shuffle=False,  # the dataset shuffles in its buffer
         **kwargs,
     )
+
+
+def _run_log(model, output_dir, total_steps: int | None, batch_size: int | None) -> list:
+    """The callbacks that log a Python fit's curves into `output_dir` (see `fit`)."""
+    from bert_tf.training import callbacks, progress
+
+    output_dir = os.fspath(output_dir)
+    metrics_file = fileio.join(output_dir, progress.METRICS_FILE)
+    if getattr(model, "_run_dir", None) != output_dir and fileio.exists(metrics_file):
+        raise UsageError(
+            f"output_dir={output_dir} holds the curves of another run ({progress.METRICS_FILE}); log this "
+            "fit to a new folder (a later fit of the same model adds to its own)"
+        )
+    check_save_folder(output_dir, overwrite=False)  # no fine-tuned model or other files in it
+    if getattr(model, "_run_dir", None) != output_dir:
+        model._run_dir, model._run_updates = output_dir, 0
+    # compile() builds a new optimizer for each fit, whose updates count from 0 again: the
+    # run's steps go on from the updates its earlier fits made.
+    start = callbacks.optimizer_updates(model) if model.optimizer.built else 0
+    offset = model._run_updates - start
+    progress.record_run(output_dir, f"{type(model).__name__}.fit in Python", model._run_updates)
+    logs = progress.log_dir(output_dir)
+    return [
+        callbacks.ProgressLogger(
+            start + (total_steps or 0),
+            batch_size or 32,
+            every_steps=max(1, (total_steps or 100) // 100),
+            verbose=0,
+            scalars=progress.ScalarLog(output_dir, "train", fileio.join(logs, "train"), step_offset=offset),
+        ),
+        callbacks.EpochScalars(
+            progress.ScalarLog(output_dir, "eval", fileio.join(logs, "eval"), step_offset=offset)
+        ),
+        keras.callbacks.LambdaCallback(
+            on_train_end=lambda logs: setattr(
+                model, "_run_updates", offset + callbacks.optimizer_updates(model)
+            )
+        ),
+    ]
 
 
 def _recipe(model) -> Recipe | None:
@@ -418,11 +486,13 @@ def label_names(model, outputs):
     return family_of(model).python_labels(outputs)
 
 
-def save(model, directory, overwrite: bool = True) -> str:
+def save(model, directory, overwrite: bool = False) -> str:
+    """The fine-tuned folder, written whole; a folder holding a fine-tuned model is replaced only
+    with `overwrite` (see `bert_tf.tasks.finetuned.check_save_folder`)."""
     attached = attached_of(model, "save")
-    if not overwrite and fileio.exists(os.fspath(directory)):
-        raise UsageError(f"{directory} exists; pass overwrite=True to replace it, or choose another folder")
-    return save_finetuned(os.fspath(directory), model, attached.tokenizer, attached.info)
+    directory = os.fspath(directory)
+    check_save_folder(directory, overwrite)
+    return save_finetuned(directory, model, attached.tokenizer, attached.info)
 
 
 def export(model, export_dir: str, overwrite: bool = False, format: str = "bert_tf") -> str:

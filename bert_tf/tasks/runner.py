@@ -351,7 +351,9 @@ def _run(settings: FinetuneSettings, strategy, policy: str, fresh: bool) -> dict
     fileio.write_json(fileio.join(settings.output_dir, "data_stats.json"), data_stats)
     saved = settings.save_model and bool(train)
     if saved:
-        model.save(fileio.join(settings.output_dir, MODEL_DIR))
+        # The output folder was checked (finished results need --overwrite): a model/ there is
+        # this run's own, left by an attempt stopped after saving it.
+        model.save(fileio.join(settings.output_dir, MODEL_DIR), overwrite=True)
     # Last: without the backup the folder reads as a finished run.
     fileio.rmtree(fileio.join(settings.output_dir, BACKUP_DIR))
     where = [f"scores in {fileio.join(settings.output_dir, 'eval_results.json')}"] if scored else []
@@ -464,6 +466,7 @@ def _train(settings: FinetuneSettings, strategy, model, adapter, train: TaskData
         progress.remove_metrics(output_dir)
         if fileio.exists(fileio.join(output_dir, HISTORY_FILE)):
             fileio.remove(fileio.join(output_dir, HISTORY_FILE))
+    progress.record_run(output_dir, "bert_tf.finetune", start)
     fit_callbacks.append(backup)
     fit_callbacks.append(
         callbacks.ProgressLogger(

@@ -497,3 +497,24 @@ class ProgressLogger(_UpdateCallback):
             self.stream.write("\n")
         if self.scalars is not None:
             self.scalars.close()
+
+
+class EpochScalars(keras.callbacks.Callback):
+    """Writes the `val_*` metrics Keras computes at the end of each epoch (a `fit` with
+    `validation_data`) to `scalars` as the "eval" split, at the optimizer update they were taken."""
+
+    def __init__(self, scalars: ScalarLog):
+        super().__init__()
+        self.scalars = scalars
+
+    def on_epoch_end(self, epoch, logs=None):
+        evaluation = {
+            name[len(VALIDATION_PREFIX) :]: value
+            for name, value in (logs or {}).items()
+            if name.startswith(VALIDATION_PREFIX)
+        }
+        if evaluation:
+            self.scalars.write(optimizer_updates(self.model), evaluation)
+
+    def on_train_end(self, logs=None):
+        self.scalars.close()

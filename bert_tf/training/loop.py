@@ -41,7 +41,7 @@ from bert_tf.errors import BertTfError
 from bert_tf.training import distribute
 from bert_tf.training.input_feed import InputFeed, distributed_batch
 from bert_tf.training.preemption import Preempted, StopSignals
-from bert_tf.training.progress import ProgressReporter, ScalarLog, log_dir
+from bert_tf.training.progress import ProgressReporter, ScalarLog, log_dir, record_run
 
 LossFn = Callable[[Mapping[str, tf.Tensor], Mapping[str, tf.Tensor], Mapping[str, tf.Tensor]], dict]
 TotalsFn = Callable[[Mapping[str, tf.Tensor]], dict]
@@ -368,6 +368,8 @@ class Trainer:
         step = self.restore()
         if step and self.verbose:
             print(f"resumed from {tf.train.latest_checkpoint(self.model_dir)} at step {step}", flush=True)
+        if self.is_chief:
+            record_run(self.model_dir, "bert_tf.pretrain", step)
         reporter = ProgressReporter(
             total_steps,
             self.global_batch_size,

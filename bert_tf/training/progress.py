@@ -143,13 +143,16 @@ class ScalarLog:
     [('train', 10, 2.5)]
     """
 
-    def __init__(self, run_dir: str, split: str, events_dir: str):
+    def __init__(self, run_dir: str, split: str, events_dir: str, step_offset: int = 0):
         self.path = fileio.join(run_dir, METRICS_FILE)
         self.split = split
         self.events_dir = events_dir
+        # Added to every step: a run of several fits, each counting its updates from 0.
+        self.step_offset = step_offset
         self._writer = None
 
     def write(self, step: int, scalars: Mapping[str, float]) -> None:
+        step += self.step_offset
         if self._writer is None:
             self._writer = tf.summary.create_file_writer(self.events_dir)
         with self._writer.as_default(step=step):
@@ -157,19 +160,39 @@ class ScalarLog:
                 write_scalar(name, value)
         self._writer.flush()
         values = {name: float(value) for name, value in scalars.items()}
-        line = json.dumps({"split": self.split, "step": int(step), "time": round(time.time(), 3), **values})
         # json.dumps writes NaN and Infinity, which json.loads (read_metrics) reads back.
-        if fileio.scheme(self.path) == "":  # a local file: appended to
-            with open(self.path, "a", encoding="utf-8") as handle:
-                handle.write(line + "\n")
-        else:
-            before = fileio.read_text(self.path) if fileio.exists(self.path) else ""
-            fileio.write_text(self.path, before + line + "\n")
+        _append_report(self.path, {"split": self.split, "step": int(step), **values})
 
     def close(self) -> None:
         if self._writer is not None:
             self._writer.close()
             self._writer = None
+
+
+RUN_SPLIT = "run"  # the reports that say which program trained, from which step
+
+
+def record_run(run_dir: str, program: str, step: int) -> None:
+    """Notes in the run's metrics.jsonl that `program` trains from update `step` on (a start,
+    or a resume): what `python -m bert_tf.plot` names the run by."""
+    fileio.makedirs(run_dir)
+    _append_report(
+        fileio.join(run_dir, METRICS_FILE), {"split": RUN_SPLIT, "step": int(step), "program": program}
+    )
+
+
+def _append_report(path: str, report: dict) -> None:
+    """Appends `report`, stamped with the time, as a line of a metrics.jsonl (rewritten whole on
+    object stores, which cannot append)."""
+    line = json.dumps(
+        {"split": report["split"], "step": report["step"], "time": round(time.time(), 3), **report}
+    )
+    if fileio.scheme(path) == "":  # a local file: appended to
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(line + "\n")
+    else:
+        before = fileio.read_text(path) if fileio.exists(path) else ""
+        fileio.write_text(path, before + line + "\n")
 
 
 def read_metrics(run_dir: str) -> list[dict]:

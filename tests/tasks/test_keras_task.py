@@ -8,6 +8,7 @@ import random
 import re
 import sys
 import tempfile
+from unittest import mock
 
 import keras
 import tensorflow as tf
@@ -16,8 +17,10 @@ import bert_tf
 from bert_tf.checkpoints.names import CheckpointError
 from bert_tf.checkpoints.pretrained import export_pretrained
 from bert_tf.errors import UsageError
+from bert_tf.plot import describe_run
 from bert_tf.tasks.finetuned import load_finetuned
 from bert_tf.tasks.runner import FinetuneSettings, run
+from bert_tf.training.progress import read_metrics
 
 sys.path.insert(0, os.path.dirname(__file__))
 from test_learning import sentiment_rows, tiny_checkpoint, write_csv, write_vocab  # noqa: E402
@@ -64,7 +67,7 @@ class KerasTaskTest(tf.test.TestCase):
         self.assertAllClose(reloaded.predict(texts), trained_logits, atol=1e-6)
         self.assertEqual(reloaded.label_list, ["neg", "pos"])
         # Saved with its optimizer, which comes back (Keras' loader skips a custom compile).
-        model, _, _ = load_finetuned(f"{root}/runs/reviews/model")
+        model, _, _ = load_finetuned(f"{root}/runs/reviews_py/model")
         self.assertEqual(type(model.optimizer).__name__, "AdamW")
         self.assertContainsSubset(["LayerNorm", "bias"], model.optimizer.weight_decay_exclusions)
         self.assertGreater(int(model.optimizer.iterations), 0)
@@ -148,6 +151,93 @@ class KerasTaskTest(tf.test.TestCase):
         model.compile()
         model.fit(tf.data.Dataset.from_tensor_slices((texts, labels)), batch_size=8, epochs=1, verbose=0)
         self.assertEqual(int(model.optimizer.iterations), 2)
+
+    def test_save_never_replaces_a_fine_tuned_model_unasked_and_writes_whole(self):
+        # The README's tour once saved a barely trained Python model over the command line's
+        # fine-tuned one, without a word: a fine-tuned folder is replaced only with overwrite=True.
+        root = tempfile.mkdtemp(dir=self.get_temp_dir())
+        texts, labels = self.texts_labels(self.train_rows[:16])
+        cli = os.path.join(root, "cli")
+        run(
+            FinetuneSettings(
+                task="classification",
+                init_checkpoint=self.checkpoint,
+                train_file=write_csv(os.path.join(root, "train.csv"), self.train_rows[:16]),
+                output_dir=cli,
+                max_seq_length=32,
+                num_train_epochs=1,
+                verbose=0,
+            )
+        )
+        folder = os.path.join(cli, "model")
+        before = {name: pathlib.Path(folder, name).read_bytes() for name in os.listdir(folder)}
+        model = bert_tf.BertClassifier.from_pretrained(
+            self.checkpoint, label_list=["neg", "pos"], max_seq_length=32
+        )
+        with self.assertRaisesRegex(UsageError, r"holds a fine-tuned model already .*pass overwrite=True"):
+            model.save(folder)
+        self.assertEqual(
+            {name: pathlib.Path(folder, name).read_bytes() for name in os.listdir(folder)}, before
+        )
+        # Whole or nothing: a save that fails on the way leaves the old model as it was.
+        with mock.patch.object(keras.Model, "save", side_effect=OSError("disk full")):
+            with self.assertRaisesRegex(OSError, "disk full"):
+                model.save(folder, overwrite=True)
+        self.assertEqual(
+            {name: pathlib.Path(folder, name).read_bytes() for name in os.listdir(folder)}, before
+        )
+        self.assertEqual([name for name in os.listdir(cli) if name.startswith(".")], [])
+        model.save(folder, overwrite=True)
+        self.assertAllClose(
+            bert_tf.BertClassifier.from_pretrained(folder).predict(texts), model.predict(texts), atol=1e-6
+        )
+        # A folder of other files is never replaced, overwrite or not.
+        with self.assertRaisesRegex(
+            UsageError, r"holds other files \(data_stats.json, model\).*save to a new or empty folder"
+        ):
+            model.save(cli, overwrite=True)
+
+    def test_a_python_fit_logs_its_curves_to_its_run_folder(self):
+        root = tempfile.mkdtemp(dir=self.get_temp_dir())
+        run_dir = os.path.join(root, "reviews_py")
+        model = bert_tf.BertClassifier.from_pretrained(
+            self.checkpoint, label_list=["neg", "pos"], max_seq_length=32
+        )
+        model.compile(learning_rate=1e-3)
+        texts, labels = self.texts_labels(self.train_rows)
+        model.fit(
+            texts,
+            labels,
+            batch_size=16,
+            epochs=2,
+            validation_data=self.texts_labels(self.dev_rows),
+            output_dir=run_dir,
+            verbose=0,
+        )
+        model.fit(texts[:16], labels[:16], batch_size=16, epochs=1, output_dir=run_dir, verbose=0)  # adds on
+        reports = read_metrics(run_dir)
+        runs = [r for r in reports if r["split"] == "run"]
+        self.assertEqual(
+            [(r["step"], r["program"]) for r in runs],
+            [(0, "BertClassifier.fit in Python"), (8, "BertClassifier.fit in Python")],
+        )
+        train = [r for r in reports if r["split"] == "train"]
+        self.assertEqual(train[-1]["step"], 9)  # 64 / 16 * 2 updates, then one more
+        self.assertEqual([r["step"] for r in reports if r["split"] == "eval"], [4, 8])
+        self.assertIn("accuracy", [r for r in reports if r["split"] == "eval"][0])
+        self.assertTrue(os.path.isdir(os.path.join(run_dir, "logs", "train")))
+        # The plot says which run it draws; the model saved into the run folder keeps the curves.
+        self.assertIn(f"{run_dir}: BertClassifier.fit in Python, ", describe_run(run_dir, reports))
+        model.save(run_dir)
+        self.assertEqual(read_metrics(run_dir), reports)
+        self.assertTrue(os.path.isfile(os.path.join(run_dir, "task.json")))
+        # Another model's fit does not mix its curves into this run's.
+        other = bert_tf.BertClassifier.from_pretrained(
+            self.checkpoint, label_list=["neg", "pos"], max_seq_length=32
+        )
+        other.compile()
+        with self.assertRaisesRegex(UsageError, "holds the curves of another run"):
+            other.fit(texts, labels, output_dir=run_dir, verbose=0)
 
     def test_mistakes_get_one_clear_error(self):
         texts, labels = self.texts_labels(self.train_rows[:4])
