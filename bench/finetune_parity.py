@@ -2,8 +2,8 @@
 
 The fine-tuning benchmark's checkpoint and task (bench/finetune_task.py): the same first
 `--steps` batches of 32 training rows, tokenized once by the checkpoint's own Hugging Face
-tokenizer and padded to each batch's longest, train ours (`bert_tf.tasks.classifier`
-compiled with `tasks.create_optimizer`, Keras' `train_on_batch`) and transformers'
+tokenizer and padded to each batch's longest, train ours (`BertClassifier` compiled with
+the fine-tuning recipe's optimizer, Keras' `train_on_batch`) and transformers'
 `BertForSequenceClassification` (torch AdamW, weight decay 0.01 except biases and
 LayerNorm, global-norm clipping 1.0, the same warmup-then-linear-decay schedule), both
 with dropout off and ours' random classifier head copied into theirs. It prints both
@@ -77,20 +77,27 @@ def schedule(step: int, steps: int) -> float:
 def train_ours(args) -> None:
     import keras
 
-    from bert_tf import tasks
+    from bert_tf.checkpoints import from_pretrained
+    from bert_tf.tasks.classification.family import ClassificationFamily
+    from bert_tf.tasks.classification.model import BertClassifier
+    from bert_tf.training import optimization
 
     data = np.load(Path(args.workdir) / "batches.npz")
-    model = tasks.classifier(args.model_dir, num_classes=int(data["num_classes"]), dropout_rate=0.0)
+    encoder, _ = from_pretrained(args.model_dir, heads="encoder")
+    model = BertClassifier(encoder, num_classes=int(data["num_classes"]), dropout_rate=0.0)
     for layer in model._flatten_layers():  # the encoder's dropout too
         if isinstance(layer, keras.layers.Dropout):
             layer.rate = 0.0
         if hasattr(layer, "dropout_rate"):
             layer.dropout_rate = 0.0
     head = model.get_layer("classifier")
-    optimizer = tasks.create_optimizer(
-        LEARNING_RATE, args.steps, WARMUP, **({"epsilon": args.epsilon} if args.epsilon else {})
+    optimizer = optimization.create_optimizer(
+        LEARNING_RATE,
+        num_train_steps=args.steps,
+        num_warmup_steps=int(args.steps * WARMUP),
+        **({"epsilon": args.epsilon} if args.epsilon else {}),
     )
-    model.compile(optimizer=optimizer, **tasks.compile_args("classification"))
+    model.compile(optimizer=optimizer, **ClassificationFamily.compile_args("classification"))
     kernel, bias = head.kernel.numpy(), head.bias.numpy()
 
     def inputs(part):

@@ -33,8 +33,8 @@ import numpy as np  # noqa: E402
 
 from bench.finetune_task import default_model_dir, write_task  # noqa: E402
 from bert_tf.checkpoints import from_pretrained  # noqa: E402
-from bert_tf.tasks import models  # noqa: E402
-from bert_tf.tasks.families import make_family  # noqa: E402
+from bert_tf.tasks.recipe import Recipe  # noqa: E402
+from bert_tf.tasks.registry import make_family  # noqa: E402
 from bert_tf.tasks.settings import FinetuneSettings  # noqa: E402
 from bert_tf.tokenization import BertTokenizer  # noqa: E402
 
@@ -44,7 +44,7 @@ BATCH_SIZE, MAX_SEQ_LENGTH, WARMUP_STEPS = 32, 128, 3
 
 def batches(train_file: Path, tokenizer, packing: bool, count: int) -> list:
     """The first `count` training batches of the real input pipeline, in one layout."""
-    settings = FinetuneSettings(
+    settings = FinetuneSettings.of(
         task="classification",
         output_dir=tempfile.mkdtemp(),
         train_file=str(train_file),
@@ -80,9 +80,9 @@ def main() -> None:
         encoder, _ = from_pretrained(model_dir, heads="encoder")
         model = adapter.build_model(encoder)
         model.compile(
-            optimizer=models.create_optimizer(5e-5, num_train_steps=10 * count),
+            optimizer=Recipe(5e-5).optimizer(num_train_steps=10 * count),
             jit_compile=False,
-            **models.compile_args(adapter.kind),
+            **type(adapter).compile_args(adapter.kind),
         )
         for packing in (True, False):
             contenders[(policy, packing)] = model

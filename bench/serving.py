@@ -188,7 +188,8 @@ def breakdown(model: Path, export_dir: Path, text: str, threads: int, repeats: i
     from bert_tf.serving.task import TaskServing
     from bert_tf.tasks.finetuned import load_finetuned
 
-    keras_model, tokenizer, info = load_finetuned(str(model), compile=False)
+    keras_model = load_finetuned(str(model), compile=False)
+    tokenizer, info = keras_model.tokenizer, keras_model.task_info
     serving = TaskServing(keras_model, tokenizer, info, info.max_seq_length)
     strings = tf.TensorSpec([None], tf.string)
     ids = {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in MODEL_INPUTS}

@@ -9,7 +9,7 @@ without TensorFlow):
 CONTENDER is one of
   savedmodel  a task SavedModel of `python -m bert_tf.export --kind=task` (MODEL: its folder),
               called through `serving_default` with raw text;
-  tflite      the folder of `--kind=tflite`, served by `bert_tf.serving.litert.LiteRTClassifier`
+  tflite      the folder of `--kind=tflite`, served by `bert_tf.serving.litert.load` (a `LiteRTClassifier`)
               (no TensorFlow: Hugging Face's tokenizers and the LiteRT interpreter; a batch
               runs packed, the file's `serving_packed`);
   hf          transformers' pipeline("text-classification") on PyTorch (MODEL: a Hugging Face
@@ -73,9 +73,9 @@ def savedmodel(model: str, threads: int, labels: list[str]):
 def tflite(model: str, threads: int, labels: list[str]):
     # What a Python server of the file runs: bert_tf's TensorFlow-free LiteRT client, which
     # tokenizes with Hugging Face's tokenizers and packs a batch (its `serving_packed`).
-    from bert_tf.serving.litert import LiteRTClassifier
+    from bert_tf.serving import litert
 
-    classifier = LiteRTClassifier(model, num_threads=threads)
+    classifier = litert.load(model, num_threads=threads)
     assert "tensorflow" not in sys.modules
 
     def predict(texts):

@@ -5,7 +5,7 @@ The task models are importable from the top of the package (loaded on first use,
 
 >>> import bert_tf
 >>> bert_tf.BertClassifier.from_pretrained  # doctest: +ELLIPSIS
-<bound method TaskModel.from_pretrained of <class 'bert_tf.models.classifier.BertClassifier'>>
+<bound method TaskModel.from_pretrained of <class 'bert_tf.tasks.classification.model.BertClassifier'>>
 """
 
 from bert_tf import quiet
@@ -14,15 +14,20 @@ from bert_tf import quiet
 # are kept out of the session, unless TF_CPP_MIN_LOG_LEVEL is set (see bert_tf.quiet).
 quiet.filter_tensorflow_import()
 
-_TASK_MODELS = ("BertClassifier", "BertMultipleChoice", "BertSpanLabeler", "BertTokenClassifier")
+# The task models, each in its family's package (bert_tf.tasks.<family>.model).
+_TASK_MODELS = {
+    "BertClassifier": "classification",
+    "BertMultipleChoice": "choice",
+    "BertSpanLabeler": "span",
+    "BertTokenClassifier": "token",
+}
 
 
 def __getattr__(name):
     if name in _TASK_MODELS:
-        from bert_tf import models
-        from bert_tf.tasks import keras_task  # noqa: F401  (installs the task models' API)
+        import importlib
 
-        return getattr(models, name)
+        return getattr(importlib.import_module(f"bert_tf.tasks.{_TASK_MODELS[name]}.model"), name)
     raise AttributeError(f"module 'bert_tf' has no attribute {name!r}")
 
 

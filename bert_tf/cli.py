@@ -131,7 +131,7 @@ def setting(default, help: str, **metadata) -> dataclasses.Field:  # noqa: A002 
     return dataclasses.field(default=default, metadata={"help": help, **metadata})
 
 
-def _flag_type(annotation) -> type:
+def flag_type(annotation) -> type:
     """bool, int, float, str or list for a field annotation such as `int | None`."""
     if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
         options = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
@@ -172,9 +172,7 @@ def define_settings_flags(
     """
     hints = typing.get_type_hints(settings_class)
     defaults = defaults or {}
-    choices = choices or {}
     for field in settings_fields(settings_class, skip):
-        name = flag_name(field)
         if field.name in defaults:
             default = defaults[field.name]
         elif field.default is not dataclasses.MISSING:
@@ -183,26 +181,51 @@ def define_settings_flags(
             default = field.default_factory()
         else:
             default = None
-        help_text = field.metadata.get("help", "")
-        values = choices.get(field.name, field.metadata.get("choices"))
-        kind = _flag_type(hints[field.name])
-        if values:
-            flags.DEFINE_enum(name, default, list(values), help_text, flag_values=flag_values)
-        elif kind is bool:
-            flags.DEFINE_bool(name, default, help_text, flag_values=flag_values)
-        elif kind is int:
-            flags.DEFINE_integer(name, default, help_text, flag_values=flag_values)
-        elif kind is float:
-            flags.DEFINE_float(name, default, help_text, flag_values=flag_values)
-        elif kind is list:
-            default = None if default is None else [str(item) for item in default]
-            flags.DEFINE_list(name, default, help_text, flag_values=flag_values)
-        else:
-            flags.DEFINE_string(name, default, help_text, flag_values=flag_values)
-        define_old_names(name, field.metadata.get("old_flags", ()), flag_values)
+        define_field_flag(field, hints[field.name], default, flag_values, (choices or {}).get(field.name))
     names = {field.name: flag_name(field) for field in dataclasses.fields(settings_class)}
     if required:
         flags.mark_flags_as_required([names[name] for name in required], flag_values=flag_values)
+
+
+def define_field_flag(
+    field: dataclasses.Field, annotation, default, flag_values: flags.FlagValues, choices=None
+) -> None:
+    """The flag of one settings field: its name, type (from `annotation`), help and choices."""
+    name = flag_name(field)
+    help_text = field.metadata.get("help", "")
+    values = choices or field.metadata.get("choices")
+    kind = flag_type(annotation)
+    if values:
+        flags.DEFINE_enum(name, default, list(values), help_text, flag_values=flag_values)
+    elif kind is bool:
+        flags.DEFINE_bool(name, default, help_text, flag_values=flag_values)
+    elif kind is int:
+        flags.DEFINE_integer(name, default, help_text, flag_values=flag_values)
+    elif kind is float:
+        flags.DEFINE_float(name, default, help_text, flag_values=flag_values)
+    elif kind is list:
+        default = None if default is None else [str(item) for item in default]
+        flags.DEFINE_list(name, default, help_text, flag_values=flag_values)
+    else:
+        flags.DEFINE_string(name, default, help_text, flag_values=flag_values)
+    define_old_names(name, field.metadata.get("old_flags", ()), flag_values)
+
+
+def argv_flag(name: str) -> str | None:
+    """The value of `--name=VALUE` (or `--name VALUE`) on the command line `run` is running,
+    for a program whose flags depend on it (`--task=MODULE:CLASS` defines its family's)."""
+    argv = _argv or sys.argv
+    for index, arg in enumerate(argv[1:], 1):
+        if arg == "--":
+            break
+        if arg.startswith(f"--{name}="):
+            return arg.split("=", 1)[1]
+        if arg == f"--{name}" and index + 1 < len(argv):
+            return argv[index + 1]
+    return None
+
+
+_argv: list[str] = []  # the command line `run` is running
 
 
 def define_old_names(name: str, old_names: Iterable[str], flag_values: flags.FlagValues) -> None:
@@ -324,7 +347,6 @@ def run(
     line naming what was written), so `OUT=$(python -m ...)` captures the results alone.
     """
     from absl import app
-    from absl import logging as absl_logging
 
     argv = list(sys.argv if argv is None else argv)
     try:
@@ -341,7 +363,11 @@ def run(
     quiet_start(verbose=verbose, import_tensorflow=not (wants_help or on_beam))
     flag_values = flags.FLAGS
     before = set(flag_values)
-    define_flags(flag_values)
+    _argv[:] = argv
+    try:
+        define_flags(flag_values)
+    except BertTfError as error:  # a program whose flags depend on the command line (--task=MODULE:CLASS)
+        fail(str(error), error.exit_code)
     flags.DEFINE_bool(
         "verbose",
         False,
@@ -365,30 +391,35 @@ def run(
     def checked_main(args: list[str]) -> None:
         if len(args) > 1 and not (positional or pass_unknown_flags):
             fail(f"unexpected arguments {' '.join(args[1:])!r}; flags are written --name=value", 2)
-        note_old_flag_names(flag_values)
-        verbosity = flag_values["verbosity"]  # absl's --verbosity (-v): 0 INFO, 1 DEBUG, -1 WARNING, ...
-        level = (
-            absl_logging.converter.absl_to_standard(verbosity.value) if verbosity.present else logging.INFO
-        )
-        show_library_logs(verbose=flag_values.verbose, level=level)
-        if not (flag_values.verbose or verbosity.present):
-            # TensorFlow logs through absl, whose verbosity app.run sets to INFO: "Assets
-            # written to ...", "Collective all_reduce tensors: ..." on every save and step.
-            absl_logging.set_verbosity(absl_logging.WARNING)
-        global _results_stream
-        _results_stream = sys.stdout
-        try:
-            with contextlib.redirect_stdout(sys.stderr):
-                main(flag_values, args[1:])
-        except BertTfError as error:
-            if flag_values.verbose:
-                raise
-            fail(str(error), error.exit_code)
-        except KeyboardInterrupt:
-            fail("interrupted", 130)
-        except Exception as error:  # a bug or a library's internal error: one line, not a traceback
-            if flag_values.verbose:
-                raise
-            fail(f"{type(error).__name__}: {error} (rerun with --verbose for the traceback)", 1)
+        _run_main(main, flag_values, args[1:])
 
     app.run(checked_main, argv=argv, flags_parser=parse)
+
+
+def _run_main(main: Callable[[flags.FlagValues, list[str]], object], flag_values, args: list[str]) -> None:
+    """`main(flag_values, args)` with the logs, the output streams and the error policy of `run`."""
+    from absl import logging as absl_logging
+
+    note_old_flag_names(flag_values)
+    verbosity = flag_values["verbosity"]  # absl's --verbosity (-v): 0 INFO, 1 DEBUG, -1 WARNING, ...
+    level = absl_logging.converter.absl_to_standard(verbosity.value) if verbosity.present else logging.INFO
+    show_library_logs(verbose=flag_values.verbose, level=level)
+    if not (flag_values.verbose or verbosity.present):
+        # TensorFlow logs through absl, whose verbosity app.run sets to INFO: "Assets
+        # written to ...", "Collective all_reduce tensors: ..." on every save and step.
+        absl_logging.set_verbosity(absl_logging.WARNING)
+    global _results_stream
+    _results_stream = sys.stdout
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            main(flag_values, args)
+    except BertTfError as error:
+        if flag_values.verbose:
+            raise
+        fail(str(error), error.exit_code)
+    except KeyboardInterrupt:
+        fail("interrupted", 130)
+    except Exception as error:  # a bug or a library's internal error: one line, not a traceback
+        if flag_values.verbose:
+            raise
+        fail(f"{type(error).__name__}: {error} (rerun with --verbose for the traceback)", 1)

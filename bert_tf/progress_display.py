@@ -5,7 +5,7 @@ extracting features, exporting.
 `Progress` shows done/total, the share done, the rate and the ETA where the total is known.
 On a terminal it is one line redrawn in place; otherwise (a log file, a pipe) a plain line
 every `BERT_TF_PROGRESS_SECONDS` seconds (10 by default), never a carriage return. Both end
-with a line of the total, the time taken and the mean rate. `Phase` announces a step that
+with a line of the total, the time taken and the mean rate. `TimedStep` announces a step that
 cannot count its progress and says how long it took. Both write to stderr.
 """
 
@@ -158,7 +158,7 @@ class Progress:
             self.stream.flush()
 
 
-class Phase:
+class TimedStep:
     """Announces a step that cannot count its progress, and says how long it took.
 
     On a terminal the closing line replaces the announcement; otherwise both are plain
@@ -166,7 +166,7 @@ class Phase:
 
     >>> import io
     >>> stream = io.StringIO()
-    >>> with Phase("learning the vocab", stream=stream) as phase:
+    >>> with TimedStep("learning the vocab", stream=stream) as phase:
     ...     phase.note = "2,000 tokens"
     >>> print(stream.getvalue(), end="")
     learning the vocab ...
@@ -178,7 +178,7 @@ class Phase:
         self.stream = stream or sys.stderr
         self.in_place = is_terminal(self.stream)
 
-    def __enter__(self) -> Phase:
+    def __enter__(self) -> TimedStep:
         self._started = time.perf_counter()
         if self.enabled:
             self.stream.write(f"{self.what} ..." + ("" if self.in_place else "\n"))

@@ -125,7 +125,7 @@ def learn_vocab(
     # lazy: tensorflow-text's package loads TensorFlow
     from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
 
-    from bert_tf.progress_display import Phase
+    from bert_tf.progress_display import TimedStep
 
     if vocab_size < len(SPECIAL_TOKENS) + 1:
         raise UsageError(f"vocab_size must be > {len(SPECIAL_TOKENS)} (the special tokens); got {vocab_size}")
@@ -133,7 +133,7 @@ def learn_vocab(
         raise InputFileError("the input has no words to learn a vocab from; check --input_file")
     start = time.perf_counter()
     what = f"learning a vocab of up to {vocab_size:,} tokens from {len(word_counts):,} distinct words"
-    with Phase(what, enabled=progress) as phase:
+    with TimedStep(what, enabled=progress) as phase:
         vocab = learner.learn(word_counts, vocab_size, SPECIAL_TOKENS, **learn_params)
         phase.note = f"{min(len(vocab), vocab_size):,} tokens"
     if vocab[: len(SPECIAL_TOKENS)] != SPECIAL_TOKENS or len(set(vocab)) != len(vocab):

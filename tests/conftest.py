@@ -9,7 +9,6 @@ import atexit
 import functools
 import os
 import shutil
-import sys
 import tempfile
 
 import pytest
@@ -19,9 +18,6 @@ os.environ["TMPDIR"] = _SESSION_TMP
 tempfile.tempdir = _SESSION_TMP
 # Registered before TensorFlow's own test-directory cleanup, so it runs after it.
 atexit.register(shutil.rmtree, _SESSION_TMP, ignore_errors=True)
-
-# The shared layer and model checks (tests/harness.py) are imported as `harness`.
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 # Set before any test module imports bert_tf; subprocesses started by tests inherit it, so
 # the Unicode tables are computed once per session and the user's ~/.cache is left alone.
@@ -39,7 +35,7 @@ def pytest_collection_modifyitems(config, items):
 
 @functools.cache
 def _uses_the_shared_classifier(path: str) -> bool:
-    """Whether the test module at `path` calls tests/export/export_helpers.py's
+    """Whether the test module at `path` calls tests/harness/exports.py's
     `fine_tuned_classifier()`, which fine-tunes and exports once per process."""
     try:
         with open(path, encoding="utf-8") as file:
@@ -56,7 +52,7 @@ def pytest_xdist_make_scheduler(config, log):
     land in both workers and its `setUpClass` (an export, a fine-tuning run) runs twice. Here
     a class's tests, or a module's plain test functions, are one unit of work, as with
     `--dist loadscope`, and the modules that use the one fine-tuned classifier of
-    export_helpers.py are one unit together. Test ids are unchanged. Other `--dist` modes are
+    tests/harness/exports.py are one unit together. Test ids are unchanged. Other `--dist` modes are
     pytest-xdist's own.
     """
     if config.getvalue("dist") != "load":

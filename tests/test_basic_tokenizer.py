@@ -10,16 +10,13 @@ from __future__ import annotations
 
 import os
 import random
-import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import tensorflow as tf  # noqa: E402
+import tensorflow as tf
 
-from bert_tf.basic_tokenizer import BasicTokenizer  # noqa: E402
-
-sys.path.insert(0, os.path.dirname(__file__))
-from test_tokenization import random_bytes, random_text, reference_words  # noqa: E402
+from bert_tf.basic_tokenizer import BasicTokenizer
+from tests.harness.reference import random_bytes, random_text, reference_words
 
 # Emoji (with skin tones, ZERO WIDTH JOINER sequences and VARIATION SELECTOR-16), which the
 # character mix of random_text rarely reaches.

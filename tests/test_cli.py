@@ -71,8 +71,11 @@ class SettingsFlagsTest(tf.test.TestCase):
 
     def test_bad_values_are_usage_errors(self):
         cases = [
-            (lambda: FinetuneSettings(task="sst2", output_dir="o", train_batch_size=0), "--train_batch_size"),
-            (lambda: FinetuneSettings(task="sst2", output_dir="o", learning_rate=-1.0), "--learning_rate"),
+            (
+                lambda: FinetuneSettings.of(task="sst2", output_dir="o", train_batch_size=0),
+                "--train_batch_size",
+            ),
+            (lambda: FinetuneSettings.of(task="sst2", output_dir="o", learning_rate=-1.0), "--learning_rate"),
             (lambda: PretrainingConfig(learning_rate=-1.0), "--learning_rate must be > 0"),
             (
                 lambda: PretrainingConfig(max_predictions_per_seq=80, max_seq_length=64),

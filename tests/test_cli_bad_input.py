@@ -100,7 +100,7 @@ def finetuning_run(root: str, paths: dict[str, str]) -> str:
 
     output_dir = os.path.join(root, "finetuned")
     run(
-        FinetuneSettings(
+        FinetuneSettings.of(
             task="classification",
             output_dir=output_dir,
             init_checkpoint=paths["ckpt"],

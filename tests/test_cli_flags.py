@@ -268,7 +268,8 @@ class OutputNamedTest(tf.test.TestCase):
 
     @pytest.mark.slow  # a minute on a loaded 2-core machine; the export and data generation are checked by default
     def test_finetune(self):
-        from tests.tasks.test_runner_training import finetune_command, write_task
+        from tests.harness.data import write_one_word_task as write_task
+        from tests.harness.processes import finetune_command
 
         root = self.get_temp_dir()
         output_dir = os.path.join(root, "run")

@@ -2,8 +2,11 @@
 dependencies point one way (tokenizer -> pipelines -> models -> checkpoints -> training /
 tasks -> serving -> command-line programs).
 
-Imports are read with `ast`, those inside functions included (an import deferred into a
-function is still a dependency); imports under `if TYPE_CHECKING:` are not (they never run).
+Imports are read with `ast`, those inside functions and under `if TYPE_CHECKING:` included
+(an import deferred into a function is still a dependency, and a type-only one still couples
+two modules). The built-in task families are found by the registry from its list of import
+paths, as a family of a user's is: no module outside a family's package tests a family's
+task name or kind.
 """
 
 import ast
@@ -90,10 +93,6 @@ def _graph() -> dict[str, set[str]]:
 
         def visit(node):
             for child in ast.iter_child_nodes(node):
-                if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
-                    for grandchild in child.orelse:
-                        visit(grandchild)
-                    continue
                 if isinstance(child, ast.Import | ast.ImportFrom):
                     edges.update(_imported(module, child))  # noqa: B023 (visit runs at once)
                 visit(child)
@@ -229,3 +228,50 @@ class ImportGraphTest(tf.test.TestCase):
             for target in sorted(targets & set(PROGRAMS))
         ]
         self.assertEqual(wrong, [])
+
+    def test_no_family_is_named_outside_its_package(self):
+        # What the families are called (their tasks, aliases and kinds) is compared or tested
+        # only inside their packages: the driver, the saved folder, the Keras models and the
+        # exports ask the family instead.
+        from bert_tf.tasks import registry
+
+        names = {
+            name.lower()
+            for family in registry.families()
+            for name in (*family.tasks, *family.aliases, *family.kinds)
+        }
+        self.assertEqual(
+            _family_tests('if info.kind == "span" or task.startswith("squad"): pass', names), [1, 1]
+        )
+        wrong = [
+            f"{module}: {len(found)} test(s) of a family's name"
+            for module, path in sorted(MODULES.items())
+            if not _within(module, FAMILY_PACKAGES)
+            for found in [_family_tests(open(path, encoding="utf-8").read(), names)]
+            if found
+        ]
+        self.assertEqual(wrong, [])
+
+
+FAMILY_PACKAGES = tuple(f"bert_tf.tasks.{name}" for name in ("classification", "span", "token", "choice"))
+
+
+def _family_tests(source: str, names: set[str]) -> list[int]:
+    """The lines of `source` that compare with, or test a prefix of, one of `names`."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        tested = isinstance(node, ast.Compare) or (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("startswith", "endswith")
+        )
+        if tested and any(
+            isinstance(leaf, ast.Constant) and isinstance(leaf.value, str) and leaf.value.lower() in names
+            for leaf in ast.walk(node)
+        ):
+            lines.append(node.lineno)
+    return lines
+
+
+if __name__ == "__main__":
+    tf.test.main()

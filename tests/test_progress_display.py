@@ -81,7 +81,7 @@ class ProgressTest(tf.test.TestCase):
 
     def test_a_phase_says_when_it_is_done(self):
         for stream, ends in ((io.StringIO(), "\n"), (Terminal(), "\r")):
-            with progress.Phase("learning", stream=stream) as phase:
+            with progress.TimedStep("learning", stream=stream) as phase:
                 phase.note = "7 tokens"
             self.assertRegex(stream.getvalue(), rf"^learning \.\.\.{ends}learning: done in \d\.\ds  7 tokens")
 
@@ -89,7 +89,7 @@ class ProgressTest(tf.test.TestCase):
         stream = io.StringIO()
         with progress.Progress("reading", total=10, stream=stream, interval=0, enabled=False) as display:
             display.update(5)
-        with progress.Phase("learning", stream=stream, enabled=False):
+        with progress.TimedStep("learning", stream=stream, enabled=False):
             pass
         self.assertEqual(stream.getvalue(), "")
 
@@ -188,7 +188,7 @@ class ProgramOutputTest(tf.test.TestCase):
                 self.assertRegex(output, rf"generating \(3 passes\): {total} in .* instances written")
 
     def test_finetune(self):
-        from tests.tasks.test_runner_training import write_task
+        from tests.harness.data import write_one_word_task as write_task
 
         directory = self.get_temp_dir()
         paths = write_task(directory, n_train=8, n_eval=8)

@@ -102,7 +102,7 @@ class RamFilesystemChainTest(tf.test.TestCase):
             "text,label\n" + "".join(f"{s},{'pos' if i % 2 else 'neg'}\n" for i, s in enumerate(SENTENCES)),
         )
         results = run(
-            FinetuneSettings(
+            FinetuneSettings.of(
                 task="classification",
                 output_dir=f"{root}/finetuned",
                 init_checkpoint=longer.export_dir,

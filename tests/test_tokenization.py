@@ -1,6 +1,6 @@
 """BertTokenizer against two independent references: the original rules, and Hugging Face.
 
-`reference_words` / `reference_wordpiece` below are a plain-Python restatement of the
+`reference_words` / `reference_wordpiece` (tests/harness/reference.py) are a plain-Python restatement of the
 original google-research/bert BasicTokenizer and WordpieceTokenizer, written from the rules
 of its tokenization.py (whitespace, control and punctuation classes, CJK spacing, accent
 stripping when uncased, greedy longest-match-first WordPiece with a 200-character [UNK] rule).
@@ -30,88 +30,16 @@ from tokenizers import BertWordPieceTokenizer  # noqa: E402
 from bert_tf import basic_tokenizer, tokenization  # noqa: E402
 from bert_tf.tokenization import BertTokenizer, VocabError, load_vocab  # noqa: E402
 from pipelines import corpus  # noqa: E402
+from tests.harness.data import write_vocab  # noqa: E402
+from tests.harness.reference import (  # noqa: E402
+    ReferenceTokenizer,
+    random_bytes,
+    random_text,
+    reference_wordpiece,
+    reference_words,
+)
 
 UNCASED_VOCAB = str(Path(__file__).parent / "fixtures" / "bert_uncased_vocab.txt")
-
-# --- The reference: the original rules, one character at a time ---------------------------
-
-_CJK = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F),
-        (0x2B740, 0x2B81F), (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))  # fmt: skip
-
-
-def _reference_is_punctuation(char: str) -> bool:
-    code_point = ord(char)
-    if 33 <= code_point <= 47 or 58 <= code_point <= 64 or 91 <= code_point <= 96 or 123 <= code_point <= 126:
-        return True
-    return unicodedata.category(char).startswith("P")
-
-
-def reference_words(text: str | bytes, lower_case: bool) -> list[str]:
-    """BasicTokenizer of the original: clean, space CJK, split, (lower, NFD, drop Mn), split punctuation."""
-    if isinstance(text, bytes):
-        text = text.decode("utf-8", "ignore")
-    cleaned = []
-    for char in text:
-        category = unicodedata.category(char)
-        if char in "\t\n\r" or category == "Zs":
-            cleaned.append(" ")
-        elif char in "\x00\ufffd" or category in ("Cc", "Cf"):
-            continue
-        elif any(lo <= ord(char) <= hi for lo, hi in _CJK):
-            cleaned.append(f" {char} ")
-        else:
-            cleaned.append(char)
-    words = []
-    for token in "".join(cleaned).split():  # str.split(): U+2028, U+2029 split here
-        if lower_case:
-            token = unicodedata.normalize("NFD", token.lower())
-            token = "".join(char for char in token if unicodedata.category(char) != "Mn")
-        current = ""
-        for char in token:
-            if _reference_is_punctuation(char):
-                words += [current, char] if current else [char]
-                current = ""
-            else:
-                current += char
-        if current:
-            words.append(current)
-    return words
-
-
-def reference_wordpiece(word: str, vocab, max_chars: int = 200) -> list[str]:
-    """Greedy longest-match-first; any uncovered part or an over-long word makes the word [UNK]."""
-    if len(word) > max_chars:
-        return ["[UNK]"]
-    pieces, start = [], 0
-    while start < len(word):
-        for end in range(len(word), start, -1):
-            piece = word[start:end] if start == 0 else "##" + word[start:end]
-            if piece in vocab:
-                pieces.append(piece)
-                start = end
-                break
-        else:
-            return ["[UNK]"]
-    return pieces
-
-
-class ReferenceTokenizer:
-    """The original FullTokenizer's ids, from the two functions above."""
-
-    def __init__(self, vocab: list[str], lower_case: bool):
-        self.ids = {token: index for index, token in enumerate(vocab)}
-        self.lower_case = lower_case
-
-    def __call__(self, text: str | bytes) -> list[int]:
-        words = reference_words(text, self.lower_case)
-        return [self.ids[piece] for word in words for piece in reference_wordpiece(word, self.ids)]
-
-
-def write_vocab(directory: str, tokens: list[str], name: str = "vocab.txt") -> str:
-    path = os.path.join(directory, name)
-    with open(path, "w", encoding="utf-8") as handle:
-        handle.write("\n".join(tokens) + "\n")
-    return path
 
 
 def build_cased_vocab(directory: str) -> str:
@@ -126,7 +54,7 @@ def build_cased_vocab(directory: str) -> str:
     tokens = list(tokenization.SPECIAL_TOKENS) + chars + ["##" + c for c in chars]
     tokens += [w for w in frequent if w not in tokens]
     tokens += ["##" + s for s, _ in suffixes.most_common(800) if "##" + s not in tokens]
-    return write_vocab(directory, tokens, "cased_vocab.txt")
+    return write_vocab(os.path.join(directory, "cased_vocab.txt"), tokens)
 
 
 def hugging_face(vocab_file: str, lower_case: bool) -> BertWordPieceTokenizer:
@@ -143,66 +71,6 @@ def corpus_sentences() -> list[str]:
 
 
 # --- Random text from the interesting parts of Unicode ------------------------------------
-
-_INTERESTING = [
-    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789",
-    "".join(chr(c) for c in range(33, 127)),
-    " \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f\x85\xa0\u1680\u2000\u2007\u200a\u2028\u2029\u202f\u205f\u3000",
-    "\x00\x01\x1b\x7f\x9f\xad\u200b\u200c\u200d\u200e\u2060\ufeff\ufffd\U000e0001",  # Cc, Cf, NUL, FFFD
-    "éÉèàçñÑöÖüÜßẞÅåøØœŒĳĲǅǈﬁﬂİıŉǰΐ",  # accents, ligatures, special casing
-    "ΑΒΓΣσςΆΈάέΰΣΣ",  # Greek, final sigma
-    "АБВГДабвгдЁё",
-    "\u0300\u0301\u0308\u0327\u0345\u20dd\u0903\u093e\U0001d165\u302e\u0488",  # Mn, Mc, Me
-    "中文字符國語丽\u3400\u4dbf\U00020000\U0002a6df\U0002b740\U0002ce00\uf900\ufa6a\U0002f800",
-    "한국어가힣ㄱㅏ\u1100\u1161",  # Hangul (not CJK), NFD splits syllables
-    "ひらがなカタカナｶﾀｶﾅー",  # kana (not CJK)
-    "،؛؟٪۔।॥।「」『』【】〈〉《》〔〕…‰′″‹›«»¡¿§¶†‡•‣⁂",  # P* punctuation
-    "€$£¥₹♡♥→←∑∞±×÷°©®™¬¦^`~|+<=>",  # symbols (S*): not split unless ASCII
-    "\ue000\uf8ff\U000f0000\U0010fffd",  # private use (Co)
-    "\u0378\u0379\U0001fffe\U000effff",  # unassigned (Cn)
-    "\u1fef\u1fee\u037e\u0387\u2126\u212a\u212b",  # singleton decompositions into punctuation / letters
-    "\u2c2f\ua7c0\ua7d0\U00010570\U00010585\U0001e900",  # case pairs newer than some ICU versions
-    "[MASK][CLS][SEP][UNK]##",
-]
-
-
-def random_text(rng: random.Random, max_length: int = 30) -> str:
-    chars = []
-    for _ in range(rng.randint(0, max_length)):
-        roll = rng.random()
-        if roll < 0.05:
-            code_point = rng.randint(0, 0x10FFFF)
-            chars.append(chr(code_point) if not 0xD800 <= code_point <= 0xDFFF else " ")
-        elif roll < 0.15:
-            chars.append(" ")
-        else:
-            chars.append(rng.choice(rng.choice(_INTERESTING)))
-    return "".join(chars)
-
-
-def random_bytes(rng: random.Random) -> bytes:
-    """Random text with invalid UTF-8 (stray continuation bytes, truncated sequences, surrogates) mixed in."""
-    pieces = []
-    for _ in range(rng.randint(0, 8)):
-        pieces.append(random_text(rng, 6).encode("utf-8"))
-        pieces.append(
-            rng.choice(
-                [
-                    b"\x80",
-                    b"\xbf",
-                    b"\xc0\xaf",
-                    b"\xe4\xb8",
-                    b"\xed\xa0\x80",
-                    b"\xf0\x9f\x98",
-                    b"\xff",
-                    b"\xf4\x90\x80\x80",
-                    b"\xc3",
-                    b"\xe2\x82",
-                    bytes([rng.randint(128, 255)]),
-                ]  # fmt: skip
-            )
-        )
-    return b"".join(pieces)
 
 
 def decoded(words_tensor: tf.RaggedTensor) -> list[list[str]]:
@@ -442,7 +310,9 @@ class WordPieceTest(BertTokenizerTestBase):
     def test_over_long_vocab_token_is_never_produced_and_other_ids_stay(self):
         # tensorflow-text cannot hold a token of more than 256 bytes; the original could.
         tokens = list(tokenization.SPECIAL_TOKENS) + ["é" * 130, "é", "##é", "ab", "##c"]
-        tokenizer = BertTokenizer(write_vocab(self.get_temp_dir(), tokens, "long.txt"), lower_case=False)
+        tokenizer = BertTokenizer(
+            write_vocab(os.path.join(self.get_temp_dir(), "long.txt"), tokens), lower_case=False
+        )
         self.assertEqual(tokenizer.vocab, tokens)
         self.assertEqual(tokenizer.tokenize(["ab abc é é" + "é"]).to_list(), [[8, 8, 9, 6, 6, 7]])
         self.assertEqual(tokenizer.tokenize(["é" * 130]).to_list(), [[6] + [7] * 129])  # original: [5]
@@ -457,7 +327,7 @@ class WordPieceTest(BertTokenizerTestBase):
                 + sorted(pieces)
                 + sorted("##" + p for p in pieces if rng.random() < 0.7)
             )
-            vocab_file = write_vocab(self.get_temp_dir(), tokens, f"vocab{trial}.txt")
+            vocab_file = write_vocab(os.path.join(self.get_temp_dir(), f"vocab{trial}.txt"), tokens)
             tokenizer = BertTokenizer(vocab_file, lower_case=False)
             words = ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 12))) for _ in range(400)]
             got = tokenizer.tokenize_with_words([" ".join(words)]).to_list()[0]
@@ -575,18 +445,20 @@ class BadInputTest(BertTokenizerTestBase):
             BertTokenizer("/no/such/vocab.txt")
 
     def test_empty_file(self):
-        path = write_vocab(self.get_temp_dir(), [""], "empty.txt")
+        path = write_vocab(os.path.join(self.get_temp_dir(), "empty.txt"), [""])
         with self.assertRaisesRegex(VocabError, "empty: .*empty.txt"):
             load_vocab(path)
 
     def test_missing_special_tokens(self):
-        path = write_vocab(self.get_temp_dir(), ["[PAD]", "[UNK]", "hello", "[SEP]"], "no_cls.txt")
+        path = write_vocab(
+            os.path.join(self.get_temp_dir(), "no_cls.txt"), ["[PAD]", "[UNK]", "hello", "[SEP]"]
+        )
         with self.assertRaisesRegex(VocabError, r"no_cls.txt has no \[CLS\] \[MASK\] token; add a line"):
             load_vocab(path)
 
     def test_duplicate_lines_name_the_line_numbers(self):
         tokens = list(tokenization.SPECIAL_TOKENS) + ["hello", "world", "hello "]
-        path = write_vocab(self.get_temp_dir(), tokens, "dup.txt")
+        path = write_vocab(os.path.join(self.get_temp_dir(), "dup.txt"), tokens)
         with self.assertRaisesRegex(
             VocabError, r"dup.txt has repeated tokens: 'hello' on lines 6 and 8.*\[unusedN\]"
         ):
@@ -595,7 +467,7 @@ class BadInputTest(BertTokenizerTestBase):
     def test_blank_lines_keep_their_ids_and_non_utf8_vocab_is_an_error(self):
         # As in the original: a blank or whitespace-only line keeps its id, which is never produced.
         tokens = list(tokenization.SPECIAL_TOKENS) + ["", "x", "\u3000", "##y"]
-        path = write_vocab(self.get_temp_dir(), tokens, "blank.txt")
+        path = write_vocab(os.path.join(self.get_temp_dir(), "blank.txt"), tokens)
         self.assertEqual(load_vocab(path), list(tokenization.SPECIAL_TOKENS) + ["", "x", "", "##y"])
         tokenizer = BertTokenizer(path, lower_case=False)
         self.assertEqual(tokenizer.tokenize(["x xy \u3000 z"]).to_list(), [[6, 6, 8, 1]])

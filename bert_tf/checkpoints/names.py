@@ -29,12 +29,18 @@ class CheckpointError(BertTfError, ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class Slot:
-    """One model weight: its original TF1 name, the Keras variable, and whether the TF1
-    array is the transpose of the Keras one (the NSP and task-head weights, stored [units, hidden])."""
+    """One model weight: its original TF1 name, the Keras variable, whether the TF1 array is
+    the transpose of the Keras one (the NSP and task-head weights, stored [units, hidden]),
+    and, for a task head's weights, its Hugging Face name (`TaskHead.hf_module`)."""
 
     name: str
     variable: keras.Variable
     transposed: bool = False
+    hf: str | None = None  # a task head's weight: its transformers name
+
+    @property
+    def is_head(self) -> bool:
+        return self.hf is not None
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -94,25 +100,17 @@ def pretrainer_slots(pretrainer) -> list[Slot]:
 class TaskHead:
     """Where a task model's head lives: its Keras dense layer (`layer`), its original name
     (`name`: `name_weights`, `name_bias`), the transformers class that has it
-    (`architecture`, with `problem_type` for sequence classification), and whether that
+    (`architecture`, with `problem_type` for sequence classification) and the module
+    that holds it there (`hf_module`: `classifier`, `qa_outputs`, ...), and whether that
     class has a pooler (BertForTokenClassification and BertForQuestionAnswering do not:
-    the pooler is then not written)."""
+    the pooler is then not written). Each task family says its own (`TaskFamily.head`)."""
 
     layer: str
     name: str
     architecture: str
     problem_type: str | None = None
     pooler: bool = True
-
-
-# The original name of each head (TaskHead.name) -> its transformers module.
-HEAD_MODULES = {
-    "output": "classifier",  # run_classifier.py
-    "cls/squad/output": "qa_outputs",  # run_squad.py
-    "cls/token/output": "classifier",
-    "cls/multiple_choice/output": "classifier",
-}
-HEAD_VARIABLES = tuple(f"{name}_{part}" for name in HEAD_MODULES for part in ("weights", "bias"))
+    hf_module: str = "classifier"
 
 
 def head_slots(model, head: TaskHead) -> list[Slot]:
@@ -121,8 +119,8 @@ def head_slots(model, head: TaskHead) -> list[Slot]:
     return [
         *encoder_slots(model.encoder),
         # [units, hidden], as run_classifier.py's output_weights (logits = x W^T + b)
-        Slot(f"{head.name}_weights", dense.kernel, transposed=True),
-        Slot(f"{head.name}_bias", dense.bias),
+        Slot(f"{head.name}_weights", dense.kernel, transposed=True, hf=f"{head.hf_module}.weight"),
+        Slot(f"{head.name}_bias", dense.bias, hf=f"{head.hf_module}.bias"),
     ]
 
 
@@ -146,8 +144,6 @@ _HF_SPECIAL = {
     "cls/predictions/output_bias": "cls.predictions.bias",
     "cls/seq_relationship/output_weights": "cls.seq_relationship.weight",
     "cls/seq_relationship/output_bias": "cls.seq_relationship.bias",
-    **{f"{name}_weights": f"{module}.weight" for name, module in HEAD_MODULES.items()},
-    **{f"{name}_bias": f"{module}.bias" for name, module in HEAD_MODULES.items()},
 }
 
 

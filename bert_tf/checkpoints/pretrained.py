@@ -12,6 +12,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import tempfile
 import zipfile
 from collections.abc import Sequence
@@ -24,8 +25,6 @@ from bert_tf import fileio
 from bert_tf.cache import cache_dir
 from bert_tf.checkpoints import google, huggingface, integrity
 from bert_tf.checkpoints.names import (
-    HEAD_MODULES,
-    HEAD_VARIABLES,
     CheckpointError,
     Slot,
     TaskHead,
@@ -458,7 +457,7 @@ def _check(expected: dict, found: dict, ignored, source: str, what: str) -> None
 
 def _what(slots: list[Slot]) -> str:
     names = {slot.name for slot in slots}
-    if names & set(HEAD_VARIABLES):
+    if any(slot.is_head for slot in slots):
         return "task model"
     return "BertPretrainer" if any(name.startswith("cls/") for name in names) else "BertEncoder"
 
@@ -489,14 +488,19 @@ def _read_google(prefix: str, slots: list[Slot]) -> dict[str, np.ndarray]:
     head_free = _what(slots) == "BertEncoder"
 
     def ignored(name: str) -> bool:
-        return head_free and (name.startswith("cls/") or name in HEAD_VARIABLES)
+        return head_free and not name.startswith("bert/")  # heads: the pretraining's or a task's
 
     _check(expected, found, ignored, prefix, _what(slots))
     return google.read_arrays(prefix, expected)
 
 
 def _read_keras(source: _Source, slots: list[Slot]) -> dict[str, np.ndarray]:
-    """The encoder weights of a fine-tuned model's folder; it has no other heads to give."""
+    """The encoder weights of a fine-tuned model's folder; it has no other heads to give.
+
+    Read without the task model's class (a task family's, perhaps one written outside
+    bert_tf): the encoder is rebuilt from its part of the saved config and loaded from its
+    part of the weights file, which Keras writes as a standalone encoder's.
+    """
     if _what(slots) != "BertEncoder":
         heads = "masked-LM and next-sentence heads" if _what(slots) == "BertPretrainer" else "other head"
         raise CheckpointError(
@@ -504,10 +508,7 @@ def _read_keras(source: _Source, slots: list[Slot]) -> dict[str, np.ndarray]:
             "pass the pretrained checkpoint it was fine-tuned from (its encoder alone is read with "
             "heads='encoder', as the programs that need no more do)"
         )
-    model = load_keras_archive(source.weights)
-    encoder = getattr(model, "encoder", None)
-    if encoder is None:
-        raise CheckpointError(f"{source.weights} holds a {type(model).__name__}, not a BERT task model")
+    encoder = _keras_folder_encoder(source.weights)
     found = {slot.name: slot for slot in encoder_slots(encoder)}
     expected = {slot.name: slot.shape for slot in slots}
     _check(
@@ -520,24 +521,52 @@ def _read_keras(source: _Source, slots: list[Slot]) -> dict[str, np.ndarray]:
     return {name: found[name].read() for name in expected}
 
 
+def _keras_folder_encoder(path: str) -> BertEncoder:
+    """The `BertEncoder` inside a task model's `.keras` file (see `_read_keras`)."""
+    import h5py
+
+    with tempfile.TemporaryDirectory() as local:
+        copy = os.path.join(local, KERAS_MODEL_FILE)
+        fileio.copy(path, copy)
+        integrity.check_keras_archive(copy, display_path=path)
+        with zipfile.ZipFile(copy) as archive:
+            config = json.loads(archive.read("config.json"))
+            archive.extract("model.weights.h5", local)
+        encoder_config = config.get("config", {}).get("encoder")
+        if not isinstance(encoder_config, dict):
+            raise CheckpointError(f"{path} holds a {config.get('class_name')}, not a BERT task model")
+        encoder = keras.saving.deserialize_keras_object(_without_dtype_policies(encoder_config))
+        weights = os.path.join(local, "encoder.weights.h5")
+        with (
+            h5py.File(os.path.join(local, "model.weights.h5"), "r") as saved,
+            h5py.File(weights, "w") as alone,
+        ):
+            # Keras files a model's layers under their class's snake-case name (BertEncoder:
+            # bert_encoder), whatever the layer's own name.
+            where = "layers/" + re.sub(r"(?<!^)(?=[A-Z])", "_", type(encoder).__name__).lower()
+            group = saved.get(where)
+            if group is None:
+                raise damaged(path, f"its weights have no {where!r}", "save the model again")
+            for name in group:
+                saved.copy(group[name], alone, name)
+        encoder.load_weights(weights)
+    return encoder
+
+
 def _read_huggingface(path: str, slots: list[Slot]) -> dict[str, np.ndarray]:
     tensors = huggingface.read(path)  # the whole file, read once: the shapes checked, then assigned
     found = {name: tensor.shape for name, tensor in tensors.items()}
     slots = _without_absent_pooler(slots, any("pooler." in name for name in found), path)
     bert_prefix = any(name.startswith("bert.") for name in found)
-    to_hf = {slot.name: hf_name(slot.name, bert_prefix) for slot in slots}
+    to_hf = {slot.name: slot.hf or hf_name(slot.name, bert_prefix) for slot in slots}
     expected = {
         to_hf[slot.name]: slot.shape[::-1] if hf_transposed(slot.name) else slot.shape for slot in slots
     }
     head_free = _what(slots) == "BertEncoder"
-    head_modules = ("cls.", *(f"{module}." for module in HEAD_MODULES.values()))
 
-    def ignored(name: str) -> bool:
-        return (
-            name in huggingface.IGNORED
-            or name in huggingface.TIED
-            or (head_free and name.startswith(head_modules))
-        )
+    def ignored(name: str) -> bool:  # for an encoder: whatever is not the encoder's (the heads)
+        encoder_name = name.startswith("bert.") or name.split(".")[0] in ("embeddings", "encoder", "pooler")
+        return name in huggingface.IGNORED or name in huggingface.TIED or (head_free and not encoder_name)
 
     _check(expected, found, ignored, path, _what(slots))
     arrays = {}
@@ -597,8 +626,10 @@ def export_pretrained(
     if "huggingface" in formats:
         what = _what(slots)
         hf_arrays = {
-            hf_name(name, bert_prefix=what != "BertEncoder"): value.T if hf_transposed(name) else value
-            for name, value in arrays.items()
+            slot.hf or hf_name(slot.name, bert_prefix=what != "BertEncoder"): (
+                arrays[slot.name].T if hf_transposed(slot.name) else arrays[slot.name]
+            )
+            for slot in slots
         }
         huggingface.write(fileio.join(directory, "model.safetensors"), hf_arrays)
         architecture = {"BertPretrainer": "BertForPreTraining", "BertEncoder": "BertModel"}.get(what)

@@ -47,9 +47,7 @@ def example_position_ids(input_mask):
     index = ops.cumsum(ops.ones_like(instance), axis=1) - 1  # [batch, seq]: 0, 1, 2, ...
     # earlier[b, q, k]: key k is a real token of an instance before query q's.
     keys, queries = ops.expand_dims(instance, 1), ops.expand_dims(instance, 2)
-    earlier = ops.logical_and(
-        ops.greater(keys, 0), ops.less(keys, queries)
-    )
+    earlier = ops.logical_and(ops.greater(keys, 0), ops.less(keys, queries))
     return index - ops.sum(ops.cast(earlier, "int32"), axis=2)
 
 

@@ -75,6 +75,9 @@ PACKED_FEATURES = (
 )
 FLOAT_FEATURES = frozenset({"masked_lm_weights", "next_sentence_weights"})
 
+# The input that marks packed rows: each example's [CLS] among the rows' tokens, flattened.
+PACKED_POSITIONS = "cls_positions"
+
 
 def default_max_predictions_per_row(max_predictions_per_seq: int, max_instances_per_row: int) -> int:
     """The per-row prediction budget when none is given: the per-instance one, scaled.
@@ -280,7 +283,7 @@ def pack_sequences(features: dict[str, tf.Tensor], *, row_length: int | tf.Tenso
             max_instances_per_row=row_length,  # no limit: every instance has a token
         )
     packed = place_tokens(features, lengths, placement, row_length)
-    packed["cls_positions"] = placement["row"] * row_length + placement["token_offset"]
+    packed[PACKED_POSITIONS] = placement["row"] * row_length + placement["token_offset"]
     return packed
 
 

@@ -89,10 +89,13 @@ def check_doc_stride(doc_stride: int | None, room: int) -> int | None:
     return int(doc_stride)
 
 
+POOLINGS = ("mean", "max")  # how the windows of a long text combine
+
+
 def pool_windows(outputs, example_index, num_examples, pooling: str = "mean") -> tf.Tensor:
     """Window outputs [w, ...] -> one per example [num_examples, ...]: the mean or the max
     (`pooling`) of its windows' outputs, in float32. Every example has a window."""
-    if pooling not in ("mean", "max"):
+    if pooling not in POOLINGS:
         raise ValueError(f"pooling must be 'mean' or 'max', got {pooling!r}")
     outputs = tf.cast(outputs, tf.float32)
     pool = tf.math.unsorted_segment_mean if pooling == "mean" else tf.math.unsorted_segment_max

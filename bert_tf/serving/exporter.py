@@ -8,7 +8,7 @@ Kinds (the signatures of each are documented in the module that builds it):
     model directory written by `bert_tf.finetune`.
   - "huggingface", "google": not a SavedModel but a fine-tuned model with its head, as a
     transformers `BertFor...` folder or an original checkpoint (`bert_tf.tasks.finetuned`).
-  - "tflite" (`bert_tf.serving.tflite`): not a SavedModel but a LiteRT file of a fine-tuned
+  - "tflite" (`bert_tf.serving.litert_conversion`): not a SavedModel but a LiteRT file of a fine-tuned
     model, token ids in.
 
 `quantize="int8"` stores the encoder's dense kernels of a "task" or "encoder" export as int8
@@ -29,8 +29,8 @@ import tensorflow as tf
 
 from bert_tf import fileio
 from bert_tf.config import BertConfig
+from bert_tf.serving import litert_conversion, task
 from bert_tf.serving import quantize as int8
-from bert_tf.serving import task, tflite
 from bert_tf.serving.encoder import EncoderServing
 from bert_tf.serving.loading import check_init_checkpoint, load_pretrained
 from bert_tf.serving.mlm import FillMask
@@ -43,7 +43,7 @@ from bert_tf.serving.saving import (
     export_module,
 )
 from bert_tf.serving.settings import QUANTIZABLE
-from bert_tf.tasks.finetuned import FinetunedModelInfo, load_finetuned, save_finetuned
+from bert_tf.tasks.finetuned import load_finetuned, save_finetuned
 from bert_tf.tokenization import BertTokenizer
 
 logger = logging.getLogger(__name__)
@@ -67,8 +67,9 @@ def export_saved_model(
 
     Returns the absolute export directory. Raises ExportError (with what to change) for
     a missing checkpoint, an existing non-empty export_dir without `overwrite`, or a
-    seq_length above the model's max_position_embeddings. seq_length None means 128, or
-    for "task" the fine-tuned max_seq_length. Nothing is left at
+    seq_length above the model's max_position_embeddings. seq_length None means 128 (or
+    the model's max_position_embeddings where fewer), or for "task" the fine-tuned
+    max_seq_length. Nothing is left at
     `export_dir` if the export fails.
     """
     if kind not in KINDS:
@@ -83,7 +84,7 @@ def export_saved_model(
         fileio.check_path(dev_file)
     if kind == "tflite":
         task.check_finetuned_dir(init_checkpoint, kind)
-        return tflite.export_tflite(
+        return litert_conversion.export_tflite(
             init_checkpoint, export_dir, seq_length, quantize, overwrite, dev_file, accept_accuracy_loss
         )
     if kind == "task" and quantize:
@@ -94,10 +95,11 @@ def export_saved_model(
         return task.export_task(init_checkpoint, export_dir, seq_length=seq_length, overwrite=overwrite)
     if kind in ("huggingface", "google"):
         task.check_finetuned_dir(init_checkpoint, kind)
-        model, tokenizer, info = load_finetuned(init_checkpoint, compile=False)
-        return export_checkpoint(kind, model, tokenizer, info, export_dir, overwrite)
-    seq_length = DEFAULT_SEQ_LENGTH if seq_length is None else seq_length
+        model = load_finetuned(init_checkpoint, compile=False)
+        return export_checkpoint(kind, model, export_dir, overwrite)
     model, config, settings = load_pretrained(init_checkpoint, "pretraining" if kind == "mlm" else "encoder")
+    if seq_length is None:
+        seq_length = min(DEFAULT_SEQ_LENGTH, config.max_position_embeddings)
     info = {"init_checkpoint": fileio.abspath(init_checkpoint)}
     if quantize:
         int8.quantize_encoder(model)
@@ -128,7 +130,8 @@ def export_int8_task(
     `dev_file`, only if it scores within a point of the float model there (or
     `accept_accuracy_loss`)."""
     task.check_finetuned_dir(init_checkpoint, "task")
-    model, tokenizer, info = load_finetuned(init_checkpoint, compile=False)
+    model = load_finetuned(init_checkpoint, compile=False)
+    tokenizer, info = model.tokenizer, model.task_info
     float_scores = int8.score(model, tokenizer, info, dev_file) if dev_file else None
     int8.quantize_encoder(model)
     if dev_file:
@@ -176,14 +179,12 @@ def export_from_model(
     return export_module(build, kind, config, vocab_file, lower_case, export_dir, seq_length, overwrite, info)
 
 
-def export_checkpoint(
-    kind: str, model, tokenizer, info: FinetunedModelInfo, export_dir: str, overwrite: bool = False
-) -> str:
+def export_checkpoint(kind: str, model, export_dir: str, overwrite: bool = False) -> str:
     """Writes a fine-tuned task model with its head in the `kind` checkpoint format
     ("huggingface" or "google"), all at once or not at all; returns the absolute directory."""
     export_dir = fileio.abspath(fileio.check_path(export_dir))
     with atomic_export_dir(export_dir, overwrite) as staging:
-        save_finetuned(staging, model, tokenizer, info, format=kind)
+        save_finetuned(staging, model, format=kind)
     return export_dir
 
 

@@ -1,9 +1,13 @@
-"""A `--kind=tflite` classifier served from Python without TensorFlow: raw text in, labels out.
+"""A `--kind=tflite` export served from Python without TensorFlow: raw text in, predictions out.
 
->>> from bert_tf.serving.litert import LiteRTClassifier          # doctest: +SKIP
->>> classifier = LiteRTClassifier("exports/topic_tflite", num_threads=2)  # doctest: +SKIP
+>>> from bert_tf.serving import litert                          # doctest: +SKIP
+>>> classifier = litert.load("exports/topic_tflite", num_threads=2)  # doctest: +SKIP
 >>> classifier(["How do I read a file?"])["label"]              # doctest: +SKIP
 ['io']
+
+`load` gives the client the export names (its task family's: for a classifier,
+`bert_tf.tasks.classification.litert.LiteRTClassifier`); `LiteRTFile` is what the clients
+share: the export's description, its tokenizer and its packed signature.
 
 It needs the `tflite` extra (`pip install "bert_tf[tflite]"`): the LiteRT interpreter
 (`ai-edge-litert`) and Hugging Face's `tokenizers`, whose BERT WordPiece tokenizer splits
@@ -11,8 +15,7 @@ text into the word pieces bert_tf's own tokenizer gives (the tokenizer tests hol
 to each other). This module imports neither TensorFlow nor the rest of bert_tf, so a server
 process starts in about a second and holds little more than the model.
 
-Classification, regression and multi-label exports (`task_kind` in export_info.json) are
-served; a text, or a pair (`text_pairs`), is packed `[CLS] a [SEP] (b [SEP])` and cut to the
+A text, or a pair (`text_pairs`), is packed `[CLS] a [SEP] (b [SEP])` and cut to the
 export's seq_length as fine-tuning cuts it (a pair: the longer side first). A model
 fine-tuned with windows (`doc_stride`) reads only a long text's first seq_length pieces
 here; its task SavedModel reads every window.
@@ -25,21 +28,16 @@ whatever batch it comes in. This is the first-fit decreasing packing of
 ops; it is written again here in NumPy because this process has no TensorFlow. On short
 texts it runs a batch in fewer, shorter rows than padding every text to the longest.
 
-Outputs, per text, as the task SavedModel's: classification: `probabilities` float32
-[batch, classes] (softmax), `label_id` int [batch], `label` list of str; regression:
-`score` float32 [batch]; multi-label: `probabilities` (a sigmoid per label) and `labels`,
-a list per text of the labels above the export's threshold, in label order.
+Outputs, per text, are the task SavedModel's (the client's docstring says which).
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
-import warnings
 
 import numpy as np
-
-SERVED_KINDS = ("classification", "regression", "multi_label")
 
 
 def pack(sequences: list[list[int]], type_ids: list[list[int]]) -> dict[str, np.ndarray]:
@@ -91,8 +89,25 @@ def truncate_pair(a: list[int], b: list[int], budget: int) -> tuple[list[int], l
     return a, b
 
 
-class LiteRTClassifier:
-    """Raw text -> predictions with a `--kind=tflite` export folder (see the module docstring).
+def load(export_dir: str, num_threads: int | None = None):
+    """The TensorFlow-free client of a `--kind=tflite` export: the one its export_info.json
+    names (its task family's)."""
+    info = LiteRTFile.read_info(export_dir)
+    client = info.get("client")
+    if not client:
+        raise ValueError(
+            f"{export_dir}/export_info.json names no client: an export of an earlier bert_tf opens with "
+            "its family's client class (docs/export-and-serving.md), or export it again with "
+            "python -m bert_tf.export --kind=tflite; a task family without a client has no LiteRT export"
+        )
+    module_name, _, class_name = client.partition(":")
+    return getattr(importlib.import_module(module_name), class_name)(export_dir, num_threads=num_threads)
+
+
+class LiteRTFile:
+    """What the clients of `--kind=tflite` exports share: the export's description
+    (`info`, its export_info.json), its WordPiece tokenizer (`tokenizer`, Hugging Face's,
+    which splits as bert_tf's own), and the file's packed signature (`runner`).
 
     Args:
       export_dir: the folder `python -m bert_tf.export --kind=tflite` wrote.
@@ -105,33 +120,10 @@ class LiteRTClassifier:
             from tokenizers import BertWordPieceTokenizer
         except ImportError as error:
             raise ImportError(
-                f"LiteRTClassifier needs the tflite extra ({error.name} is missing): "
+                f"{type(self).__name__} needs the tflite extra ({error.name} is missing): "
                 'pip install "bert_tf[tflite]"'
             ) from None
-        info_file = os.path.join(export_dir, "export_info.json")
-        if not os.path.isfile(info_file):
-            raise ValueError(
-                f"{export_dir} holds no export_info.json: give the folder "
-                "`python -m bert_tf.export --kind=tflite` wrote"
-            )
-        with open(info_file, encoding="utf-8") as file:
-            info = json.load(file)
-        if info.get("kind") != "tflite" or info.get("task_kind") not in SERVED_KINDS:
-            raise ValueError(
-                f"{export_dir} is a {info.get('kind')} export of a {info.get('task_kind')} model; "
-                f"LiteRTClassifier serves --kind=tflite exports of {', '.join(SERVED_KINDS)} models"
-            )
-        if info.get("doc_stride"):
-            warnings.warn(
-                f"{export_dir} holds a model fine-tuned on windows (doc_stride {info['doc_stride']}); "
-                f"LiteRTClassifier reads a text's first {info['seq_length']} pieces only: serve the "
-                "task SavedModel (--kind=task) to read every window",
-                stacklevel=2,
-            )
-        self.info = info
-        self.kind = info["task_kind"]
-        self.labels = list(info.get("label_list") or [])
-        self.threshold = float(info.get("threshold", 0.5))
+        self.info = info = self.read_info(export_dir)
         self.tokenizer = BertWordPieceTokenizer(
             os.path.join(export_dir, "vocab.txt"), lowercase=bool(info["lower_case"])
         )
@@ -149,8 +141,22 @@ class LiteRTClassifier:
             )
         self.runner = interpreter.get_signature_runner("serving_packed")
 
-    def logits(self, texts: list[str], text_pairs: list[str] | None = None) -> np.ndarray:
-        """float32 [batch, classes] logits of a batch of texts (or pairs)."""
+    @staticmethod
+    def read_info(export_dir: str) -> dict:
+        info_file = os.path.join(export_dir, "export_info.json")
+        if not os.path.isfile(info_file):
+            raise ValueError(
+                f"{export_dir} holds no export_info.json: give the folder "
+                "`python -m bert_tf.export --kind=tflite` wrote"
+            )
+        with open(info_file, encoding="utf-8") as file:
+            info = json.load(file)
+        if info.get("kind") != "tflite":
+            raise ValueError(f"{export_dir} is a {info.get('kind')} export, not a --kind=tflite one")
+        return info
+
+    def packed(self, texts: list[str], text_pairs: list[str] | None = None) -> dict[str, np.ndarray] | None:
+        """The packed inputs of a batch of texts (or pairs); None for an empty batch."""
         texts = [texts] if isinstance(texts, str) else list(texts)
         if text_pairs is not None:
             text_pairs = [text_pairs] if isinstance(text_pairs, str) else list(text_pairs)
@@ -159,7 +165,7 @@ class LiteRTClassifier:
                     f"{len(texts)} texts but {len(text_pairs)} text_pairs: give one pair per text"
                 )
         if not texts:
-            return np.zeros([0, len(self.labels) or 1], np.float32)
+            return None
         pieces = [item.ids for item in self.tokenizer.encode_batch(texts, add_special_tokens=False)]
         if text_pairs is None:
             sequences = [[self.cls, *a[: self.seq_length - 2], self.sep] for a in pieces]
@@ -171,26 +177,4 @@ class LiteRTClassifier:
                 a, b = truncate_pair(a, b, self.seq_length - 3)
                 sequences.append([self.cls, *a, self.sep, *b, self.sep])
                 types.append([0] * (len(a) + 2) + [1] * (len(b) + 1))
-        return self.runner(**pack(sequences, types))["logits"]
-
-    def __call__(self, texts: list[str], text_pairs: list[str] | None = None) -> dict:
-        logits = self.logits(texts, text_pairs)
-        if self.kind == "regression":
-            return {"score": logits[:, 0]}
-        if self.kind == "multi_label":
-            probabilities = 1.0 / (1.0 + np.exp(-logits))
-            chosen = probabilities > self.threshold
-            return {
-                "probabilities": probabilities,
-                "labels": [
-                    [label for label, on in zip(self.labels, row, strict=True) if on] for row in chosen
-                ],
-            }
-        shifted = np.exp(logits - logits.max(axis=-1, keepdims=True))
-        probabilities = shifted / shifted.sum(axis=-1, keepdims=True)
-        label_id = probabilities.argmax(axis=-1)
-        return {
-            "probabilities": probabilities,
-            "label_id": label_id,
-            "label": [self.labels[i] for i in label_id],
-        }
+        return pack(sequences, types)

@@ -12,10 +12,10 @@ graph): float32 2.6 s, weight-only int8 3.5 s, Keras' full int8 (int8 activation
 11.9 s, the same with XLA 4.3 s. TensorFlow's CPU kernels have no faster int8 matmul for
 these graphs, so an int8 SavedModel is smaller (dense kernels 4x), not faster. The int8
 matmuls are LiteRT's dynamic-range model's (`--kind=tflite --quantize=int8`,
-`bert_tf.serving.tflite`), whose speed the serving benchmark measures.
+`bert_tf.serving.litert_conversion`), whose speed the serving benchmark measures.
 
 `check_accuracy` scores the float and the int8 model on the same labelled data with the
-fine-tuning evaluation (`bert_tf.tasks.families`) and refuses an int8 model that loses more
+fine-tuning evaluation (the task family's, `bert_tf.tasks.family`) and refuses an int8 model that loses more
 than `MAX_LOSS` (one point) unless told to accept it.
 
 Example:
@@ -40,8 +40,8 @@ import logging
 import keras
 
 from bert_tf.errors import BertTfError
-from bert_tf.tasks.families import family_for_kind
-from bert_tf.tasks.finetuned import FinetunedModelInfo
+from bert_tf.tasks import registry
+from bert_tf.tasks.info import FinetunedModelInfo
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ def score(
 ) -> dict[str, float]:
     """The fine-tuning evaluation's scores of `model` on the labelled `dev_file` (read as
     --eval_file is)."""
-    family = family_for_kind(info.kind).for_model(info, tokenizer, eval_file=dev_file)
+    family = registry.family_of_info(info).for_model(info, tokenizer, eval_file=dev_file)
     [data] = family.load("eval")
     family.count(data)
     return {

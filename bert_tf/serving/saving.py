@@ -39,7 +39,7 @@ from bert_tf import fileio
 from bert_tf.config import BertConfig
 from bert_tf.errors import BertTfError
 from bert_tf.outputs import check_output
-from bert_tf.progress_display import Phase
+from bert_tf.progress_display import TimedStep
 
 EXTRA_DIR = "assets.extra"
 CONFIG_NAME = "bert_config.json"
@@ -178,7 +178,7 @@ def export_module(
 def save(module: tf.Module, directory: str) -> None:
     """tf.saved_model.save with the module's traced signatures; each step, seconds to minutes
     with nothing to count, is announced on stderr with its time when done."""
-    with Phase("tracing the serving signatures"):
+    with TimedStep("tracing the serving signatures"):
         signatures = module.trace()
-    with Phase("writing the SavedModel"):
+    with TimedStep("writing the SavedModel"):
         tf.saved_model.save(module, directory, signatures=signatures)

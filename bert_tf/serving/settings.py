@@ -18,7 +18,7 @@ from bert_tf.cli import flag_name, setting
 from bert_tf.errors import UsageError
 
 EXPORT_KINDS = ("preprocessor", "encoder", "mlm", "task", "huggingface", "google", "tflite")
-# What --quantize does to each kind that takes it (bert_tf.serving.quantize, bert_tf.serving.tflite).
+# What --quantize does to each kind that takes it (bert_tf.serving.quantize, bert_tf.serving.litert_conversion).
 QUANTIZABLE = {"task": ("int8",), "encoder": ("int8",), "tflite": ("int8", "float16")}
 
 
@@ -50,8 +50,8 @@ class ExportSettings:
     )
     seq_length: int | None = setting(
         None,
-        "Packed sequence length, at most the model's max_position_embeddings. Default: 128, or for "
-        "--kind=task the max_seq_length the model was fine-tuned with.",
+        "Packed sequence length, at most the model's max_position_embeddings. Default: 128 (or the "
+        "model's max_position_embeddings where fewer), or for --kind=task the max_seq_length the model was fine-tuned with.",
         flag="max_seq_length",
         old_flags=("seq_length",),
     )

@@ -48,3 +48,11 @@ def labels_for(y, count: int) -> list:
     if len(values) != count:
         raise UsageError(f"x has {count} examples but y has {len(values)} labels; give one label per example")
     return values
+
+
+def holds_pairs(x) -> bool:
+    """Whether raw `x` holds pairs: a tuple of two lists, or rows of two texts."""
+    if isinstance(x, tuple) and len(x) == 2 and not isinstance(x[0], str):
+        return True
+    rows = x.tolist() if isinstance(x, np.ndarray) else x
+    return bool(len(rows)) and isinstance(rows[0], (tuple, list))

@@ -46,16 +46,12 @@ from bert_tf.config import load_config
 from bert_tf.errors import UsageError
 from bert_tf.models import BertEncoder
 from bert_tf.outputs import check_output
-from bert_tf.tasks import keras_task
-from bert_tf.tasks.families import TaskData, make_family
+from bert_tf.tasks import keras_api, registry
+from bert_tf.tasks.family import TaskData
 from bert_tf.tasks.features import TaskDataError
-from bert_tf.tasks.finetuned import (
-    FinetunedModelInfo,
-    is_finetuned_dir,
-    load_finetuned,
-    read_info,
-    task_info,
-)
+from bert_tf.tasks.finetuned import is_finetuned_dir, load_finetuned, read_info
+from bert_tf.tasks.info import FinetunedModelInfo
+from bert_tf.tasks.preprocessor import TaskPreprocessor
 from bert_tf.tasks.settings import FinetuneSettings
 from bert_tf.tokenization import BertTokenizer, load_vocab
 from bert_tf.training import callbacks, precision, progress
@@ -81,13 +77,8 @@ RESUME_FIELDS = (
     "train_file",
     "data_dir",
     "tfds_name",
-    "text_column",
-    "text_b_column",
-    "label_column",
     "max_seq_length",
-    "doc_stride",
-    "window_pooling",
-    "max_query_length",
+    "options",  # the task family's (columns, windows, SQuAD's settings, ...)
     "train_batch_size",
     "learning_rate",
     "num_train_epochs",
@@ -111,9 +102,9 @@ def is_finished(output_dir: str) -> bool:
     )
 
 
-def main_metric(adapter) -> str:
+def main_metric(family) -> str:
     """The metric that picks the best model and stops training early: the task family's."""
-    return adapter.main_metric
+    return family.main_metric
 
 
 @dataclasses.dataclass
@@ -203,20 +194,25 @@ def _encoder(settings: FinetuneSettings):
 
 
 def _finetuned_info(settings: FinetuneSettings) -> FinetunedModelInfo | None:
-    """The task.json when init_checkpoint is the model/ folder of a fine-tuning run, else None.
+    """The task.json when init_checkpoint is the model/ folder of a fine-tuning run of the same
+    task, else None.
 
     Such a run starts from the whole fine-tuned model (to predict, evaluate or train on),
-    with its own vocab, casing and labels; it must be for the same task.
+    with its own vocab, casing and labels. A fine-tuned model of another task gives its
+    encoder to a new head, as a pretrained checkpoint does.
     """
     directory = settings.init_checkpoint
     if not is_finetuned_dir(directory):
         return None  # a pretrained checkpoint (or nothing from_pretrained can read: it says so)
     info = read_info(directory)
     if info.task.lower() != settings.task.lower():
-        raise TaskDataError(
-            f"{directory} holds a model fine-tuned for task {info.task!r}, not {settings.task!r}; "
-            f"pass --task={info.task} or a pretrained checkpoint"
+        logger.info(
+            "%s holds a model fine-tuned for task %r: its encoder starts a new %s head",
+            directory,
+            info.task,
+            settings.task,
         )
+        return None
     if settings.vocab_file or settings.bert_config or settings.lower_case is not None:
         logger.warning(
             "%s is a fine-tuned model: its own vocab, config and casing are used; "
@@ -226,10 +222,10 @@ def _finetuned_info(settings: FinetuneSettings) -> FinetunedModelInfo | None:
     return info
 
 
-def _log_stats(data: TaskData, adapter) -> dict:
+def _log_stats(data: TaskData, family) -> dict:
     stats = data.stats.as_dict()
     logger.info("%s data: %s", data.name, stats)
-    adapter.warn_if_truncated(data)
+    family.warn_if_truncated(data)
     return stats
 
 
@@ -255,51 +251,10 @@ def run(settings: FinetuneSettings) -> dict[str, float]:
 
 
 def _run(settings: FinetuneSettings, strategy, policy: str, fresh: bool) -> dict[str, float]:
-    finetuned = _finetuned_info(settings)
-    if finetuned and finetuned.doc_stride is not None:
-        # A model trained on long texts in windows reads them so again, unless told otherwise.
-        settings = dataclasses.replace(
-            settings,
-            doc_stride=settings.doc_stride or finetuned.doc_stride,
-            window_pooling=settings.window_pooling or finetuned.window_pooling,
-        )
-    if settings.doc_stride is not None and settings.window_pooling is None:
-        settings = dataclasses.replace(settings, window_pooling="mean")
-    with strategy.scope():
-        if finetuned:  # a model/ folder of an earlier run: its head, labels and tokenizer
-            model, tokenizer, _ = load_finetuned(settings.init_checkpoint, compile=False)
-            config = model.encoder.config
-        else:
-            encoder, checkpoint_settings = _encoder(settings)
-            tokenizer = load_tokenizer(settings, checkpoint_settings)
-            config = encoder.config
-    check_sequence_lengths(settings, config)
-
-    adapter = make_family(settings, tokenizer)  # the task's family, on this run's settings
-    # TPUs compile one program per shape: pad to max_seq_length, fixed-size batches.
-    adapter.static = adapter.static or isinstance(strategy, tf.distribute.TPUStrategy)
-    # A distributed batch is split along its first dimension: packed rows and their labels apart.
-    adapter.pack = adapter.pack and strategy.num_replicas_in_sync == 1
-    if finetuned:  # what the model learnt from its training data: labels, a threshold, ...
-        adapter.restore(finetuned)
-        if finetuned.label_list is not None:
-            adapter.label_list = list(finetuned.label_list)
-
-    train = adapter.load("train")
-    evals = adapter.load("eval")
-    predicts = adapter.load("predict")
-    if not (train or evals or predicts):
-        raise TaskDataError(
-            f"no data for task {settings.task!r}: pass --train_file/--eval_file/--predict_file, "
-            "--data_dir (GLUE) or --tfds_name"
-        )
-    if adapter.label_list is None and adapter.needs_label_list:
-        raise TaskDataError(
-            f"task {settings.task!r} takes its labels from the training data; pass --train_file"
-        )
-    for data in (*train, *evals, *predicts):
-        adapter.count(data, progress=bool(int(settings.verbose)))
-    data_stats = {data.name: _log_stats(data, adapter) for data in (*train, *evals, *predicts)}
+    family, start = _family(settings, strategy)
+    settings = family.settings  # with the family's max_seq_length where none was given
+    train, evals, predicts = _load_data(family, settings)
+    data_stats = {data.name: _log_stats(data, family) for data in (*train, *evals, *predicts)}
     # Steps count batches of features (SQuAD: windows, several per long context).
     num_examples = train[0].stats.num_features if train else 0
     plan = TrainingPlan.make(settings, num_examples, has_eval_data=bool(evals))
@@ -308,45 +263,19 @@ def _run(settings: FinetuneSettings, strategy, policy: str, fresh: bool) -> dict
     fileio.makedirs(settings.output_dir)
     if policy != settings.mixed_precision:  # said once every check has passed
         logger.info("mixed precision: %s (--mixed_precision=%s)", policy, settings.mixed_precision)
-
-    with strategy.scope():  # the task model of the Python API, compiled with the same recipe
-        if not finetuned:
-            model = adapter.build_model(encoder)
-        model.attach(tokenizer, task_info(settings, adapter, tokenizer))
-        model.compile(
-            learning_rate=settings.learning_rate,
-            warmup_proportion=settings.warmup_proportion,
-            gradient_accumulation_steps=settings.gradient_accumulation_steps,
-            jit_compile="auto" if settings.jit_compile is None else settings.jit_compile,
-        )
-        keras_task.build_schedule(model, plan.num_train_steps)
-
+    model = _task_model(family, start, strategy, plan)
     if train:
-        _train(settings, strategy, model, adapter, train[0], evals, plan)
-
-    results: dict[str, float] = {}
-    baselines: dict[str, float] = {}  # beside the scores, not among the curves
-    scored = [*train, *evals] if settings.eval_train else evals
-    for data in scored:
-        scores, outputs = _evaluate(adapter, model, data, settings)
-        # "accuracy" for the eval data, "accuracy_mismatched" for MNLI's second dev set,
-        # "train_accuracy" for the training data.
-        results.update(scores)
-        if data.name != "train":
-            adapter.write(data, outputs, settings.output_dir)
-            baselines.update(_majority_baseline(adapter, data, outputs, scores))
-    if scored:
-        fileio.write_json(fileio.join(settings.output_dir, "eval_results.json"), {**results, **baselines})
-        logger.info("eval results: %s", results)
-    if scored and train and not plan.eval_every_steps:
+        _train(settings, strategy, model, family, train[0], evals, plan)
+    results, baselines = _score(family, model, settings, [*train, *evals] if settings.eval_train else evals)
+    if results and train and not plan.eval_every_steps:
         # Evaluated only now: the scores at the run's last update, beside its curves (bert_tf.plot).
         output_dir = settings.output_dir
         scalars = progress.ScalarLog(output_dir, "eval", fileio.join(progress.log_dir(output_dir), "eval"))
         scalars.write(callbacks.optimizer_updates(model), results)
         scalars.close()
     for data in predicts:
-        outputs = _predict(adapter, model, data, settings)
-        for path in adapter.write(data, outputs, settings.output_dir):
+        outputs = _predict(family, model, data, settings)
+        for path in family.write(data, outputs, settings.output_dir):
             logger.info("wrote %s", path)
     fileio.write_json(fileio.join(settings.output_dir, "data_stats.json"), data_stats)
     saved = settings.save_model and bool(train)
@@ -356,7 +285,7 @@ def _run(settings: FinetuneSettings, strategy, policy: str, fresh: bool) -> dict
         model.save(fileio.join(settings.output_dir, MODEL_DIR), overwrite=True)
     # Last: without the backup the folder reads as a finished run.
     fileio.rmtree(fileio.join(settings.output_dir, BACKUP_DIR))
-    where = [f"scores in {fileio.join(settings.output_dir, 'eval_results.json')}"] if scored else []
+    where = [f"scores in {fileio.join(settings.output_dir, 'eval_results.json')}"] if results else []
     if saved:
         where.append(f"the fine-tuned model in {fileio.join(settings.output_dir, MODEL_DIR)}")
     if where:  # predictions are named as they are written
@@ -364,15 +293,103 @@ def _run(settings: FinetuneSettings, strategy, policy: str, fresh: bool) -> dict
     return {**results, **baselines}
 
 
-def _predict(adapter, model, data: TaskData, settings: FinetuneSettings):
+def _family(settings: FinetuneSettings, strategy):
+    """The run's task family on its settings, and what the model starts from: the encoder of
+    the init checkpoint, or the whole model of a fine-tuned folder of the same task (its head,
+    labels, tokenizer and the options it was fine-tuned with, unless told otherwise)."""
+    family_class = registry.family_for_task(settings.task)
+    finetuned = _finetuned_info(settings)
+    if finetuned:
+        saved = family_class.saved_options(finetuned)
+        settings = dataclasses.replace(settings, options={**saved, **settings.options})
+    with strategy.scope():
+        if finetuned:
+            start = load_finetuned(settings.init_checkpoint, compile=False)
+            tokenizer, config = start.tokenizer, start.encoder.config
+        else:
+            start, checkpoint_settings = _encoder(settings)
+            tokenizer = load_tokenizer(settings, checkpoint_settings)
+            config = start.config
+    family = family_class(settings, tokenizer)
+    check_sequence_lengths(family.settings, config)
+    # TPUs compile one program per shape: pad to max_seq_length, fixed-size batches.
+    family.static = family.static or isinstance(strategy, tf.distribute.TPUStrategy)
+    # A distributed batch is split along its first dimension: packed rows and their labels apart.
+    family.pack = family.pack and strategy.num_replicas_in_sync == 1
+    if finetuned:  # what the model learnt from its training data: labels, a threshold, ...
+        family.restore(finetuned)
+        if finetuned.label_list is not None:
+            family.label_list = list(finetuned.label_list)
+    return family, start
+
+
+def _load_data(family, settings: FinetuneSettings) -> tuple[list[TaskData], list[TaskData], list[TaskData]]:
+    """The run's train, eval and predict data, counted; refused when there is none."""
+    train, evals, predicts = family.load("train"), family.load("eval"), family.load("predict")
+    if not (train or evals or predicts):
+        raise TaskDataError(
+            f"no data for task {settings.task!r}: pass --train_file/--eval_file/--predict_file, "
+            "--data_dir (GLUE) or --tfds_name"
+        )
+    if family.label_list is None and family.needs_label_list:
+        raise TaskDataError(
+            f"task {settings.task!r} takes its labels from the training data; pass --train_file"
+        )
+    for data in (*train, *evals, *predicts):
+        family.count(data, progress=bool(int(settings.verbose)))
+    return train, evals, predicts
+
+
+def _task_model(family, start, strategy, plan: TrainingPlan):
+    """The task model of the Python API (a new head on `start`'s encoder, or the fine-tuned
+    model `start`) with the run's preprocessor, compiled with the same recipe."""
+    settings = family.settings
+    with strategy.scope():
+        preprocessor = TaskPreprocessor(family.task_info(), family.tokenizer)
+        if isinstance(start, BertEncoder):
+            model = family.build_model(start, preprocessor=preprocessor)
+        else:
+            model = start
+            model.preprocessor = preprocessor
+        model.compile(
+            learning_rate=settings.learning_rate,
+            warmup_proportion=settings.warmup_proportion,
+            gradient_accumulation_steps=settings.gradient_accumulation_steps,
+            jit_compile="auto" if settings.jit_compile is None else settings.jit_compile,
+        )
+        keras_api.build_schedule(model, plan.num_train_steps)
+    return model
+
+
+def _score(
+    family, model, settings: FinetuneSettings, scored: list[TaskData]
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Scores of each scored split ("accuracy" for the eval data, "accuracy_mismatched" for
+    MNLI's second dev set, "train_accuracy" for the training data) and the majority
+    baselines, written together to eval_results.json; an eval split's outputs are written."""
+    results: dict[str, float] = {}
+    baselines: dict[str, float] = {}  # beside the scores, not among the curves
+    for data in scored:
+        scores, outputs = _evaluate(family, model, data, settings)
+        results.update(scores)
+        if data.name != "train":
+            family.write(data, outputs, settings.output_dir)
+            baselines.update(_majority_baseline(family, data, outputs, scores))
+    if scored:
+        fileio.write_json(fileio.join(settings.output_dir, "eval_results.json"), {**results, **baselines})
+        logger.info("eval results: %s", results)
+    return results, baselines
+
+
+def _predict(family, model, data: TaskData, settings: FinetuneSettings):
     """The model's outputs on one split (the one place a model runs over eval or predict data)."""
-    return adapter.predict(model, data, settings.eval_batch_size, progress=bool(int(settings.verbose)))
+    return family.predict(model, data, settings.eval_batch_size, progress=bool(int(settings.verbose)))
 
 
-def _evaluate(adapter, model, data: TaskData, settings: FinetuneSettings) -> tuple[dict[str, float], object]:
+def _evaluate(family, model, data: TaskData, settings: FinetuneSettings) -> tuple[dict[str, float], object]:
     """({metric: value}, outputs) of one labelled split, with the names eval_results.json uses."""
-    outputs = _predict(adapter, model, data, settings)
-    scores = adapter.score(data, outputs)
+    outputs = _predict(family, model, data, settings)
+    scores = family.score(data, outputs)
     if outputs.loss is not None:
         scores["eval_loss"] = outputs.loss
     if data.name == "train":
@@ -386,10 +403,10 @@ def _suffix(data: TaskData) -> str:
     return "" if data.name == "eval" else "_" + data.name.split("_", 1)[1]
 
 
-def _majority_baseline(adapter, data: TaskData, outputs, scores: dict[str, float]) -> dict[str, float]:
+def _majority_baseline(family, data: TaskData, outputs, scores: dict[str, float]) -> dict[str, float]:
     """{"majority_baseline": the accuracy of always answering the commonest class} of a scored
     eval split, said beside its accuracy, with a warning when the model does not beat it."""
-    found = adapter.majority_baseline(outputs)
+    found = family.majority_baseline(outputs)
     if found is None:
         return {}
     label, baseline = found
@@ -415,36 +432,15 @@ def _majority_baseline(adapter, data: TaskData, outputs, scores: dict[str, float
     return {f"majority_baseline{suffix}": baseline}
 
 
-def _train(settings: FinetuneSettings, strategy, model, adapter, train: TaskData, evals, plan: TrainingPlan):
+def _train(settings: FinetuneSettings, strategy, model, family, train: TaskData, evals, plan: TrainingPlan):
     """model.fit with the run's callbacks, from the last backup if there is one."""
     output_dir = settings.output_dir
     backup_dir = fileio.join(output_dir, BACKUP_DIR)
     log_dir = progress.log_dir(output_dir)
-    evaluation = best = stopping = None
-    fit_callbacks = []
-    if plan.eval_every_steps:
-
-        def evaluate(model):
-            results = {}
-            for data in evals:
-                results.update(_evaluate(adapter, model, data, settings)[0])
-            return results
-
-        evaluation = callbacks.TaskEvaluation(
-            evaluate,
-            every_steps=plan.eval_every_steps,
-            history_file=fileio.join(output_dir, HISTORY_FILE),
-            scalars=progress.ScalarLog(output_dir, "eval", fileio.join(log_dir, "eval")),
-        )
-        monitor = callbacks.VALIDATION_PREFIX + main_metric(adapter)
-        best = (
-            callbacks.BestModel(fileio.join(backup_dir, "best.weights.npz"), monitor)
-            if settings.keep_best_model
-            else None
-        )
-        if settings.early_stopping_patience:
-            stopping = callbacks.EarlyStopping(monitor, settings.early_stopping_patience)
-        fit_callbacks += [c for c in (evaluation, best, stopping) if c is not None]
+    evaluation, best, stopping = (
+        _evaluation_callbacks(settings, family, evals, plan) if plan.eval_every_steps else (None, None, None)
+    )
+    fit_callbacks = [c for c in (evaluation, best, stopping) if c is not None]
     signals = StopSignals(when="after this update, then stopping")
     # The input's position goes into each backup where fit's iterator can be saved.
     position = InputPosition() if InputPosition.supported(strategy) else None
@@ -484,20 +480,8 @@ def _train(settings: FinetuneSettings, strategy, model, adapter, train: TaskData
         # position continues there; without one, the batches already seen are skipped (read,
         # tokenized and batched again: the longer, the later the step).
         skipped = 0 if backup.input_restored else start * accumulation
-        logger.info(
-            "training on %d examples for %d updates of %d examples%s%s",
-            plan.num_examples,
-            plan.num_train_steps,
-            settings.train_batch_size,
-            f" ({accumulation} micro-batches of {plan.micro_batch_size})" if accumulation > 1 else "",
-            (
-                f", from the backup of step {start} "
-                + ("(input position restored)" if backup.input_restored else f"(skipping {skipped} batches)")
-                if start
-                else ""
-            ),
-        )
-        dataset = adapter.dataset(train, plan.micro_batch_size, training=True)
+        _say_training(plan, settings, start, backup.input_restored, skipped)
+        dataset = family.dataset(train, plan.micro_batch_size, training=True)
         # skip(0) too: the saved iterator must be of the same pipeline as the one restoring it.
         dataset = dataset.skip(skipped)
         if position is not None:
@@ -520,6 +504,54 @@ def _train(settings: FinetuneSettings, strategy, model, adapter, train: TaskData
             )
     if best is not None and best.restore(model):
         logger.info("using the best model: %s %.4f at step %d", best.monitor, best.best, best.best_step)
+
+
+def _evaluation_callbacks(settings: FinetuneSettings, family, evals: list[TaskData], plan: TrainingPlan):
+    """The evaluation every plan.eval_every_steps updates, and what follows its main metric:
+    the best model kept (--keep_best_model) and early stopping (--early_stopping_patience)."""
+    output_dir = settings.output_dir
+
+    def evaluate(model):
+        results = {}
+        for data in evals:
+            results.update(_evaluate(family, model, data, settings)[0])
+        return results
+
+    evaluation = callbacks.TaskEvaluation(
+        evaluate,
+        every_steps=plan.eval_every_steps,
+        history_file=fileio.join(output_dir, HISTORY_FILE),
+        scalars=progress.ScalarLog(output_dir, "eval", fileio.join(progress.log_dir(output_dir), "eval")),
+    )
+    monitor = callbacks.VALIDATION_PREFIX + main_metric(family)
+    best = (
+        callbacks.BestModel(fileio.join(output_dir, BACKUP_DIR, "best.weights.npz"), monitor)
+        if settings.keep_best_model
+        else None
+    )
+    stopping = (
+        callbacks.EarlyStopping(monitor, settings.early_stopping_patience)
+        if settings.early_stopping_patience
+        else None
+    )
+    return evaluation, best, stopping
+
+
+def _say_training(plan: TrainingPlan, settings: FinetuneSettings, start: int, restored: bool, skipped: int):
+    accumulation = settings.gradient_accumulation_steps
+    logger.info(
+        "training on %d examples for %d updates of %d examples%s%s",
+        plan.num_examples,
+        plan.num_train_steps,
+        settings.train_batch_size,
+        f" ({accumulation} micro-batches of {plan.micro_batch_size})" if accumulation > 1 else "",
+        (
+            f", from the backup of step {start} "
+            + ("(input position restored)" if restored else f"(skipping {skipped} batches)")
+            if start
+            else ""
+        ),
+    )
 
 
 def _resume_settings(settings: FinetuneSettings) -> dict:

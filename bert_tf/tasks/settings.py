@@ -3,8 +3,10 @@
 Example:
 
 >>> from bert_tf.tasks.settings import FinetuneSettings
->>> FinetuneSettings(task="squad", output_dir="/tmp/squad").max_seq_length
-384
+>>> FinetuneSettings(task="mrpc", output_dir="/tmp/mrpc", options={"doc_stride": 64}).options
+{'doc_stride': 64}
+>>> FinetuneSettings.of(task="mrpc", output_dir="/tmp/mrpc", doc_stride=64).options
+{'doc_stride': 64}
 """
 
 from __future__ import annotations
@@ -15,15 +17,11 @@ from bert_tf.cli import setting
 from bert_tf.errors import UsageError
 from bert_tf.training import precision
 
-SQUAD_DOC_STRIDE = 128  # the original run_squad's
-# How the windows of a long text combine (`bert_tf.preprocessing.windows.POOLINGS`; not
-# imported here: this module loads without TensorFlow).
-WINDOW_POOLINGS = ("mean", "max")
-
 
 @dataclasses.dataclass
 class FinetuneSettings:
-    """Everything a fine-tuning run needs; the CLI flags map onto these one to one."""
+    """What every fine-tuning run needs, whatever its task family; the CLI flags map onto these
+    one to one. The family's own settings are `options` (`TaskFamily.Options`)."""
 
     task: str = dataclasses.field(metadata={"help": "The task to fine-tune on."})
     output_dir: str = dataclasses.field(
@@ -56,43 +54,9 @@ class FinetuneSettings:
     )
     tfds_name: str | None = setting(None, "TFDS dataset, e.g. glue/mrpc, squad/v1.1, conll2003.")
     tfds_data_dir: str | None = setting(None, "TFDS data directory (a prepared one works offline).")
-    text_column: str = setting("text", "classification/regression: column of the text.")
-    text_b_column: str | None = setting(
-        None, "classification/regression: column of the second text of a pair."
+    max_seq_length: int | None = setting(
+        None, "Word pieces per sequence (default: the task family's, 128; question answering 384)."
     )
-    label_column: str = setting("label", "classification/regression: column of the label.")
-    label_separator: str = setting(
-        "|", "multi_label: what joins an example's labels in one CSV/TSV cell (JSONL takes a JSON list)."
-    )
-    threshold: float | None = setting(
-        None,
-        "multi_label: a label is predicted when its probability is above this (default 0.5, or the "
-        "fine-tuned model's own); saved in task.json.",
-    )
-    class_weights: str | None = setting(
-        None,
-        "classification/multi_label: weigh the training loss per label: 'balanced' (scikit-learn's "
-        "n_samples / (n_classes * count) from the training file; multi-label: negatives / positives "
-        "of each label) or one weight per label, comma-separated, in label order.",
-    )
-    max_seq_length: int | None = setting(None, "Word pieces per sequence (default 384 for SQuAD, else 128).")
-    doc_stride: int | None = setting(
-        None,
-        "Read texts longer than --max_seq_length as overlapping windows starting every N pieces: "
-        "SQuAD's contexts (default 128); classification, regression and ner (default: off, long "
-        "texts are cut), each window trained on with its text's labels and combined into one answer "
-        "per text. Of a pair, the second text is windowed and the first kept whole.",
-    )
-    window_pooling: str | None = setting(  # None: mean, or what a fine-tuned --init_checkpoint used
-        None,
-        "classification/regression with --doc_stride: a text's logits are the mean or the max of its windows' "
-        "(default: mean, or the fine-tuned model's own).",
-        choices=WINDOW_POOLINGS,
-    )
-    max_query_length: int = setting(64, "SQuAD: question pieces kept.")
-    n_best_size: int = setting(20, "SQuAD: candidates kept per question.")
-    max_answer_length: int = setting(30, "SQuAD: longest answer in pieces.")
-    null_score_diff_threshold: float = setting(0.0, "SQuAD 2.0: answer '' above this.")
     train_batch_size: int = setting(32, "Global training batch size.")
     eval_batch_size: int = setting(
         32,
@@ -172,35 +136,26 @@ class FinetuneSettings:
     shuffle_buffer_size: int = setting(
         10_000, "Training examples held for shuffling (the data is streamed, never held whole)."
     )
+    # The task family's own settings ({name: value}, e.g. {"doc_stride": 64}), checked by the
+    # family (its `Options`); on the command line, its flags (`--doc_stride=64`).
+    options: dict = dataclasses.field(default_factory=dict, metadata={"flag": None})
+
+    @classmethod
+    def of(cls, **fields) -> FinetuneSettings:
+        """Settings from keyword arguments as the command line's flags: the shared fields, and
+        the task family's options by their names (`of(task="squad", output_dir=d, doc_stride=64)`)."""
+        shared = {field.name for field in dataclasses.fields(cls)}
+        options = {name: value for name, value in fields.items() if name not in shared}
+        given = {name: value for name, value in fields.items() if name in shared}
+        options = {**given.pop("options", {}), **options}
+        return cls(**given, options=options)
 
     def __post_init__(self):
-        squad = self.task.lower().startswith("squad")
-        if self.max_seq_length is None:
-            self.max_seq_length = 384 if squad else 128
-        if self.doc_stride is None and squad:
-            self.doc_stride = SQUAD_DOC_STRIDE
-        if self.window_pooling is not None and self.window_pooling not in WINDOW_POOLINGS:
-            raise UsageError(
-                f"--window_pooling={self.window_pooling} is not a way to combine windows; use one of "
-                f"{', '.join(WINDOW_POOLINGS)}"
-            )
-        for name in (
-            "max_seq_length",
-            "train_batch_size",
-            "eval_batch_size",
-            "pad_to_multiple_of",
-            "shuffle_buffer_size",
-            "n_best_size",
-            "max_query_length",
-            "max_answer_length",
-        ):
+        for name in ("train_batch_size", "eval_batch_size", "pad_to_multiple_of", "shuffle_buffer_size"):
             if getattr(self, name) <= 0:
                 raise UsageError(f"--{name} must be a positive integer, got {getattr(self, name)}")
-        if self.doc_stride is not None and self.doc_stride <= 0:
-            raise UsageError(
-                f"--doc_stride must be a positive number of word pieces, got {self.doc_stride}; leave it "
-                "unset to cut long texts at --max_seq_length instead"
-            )
+        if self.max_seq_length is not None and self.max_seq_length <= 0:
+            raise UsageError(f"--max_seq_length must be a positive integer, got {self.max_seq_length}")
         if not self.learning_rate > 0:
             raise UsageError(
                 f"--learning_rate must be > 0, got {self.learning_rate} (BERT uses 2e-5 to 5e-5)"
@@ -232,14 +187,6 @@ class FinetuneSettings:
             raise UsageError(
                 f"--mixed_precision={self.mixed_precision} is not a dtype policy; use one of "
                 f"{', '.join((precision.AUTO, *precision.POLICIES))}"
-            )
-        if self.threshold is not None and not 0.0 < self.threshold < 1.0:
-            raise UsageError(
-                f"--threshold must be a probability strictly between 0 and 1, got {self.threshold}"
-            )
-        if not self.label_separator:
-            raise UsageError(
-                "--label_separator is empty; give the text that joins labels in a cell, e.g. '|'"
             )
         if self.static_shapes and self.length_buckets:
             raise UsageError(

@@ -303,35 +303,37 @@ def batches(
     dataset = dataset.ragged_batch(batching.batch_size, drop_remainder=drop)
     dataset = dataset.map(process, num_parallel_calls=tf.data.AUTOTUNE)
     if regroup:
-        dataset = dataset.unbatch()
-        padding = _padding_values(dataset.element_spec, preprocessor.tokenizer.pad_id, ignore_label)
-        if batching.bucket_boundaries:
-            # Labels per piece (token tasks: those padded with ignore_label) are cut with their
-            # row; labels per example (a class, a multi-hot row) are not.
-            per_piece = ignore_label is not None
-            dataset = dataset.map(
-                lambda element: _strip_padding(element, per_piece), num_parallel_calls=tf.data.AUTOTUNE
-            )
-            boundaries = list(batching.bucket_boundaries)
-            dataset = dataset.bucket_by_sequence_length(
-                lambda element: tf.shape(element["inputs"]["input_ids"])[-1],
-                bucket_boundaries=boundaries,
-                bucket_batch_sizes=[batching.batch_size] * (len(boundaries) + 1),
-                padding_values=padding,
-                pad_to_bucket_boundary=True,
-                drop_remainder=batching.static,
-            )
-        else:
-            if batching.training:
-                dataset = dataset.shuffle(4 * batching.batch_size, seed=batching.seed)
-            dataset = dataset.padded_batch(
-                batching.batch_size,
-                padding_values=padding,
-                drop_remainder=batching.static and batching.training,
-            )
+        dataset = _regroup(dataset.unbatch(), preprocessor.tokenizer.pad_id, batching, ignore_label)
     if (batching.static or batching.few_shapes) and not batching.training:
         dataset = dataset.map(lambda element: _fill_batch(element, batching.batch_size, batching.pack))
     return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def _regroup(rows: tf.data.Dataset, pad_id: int, batching: Batching, ignore_label: int | None):
+    """Rows batched again: in buckets of similar length (`bucket_boundaries`), or in batches
+    of `batch_size` rows (a windowed preprocessor's windows)."""
+    padding = _padding_values(rows.element_spec, pad_id, ignore_label)
+    if batching.bucket_boundaries:
+        # Labels per piece (token tasks: those padded with ignore_label) are cut with their
+        # row; labels per example (a class, a multi-hot row) are not.
+        per_piece = ignore_label is not None
+        rows = rows.map(
+            lambda element: _strip_padding(element, per_piece), num_parallel_calls=tf.data.AUTOTUNE
+        )
+        boundaries = list(batching.bucket_boundaries)
+        return rows.bucket_by_sequence_length(
+            lambda element: tf.shape(element["inputs"]["input_ids"])[-1],
+            bucket_boundaries=boundaries,
+            bucket_batch_sizes=[batching.batch_size] * (len(boundaries) + 1),
+            padding_values=padding,
+            pad_to_bucket_boundary=True,
+            drop_remainder=batching.static,
+        )
+    if batching.training:
+        rows = rows.shuffle(4 * batching.batch_size, seed=batching.seed)
+    return rows.padded_batch(
+        batching.batch_size, padding_values=padding, drop_remainder=batching.static and batching.training
+    )
 
 
 def _padding_values(spec, pad_id: int, ignore_label: int | None):

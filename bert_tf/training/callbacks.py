@@ -41,8 +41,8 @@ import numpy as np
 
 from bert_tf import fileio
 from bert_tf.errors import damaged
-from bert_tf.progress_display import format_duration, is_terminal
-from bert_tf.training.progress import ScalarLog
+from bert_tf.progress_display import is_terminal
+from bert_tf.training.progress import ScalarLog, progress_line
 
 logger = logging.getLogger(__name__)
 
@@ -468,11 +468,14 @@ class ProgressLogger(_UpdateCallback):
         if self._in_place or report:
             loss = self._period_loss(reset=report)
             learning_rate = float(self.model.optimizer.learning_rate)
-            parts = [f"step {step}/{self.total_steps}", f"loss {loss:.4f}", f"lr {learning_rate:.3g}"]
-            if speed is not None:
-                eta = (self.total_steps - step) * (now - self._timer) / done
-                parts += [f"{speed:.1f} examples/s", f"ETA {format_duration(eta)}"]
-            line = "  ".join(parts)
+            line = progress_line(
+                step,
+                self.total_steps,
+                {"loss": loss},
+                learning_rate,
+                rate=None if speed is None else (speed, "examples/s"),
+                eta=None if speed is None else (self.total_steps - step) * (now - self._timer) / done,
+            )
             if report and self.scalars is not None:
                 scalars = {"loss": loss, "learning_rate": learning_rate}
                 if speed is not None:

@@ -21,6 +21,38 @@ from bert_tf import fileio
 from bert_tf.progress_display import format_duration
 
 
+def progress_line(
+    step: int,
+    total_steps: int,
+    metrics: Mapping[str, float],
+    learning_rate: float,
+    *,
+    fill_rate: float | None = None,
+    rate: tuple[float, str] | None = None,
+    tokens_per_second: float | None = None,
+    eta: float | None = None,
+    note: str | None = None,
+) -> str:
+    """The training progress line both drivers print (the pretraining loop and Keras `fit`).
+
+    >>> progress_line(10, 100, {"loss": 7.5}, 1e-4, rate=(32.0, "seq/s"), eta=90)
+    'step 10/100  loss 7.5000  lr 0.0001  32.0 seq/s  ETA 1m30s'
+    """
+    parts = [f"step {step}/{total_steps}", *(f"{name} {value:.4f}" for name, value in metrics.items())]
+    parts.append(f"lr {learning_rate:.3g}")
+    if fill_rate is not None:
+        parts.append(f"fill {100 * fill_rate:.1f}%")
+    if note:
+        parts.append(note)
+    if rate is not None:
+        parts.append(f"{rate[0]:.1f} {rate[1]}")
+    if tokens_per_second is not None:
+        parts.append(f"{tokens_per_second:.0f} tok/s")
+    if eta is not None:
+        parts.append(f"ETA {format_duration(eta)}")
+    return "  ".join(parts)
+
+
 class ProgressReporter:
     """Prints one line per loop (metrics, sequences/s, ETA) and writes TensorBoard scalars.
 
@@ -73,25 +105,18 @@ class ProgressReporter:
         if "real_tokens" in metrics:
             tokens_per_second = steps * metrics["real_tokens"] / elapsed
         self.real_tokens_per_second = tokens_per_second if self._loops > 1 else None
-        parts = [f"step {step}/{self.total_steps}"]
-        parts += [
-            f"{name} {value:.4f}"
-            for name, value in metrics.items()
-            if name not in ("real_tokens", "fill_rate")
-        ]
-        parts.append(f"lr {learning_rate:.3g}")
-        if "fill_rate" in metrics:
-            parts.append(f"fill {100 * metrics['fill_rate']:.1f}%")
-        if self._loops == 1:
-            # The first loop includes tracing and compilation; its speed says nothing.
-            parts.append(f"{elapsed:.1f}s (incl. compile)")
-        else:
-            eta = (self.total_steps - step) * elapsed / max(steps, 1)
-            parts.append(f"{sequences_per_second:.1f} seq/s")
-            if tokens_per_second is not None:
-                parts.append(f"{tokens_per_second:.0f} tok/s")
-            parts.append(f"ETA {format_duration(eta)}")
-        line = "  ".join(parts)
+        first = self._loops == 1  # tracing and compilation included: its speed says nothing
+        line = progress_line(
+            step,
+            self.total_steps,
+            {name: value for name, value in metrics.items() if name not in ("real_tokens", "fill_rate")},
+            learning_rate,
+            fill_rate=metrics.get("fill_rate"),
+            rate=None if first else (sequences_per_second, "seq/s"),
+            tokens_per_second=None if first else tokens_per_second,
+            eta=None if first else (self.total_steps - step) * elapsed / max(steps, 1),
+            note=f"{elapsed:.1f}s (incl. compile)" if first else None,
+        )
         if self.enabled:
             print(line, file=self.stream, flush=True)
         if self._scalars is not None:

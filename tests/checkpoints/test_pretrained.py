@@ -19,7 +19,8 @@ from bert_tf.checkpoints import (
     load_weights,
 )
 from bert_tf.config import BertConfig
-from bert_tf.models import BertClassifier, BertEncoder, BertPretrainer
+from bert_tf.models import BertEncoder, BertPretrainer
+from bert_tf.tasks.classification.model import BertClassifier
 
 CONFIG = BertConfig(
     vocab_size=30,

@@ -19,9 +19,8 @@ from bert_tf.models import BertPretrainer
 from bert_tf.serving.features import FeatureExtractor
 from bert_tf.serving.mlm import FillMask
 from bert_tf.tokenization import BertTokenizer
-
-sys.path.insert(0, os.path.dirname(__file__))
-from export_helpers import VOCAB, original_features  # noqa: E402
+from tests.harness.exports import VOCAB
+from tests.harness.reference import original_features
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 LINES = ["Hello, world!", "The cat ||| sat on the mat.", "", "naïve 東京 " * 20]

@@ -23,9 +23,9 @@ from bert_tf.models import BertPretrainer
 from bert_tf.serving.exporter import export_from_model, export_saved_model
 from bert_tf.serving.saving import ExportError
 from bert_tf.tokenization import BertTokenizer
-
-sys.path.insert(0, os.path.dirname(__file__))
-from export_helpers import VOCAB, int32, original_features, run_in_fresh_process, strings  # noqa: E402
+from tests.harness.exports import VOCAB, int32, strings
+from tests.harness.processes import run_in_fresh_process
+from tests.harness.reference import original_features
 
 SEQ_LENGTH = 16
 TEXTS = [
@@ -39,7 +39,7 @@ TEXTS_B = ["A second segment.", "only b", "", "short", "long text " * 40]
 MASK_TEXTS = ["the [MASK] sat on the [MASK].", "no mask here", "[MASK]", "", "over " * 30 + "[MASK]"]
 
 
-def tiny_config() -> BertConfig:
+def export_config() -> BertConfig:
     return load_config("bert_tiny").replace(
         hidden_size=32, intermediate_size=64, num_attention_heads=2, max_position_embeddings=64
     )
@@ -63,7 +63,7 @@ class ExportedModelsTest(tf.test.TestCase):
         cls.root = os.path.join(tempfile.gettempdir(), f"bert_tf_export_test_{os.getpid()}")
         shutil.rmtree(cls.root, ignore_errors=True)
         os.makedirs(cls.root)
-        cls.config = tiny_config()
+        cls.config = export_config()
         cls.tokenizer = BertTokenizer(VOCAB, lower_case=True)
         cls.pretrainer = BertPretrainer(cls.config)
         cls.reference = packed(cls.tokenizer, TEXTS)
@@ -320,7 +320,7 @@ class ExportedModelsTest(tf.test.TestCase):
 class BadExportTest(tf.test.TestCase):
     def setUp(self):
         super().setUp()
-        self.config = tiny_config()
+        self.config = export_config()
         self.encoder = BertPretrainer(self.config).encoder
 
     def test_seq_length_above_max_position_embeddings(self):

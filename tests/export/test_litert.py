@@ -10,43 +10,44 @@ against the task SavedModel in a process without TensorFlow, are in test_quantiz
 import json
 import os
 import random
-import sys
 import tempfile
+from unittest import mock
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.models import BertClassifier, BertEncoder
+from bert_tf.models import BertEncoder
 from bert_tf.preprocessing.packing import pack_sequences
-from bert_tf.serving import tflite
-from bert_tf.serving.litert import LiteRTClassifier, pack
+from bert_tf.serving import litert_conversion as tflite
+from bert_tf.serving.litert import pack
+from bert_tf.tasks.classification.family import ClassificationFamily
+from bert_tf.tasks.classification.litert import LiteRTClassifier
+from bert_tf.tasks.classification.model import BertClassifier
 from bert_tf.tasks.finetuned import FinetunedModelInfo
-from bert_tf.tasks.kinds import TaskKind
 from bert_tf.tokenization import BertTokenizer
-
-sys.path.insert(0, os.path.dirname(__file__))
-from export_helpers import VOCAB, WORDS, original_features, tiny_config  # noqa: E402
+from tests.harness.exports import VOCAB, WORDS, export_config
+from tests.harness.reference import original_features
 
 SEQ_LENGTH = 24
 
 
 def write_export(root: str, model, info: FinetunedModelInfo) -> str:
     """A --kind=tflite folder of an in-memory model, as export_tflite writes it."""
-    folder = tempfile.mkdtemp(prefix=f"{info.kind.value}_", dir=root)
+    folder = tempfile.mkdtemp(prefix=f"{info.kind}_", dir=root)
     with open(os.path.join(folder, "model.tflite"), "wb") as file:
         file.write(tflite.convert(model, info))
     with open(VOCAB, encoding="utf-8") as source, open(os.path.join(folder, "vocab.txt"), "w") as target:
         target.write(source.read())
     export_info = {
         "kind": "tflite",
-        "task_kind": info.kind.value,
+        "task_kind": info.kind,
         "label_list": info.label_list,
         "seq_length": SEQ_LENGTH,
         "lower_case": True,
     }
-    if info.threshold is not None:
-        export_info["threshold"] = info.threshold
+    if info.option("threshold") is not None:
+        export_info["threshold"] = info.option("threshold")
     with open(os.path.join(folder, "export_info.json"), "w") as file:
         json.dump(export_info, file)
     return folder
@@ -99,12 +100,14 @@ class LiteRTClassifierTest(tf.test.TestCase):
 
     def model_and_export(self, kind, num_classes, labels=None, threshold=None):
         rng = np.random.default_rng(num_classes)
-        model = BertClassifier(BertEncoder(tiny_config()), num_classes=num_classes)
+        model = BertClassifier(BertEncoder(export_config()), num_classes=num_classes)
         ids = np.full([1, SEQ_LENGTH], 1000, np.int32)
         model({"input_ids": ids, "input_mask": np.ones_like(ids), "segment_ids": 0 * ids})
         for weight in model.weights:  # outputs that differ from text to text
             weight.assign(weight + rng.normal(0, 0.05, weight.shape).astype(np.float32))
-        info = FinetunedModelInfo("t", kind, labels, True, SEQ_LENGTH, threshold=threshold)
+        info = FinetunedModelInfo(
+            "t", kind, labels, True, SEQ_LENGTH, {"threshold": threshold}, family="classification"
+        )
         return model, write_export(self.root, model, info)
 
     def keras_logits(self, model, texts, pairs=None):
@@ -118,7 +121,7 @@ class LiteRTClassifierTest(tf.test.TestCase):
         return model(inputs).numpy()
 
     def test_regression_on_pairs_cut_as_the_original(self):
-        model, folder = self.model_and_export(TaskKind.REGRESSION, 1)
+        model, folder = self.model_and_export("regression", 1)
         classifier = LiteRTClassifier(folder, num_threads=2)
         want = self.keras_logits(model, self.texts, self.pairs)[:, 0]
         got = classifier(self.texts, text_pairs=self.pairs)["score"]
@@ -130,7 +133,7 @@ class LiteRTClassifierTest(tf.test.TestCase):
 
     def test_multi_label_probabilities_and_labels_above_the_threshold(self):
         labels = ["io", "net", "text"]
-        model, folder = self.model_and_export(TaskKind.MULTI_LABEL, 3, labels, threshold=0.5)
+        model, folder = self.model_and_export("multi_label", 3, labels, threshold=0.5)
         want = tf.sigmoid(self.keras_logits(model, self.texts)).numpy()
         # The threshold is export_info.json's: here one that splits the texts.
         threshold = float(np.median(want))
@@ -146,7 +149,7 @@ class LiteRTClassifierTest(tf.test.TestCase):
         self.assertGreater(len({tuple(row) for row in chosen}), 1)  # labels that depend on the text
 
     def test_classification_of_one_text_and_of_none(self):
-        model, folder = self.model_and_export(TaskKind.CLASSIFICATION, 2, ["neg", "pos"])
+        model, folder = self.model_and_export("classification", 2, ["neg", "pos"])
         classifier = LiteRTClassifier(folder)
         want = tf.nn.softmax(self.keras_logits(model, self.texts[:1])).numpy()
         got = classifier(self.texts[0])
@@ -161,26 +164,26 @@ class LiteRTClassifierTest(tf.test.TestCase):
         os.makedirs(folder)
         with open(os.path.join(folder, "export_info.json"), "w") as file:
             json.dump({"kind": "tflite", "task_kind": "span"}, file)
-        with self.assertRaisesRegex(ValueError, "a tflite export of a span model; LiteRTClassifier serves"):
+        with self.assertRaisesRegex(
+            ValueError,
+            "a --kind=tflite export of a span model; LiteRTClassifier serves those of classification",
+        ):
             LiteRTClassifier(folder)
 
     def test_a_file_without_the_packed_signature_is_refused_with_the_fix(self):
-        model, folder = self.model_and_export(TaskKind.CLASSIFICATION, 2, ["neg", "pos"])
+        model, folder = self.model_and_export("classification", 2, ["neg", "pos"])
         # A file as an earlier bert_tf wrote it: serving_default only.
-        old_kinds, tflite.PACKED_KINDS = tflite.PACKED_KINDS, frozenset()
-        try:
+        with mock.patch.object(ClassificationFamily, "litert_packed", return_value=False):
             content = tflite.convert(
-                model, FinetunedModelInfo("t", TaskKind.CLASSIFICATION, ["neg", "pos"], True, 8)
+                model, FinetunedModelInfo("t", "classification", ["neg", "pos"], True, 8)
             )
-        finally:
-            tflite.PACKED_KINDS = old_kinds
         with open(os.path.join(folder, "model.tflite"), "wb") as file:
             file.write(content)
         with self.assertRaisesRegex(ValueError, "has no serving_packed signature .*: export it again"):
             LiteRTClassifier(folder)
 
     def test_a_model_fine_tuned_on_windows_warns_that_one_window_is_read(self):
-        _, folder = self.model_and_export(TaskKind.CLASSIFICATION, 3, ["a", "b", "c"])
+        _, folder = self.model_and_export("classification", 3, ["a", "b", "c"])
         info_file = os.path.join(folder, "export_info.json")
         with open(info_file) as file:
             info = json.load(file)

@@ -22,23 +22,17 @@ import pytest
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (the task SavedModel's tokenizer ops)
 
-from bert_tf.models import BertEncoder, BertMultipleChoice, BertSpanLabeler, BertTokenClassifier
+from bert_tf.models import BertEncoder
+from bert_tf.serving import litert_conversion as tflite
 from bert_tf.serving import quantize as int8
-from bert_tf.serving import tflite
 from bert_tf.serving.exporter import export_saved_model
+from bert_tf.tasks.choice.model import BertMultipleChoice
 from bert_tf.tasks.finetuned import FinetunedModelInfo, load_finetuned
-from bert_tf.tasks.kinds import TaskKind
+from bert_tf.tasks.span.model import BertSpanLabeler
+from bert_tf.tasks.token.model import BertTokenClassifier
 from bert_tf.tokenization import BertTokenizer
-
-sys.path.insert(0, os.path.dirname(__file__))
-from export_helpers import (  # noqa: E402
-    CLASSIFIER_SEQ_LENGTH,
-    VOCAB,
-    WORDS,
-    fine_tuned_classifier,
-    original_features,
-    tiny_config,
-)
+from tests.harness.exports import CLASSIFIER_SEQ_LENGTH, VOCAB, WORDS, export_config, fine_tuned_classifier
+from tests.harness.reference import original_features
 
 SEQ_LENGTH = CLASSIFIER_SEQ_LENGTH
 
@@ -226,7 +220,7 @@ class EncoderInt8Test(tf.test.TestCase):
         keras.utils.set_random_seed(6)
         root = os.path.join(tempfile.gettempdir(), f"bert_tf_int8_encoder_{os.getpid()}")
         shutil.rmtree(root, ignore_errors=True)
-        pretrainer = BertPretrainer(tiny_config())
+        pretrainer = BertPretrainer(export_config())
         ids = np.random.default_rng(6).integers(1000, 2000, size=(8, SEQ_LENGTH)).astype(np.int32)
         inputs = {"input_ids": ids, "input_mask": np.ones_like(ids), "segment_ids": 0 * ids}
         pretrainer({**inputs, "masked_lm_positions": ids[:, :1] * 0})
@@ -255,13 +249,13 @@ class TfliteFamiliesTest(tf.test.TestCase):
         keras.utils.set_random_seed(4)
         rng = np.random.default_rng(4)
         cases = [
-            (TaskKind.SPAN, BertSpanLabeler, {}, (2, SEQ_LENGTH)),
-            (TaskKind.TOKEN, BertTokenClassifier, {"num_classes": 3}, (2, SEQ_LENGTH)),
-            (TaskKind.MULTIPLE_CHOICE, BertMultipleChoice, {}, (2, 3, SEQ_LENGTH)),
+            ("span", BertSpanLabeler, {}, (2, SEQ_LENGTH)),
+            ("token", BertTokenClassifier, {"num_classes": 3}, (2, SEQ_LENGTH)),
+            ("multiple_choice", BertMultipleChoice, {}, (2, 3, SEQ_LENGTH)),
         ]
         for kind, model_class, options, shape in cases:
             with self.subTest(kind=kind):
-                model = model_class(BertEncoder(tiny_config()), **options)
+                model = model_class(BertEncoder(export_config()), **options)
                 ids = rng.integers(1000, 2000, size=shape).astype(np.int32)
                 inputs = {"input_ids": ids, "input_mask": np.ones_like(ids), "segment_ids": 0 * ids}
                 model(inputs)
@@ -277,7 +271,7 @@ class TfliteFamiliesTest(tf.test.TestCase):
                 # Every dense layer is one FULLY_CONNECTED op with its bias, no reshape chain.
                 ops = interpreter._get_ops_details()
                 dense = [op for op in ops if op["op_name"] == "FULLY_CONNECTED"]
-                self.assertGreaterEqual(len(dense), 6 * tiny_config().num_hidden_layers)
+                self.assertGreaterEqual(len(dense), 6 * export_config().num_hidden_layers)
                 self.assertTrue(all(len(op["inputs"]) == 3 and op["inputs"][2] >= 0 for op in dense))
                 self.assertNotIn("REDUCE_PROD", {op["op_name"] for op in ops})
                 want = want if isinstance(want, dict) else {"logits": want}

@@ -1,15 +1,12 @@
 """Packing in the graph matches the original run_classifier.py layout and trimming."""
 
 import os
-import sys
 
 import numpy as np
 import tensorflow as tf
 
 from bert_tf.preprocessing.segments import combine_segments, tokenize_with_mask_markers
-
-sys.path.insert(0, os.path.dirname(__file__))
-from export_helpers import CLS, PAD, SEP, original_features  # noqa: E402
+from tests.harness.reference import CLS, PAD, SEP, original_features
 
 VOCAB = os.path.join(os.path.dirname(__file__), "..", "fixtures", "bert_uncased_vocab.txt")
 

@@ -5,7 +5,6 @@ References are the fine-tuning code's own feature conversion and post-processing
 and entity grouping are checked against an independent implementation.
 """
 
-import dataclasses
 import os
 import random
 import re
@@ -20,37 +19,29 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.checkpoints import CheckpointError, from_pretrained
-from bert_tf.models import (
-    BertClassifier,
-    BertEncoder,
-    BertMultipleChoice,
-    BertSpanLabeler,
-    BertTokenClassifier,
-)
+from bert_tf.models import BertEncoder
 from bert_tf.preprocessing.spans import doc_windows, is_max_context
 from bert_tf.serving.exporter import export_saved_model
 from bert_tf.serving.saving import ExportError
 from bert_tf.serving.task import TaskServing
-from bert_tf.tasks import squad
-from bert_tf.tasks.families import make_family
-from bert_tf.tasks.finetuned import FinetunedModelInfo, save_finetuned, task_info
-from bert_tf.tasks.kinds import TaskKind
+from bert_tf.tasks.choice import signatures as choice_signatures
+from bert_tf.tasks.choice.model import BertMultipleChoice
+from bert_tf.tasks.classification.model import BertClassifier
+from bert_tf.tasks.finetuned import FinetunedModelInfo, save_finetuned
+from bert_tf.tasks.preprocessor import TaskPreprocessor
+from bert_tf.tasks.registry import make_family
 from bert_tf.tasks.runner import FinetuneSettings
-from bert_tf.tasks.squad_postprocess import postprocess
+from bert_tf.tasks.span import signatures as span_signatures
+from bert_tf.tasks.span import squad
+from bert_tf.tasks.span.family import SpanFamily
+from bert_tf.tasks.span.model import BertSpanLabeler
+from bert_tf.tasks.span.postprocess import postprocess
+from bert_tf.tasks.token.model import BertTokenClassifier
 from bert_tf.tokenization import BertTokenizer
-
-sys.path.insert(0, os.path.dirname(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "preprocessing"))
-import original_rules  # noqa: E402
-from export_helpers import (  # noqa: E402
-    CLASSIFIER_SEQ_LENGTH,
-    VOCAB,
-    fine_tuned_classifier,
-    original_features,
-    run_in_fresh_process,
-    strings,
-    tiny_config,
-)
+from tests.harness import reference as original_rules
+from tests.harness.exports import CLASSIFIER_SEQ_LENGTH, VOCAB, export_config, fine_tuned_classifier, strings
+from tests.harness.processes import run_in_fresh_process
+from tests.harness.reference import original_features
 
 
 def padded(rows, length, value=0):
@@ -229,7 +220,7 @@ class TaskExportTest(tf.test.TestCase):
         shutil.rmtree(cls.root, ignore_errors=True)
         os.makedirs(cls.root)
         config_path = os.path.join(cls.root, "bert_config.json")
-        tiny_config().to_json_file(config_path)
+        export_config().to_json_file(config_path)
         cls.tokenizer = BertTokenizer(VOCAB, lower_case=True)
 
         # The classifier the export tests share, fine-tuned by the real runner.
@@ -242,23 +233,22 @@ class TaskExportTest(tf.test.TestCase):
             ("squad", "squad", BertSpanLabeler),
             ("swag", "swag", BertMultipleChoice),
         ]:
-            settings = FinetuneSettings(
-                task=task, output_dir=cls.root, max_seq_length=SEQ_LENGTH, max_query_length=MAX_QUERY_LENGTH
+            settings = FinetuneSettings.of(
+                task=task,
+                output_dir=cls.root,
+                max_seq_length=SEQ_LENGTH,
+                options=dict(max_query_length=MAX_QUERY_LENGTH) if task == "squad" else {},
             )
             adapter = make_family(settings, cls.tokenizer)
             if task == "ner":
                 adapter.label_list = NER_LABELS
-            model = build(BertEncoder(tiny_config()))
+            model = build(BertEncoder(export_config()))
             ids = np.ones((1, 2, SEQ_LENGTH) if task == "swag" else (1, SEQ_LENGTH), np.int32)
             model({"input_ids": ids, "input_mask": ids, "segment_ids": 0 * ids})
             if task in ("squad", "swag"):
                 spread_out(model, "span_dense" if task == "squad" else "scorer")
-            cls.model_dirs[name] = save_finetuned(
-                os.path.join(cls.root, name, "model"),
-                model,
-                cls.tokenizer,
-                task_info(settings, adapter, cls.tokenizer),
-            )
+            model.preprocessor = TaskPreprocessor(adapter.task_info(), cls.tokenizer)
+            cls.model_dirs[name] = save_finetuned(os.path.join(cls.root, name, "model"), model)
             if task == "squad":
                 span_model = model
         # The same span model as a SQuAD 2.0 model with its own doc_stride and
@@ -274,21 +264,21 @@ class TaskExportTest(tf.test.TestCase):
             version_2_with_negative=True,
         )["null_odds"]
         cls.squad_v2_settings["null_score_diff_threshold"] = float(np.median(odds))
-        settings = FinetuneSettings(
+        settings = FinetuneSettings.of(
             task="squad_v2",
             output_dir=cls.root,
             max_seq_length=SEQ_LENGTH,
-            max_query_length=MAX_QUERY_LENGTH,
-            doc_stride=5,
-            max_answer_length=4,
-            null_score_diff_threshold=cls.squad_v2_settings["null_score_diff_threshold"],
+            options=dict(
+                max_query_length=MAX_QUERY_LENGTH,
+                doc_stride=5,
+                max_answer_length=4,
+                null_score_diff_threshold=cls.squad_v2_settings["null_score_diff_threshold"],
+            ),
         )
-        cls.model_dirs["squad_v2"] = save_finetuned(
-            os.path.join(cls.root, "squad_v2", "model"),
-            span_model,
-            cls.tokenizer,
-            task_info(settings, make_family(settings, cls.tokenizer), cls.tokenizer),
+        span_model.preprocessor = TaskPreprocessor(
+            make_family(settings, cls.tokenizer).task_info(), cls.tokenizer
         )
+        cls.model_dirs["squad_v2"] = save_finetuned(os.path.join(cls.root, "squad_v2", "model"), span_model)
 
         cls.exports = {
             name: export_saved_model("task", directory, os.path.join(cls.root, f"export_{name}"))
@@ -462,11 +452,10 @@ class TaskExportTest(tf.test.TestCase):
         # the fine-tuning tokenizer's.
         texts = ["a\u200bb c", "x\x1by", "soft\u00adhyphen", "nul\x00l", "rep\ufffdlace", "v\x0bt",
                  "n\x85l", "x\u2028y", "a\u3000b", "\u00a0Zoë", "東京タワー!", "", "Naïve, CAFÉ\t(1895)"]  # fmt: skip
-        info = FinetunedModelInfo(
-            "ner", TaskKind.TOKEN, NER_LABELS, lower_case=True, max_seq_length=SEQ_LENGTH
-        )
-        serving = TaskServing(self.models["ner"], self.tokenizer, info, SEQ_LENGTH)
-        pieces, begin, end = serving._word_pieces(tf.constant(texts))
+        # The words a served tagger reads (with their byte offsets), each in its word pieces.
+        words, begin, end = self.tokenizer.split_words_with_offsets(tf.constant(texts))
+        pieces = tf.cast(self.tokenizer.tokenize(words.flat_values), tf.int64)
+        pieces = words.with_flat_values(pieces.merge_dims(1, -1) if pieces.ragged_rank > 1 else pieces)
         self.assertEqual(pieces.merge_dims(1, 2).to_list(), self.tokenizer.tokenize(texts).to_list())
         for text, starts, ends, word_pieces in zip(
             texts, begin.to_list(), end.to_list(), pieces.to_list(), strict=True
@@ -528,10 +517,15 @@ class TaskExportTest(tf.test.TestCase):
             serving = TaskServing(
                 self.models["squad"],
                 self.tokenizer,
-                dataclasses.replace(info, null_score_diff_threshold=threshold),
+                info.replace(null_score_diff_threshold=threshold),
                 SEQ_LENGTH,
             )
-            got = serving._answer(tf.constant(QUESTIONS), tf.constant(CONTEXTS))
+            got = span_signatures.answer(
+                serving,
+                SpanFamily.squad_settings(serving.info),
+                tf.constant(QUESTIONS),
+                tf.constant(CONTEXTS),
+            )
             want = squad_reference(
                 self.models["squad"],
                 self.tokenizer,
@@ -547,10 +541,15 @@ class TaskExportTest(tf.test.TestCase):
 
     def test_squad_empty_context_has_no_answer(self):
         info = FinetunedModelInfo(
-            "squad", TaskKind.SPAN, None, True, SEQ_LENGTH, max_query_length=MAX_QUERY_LENGTH
+            "squad", "span", None, True, SEQ_LENGTH, {"max_query_length": MAX_QUERY_LENGTH}
         )
         serving = TaskServing(self.models["squad"], self.tokenizer, info, SEQ_LENGTH)
-        got = serving._answer(tf.constant(["who", "who"]), tf.constant(["", CONTEXTS[0]]))
+        got = span_signatures.answer(
+            serving,
+            SpanFamily.squad_settings(info),
+            tf.constant(["who", "who"]),
+            tf.constant(["", CONTEXTS[0]]),
+        )
         self.assertEqual(got["answer"].numpy()[0], b"")
         self.assertEqual((int(got["answer_start"][0]), int(got["answer_end"][0])), (-1, -1))
         self.assertEqual(float(got["score"][0]), 0.0)
@@ -611,12 +610,14 @@ class TaskExportTest(tf.test.TestCase):
         serving = TaskServing(
             self.models["swag"],
             self.tokenizer,
-            FinetunedModelInfo("swag", TaskKind.MULTIPLE_CHOICE, None, True, 8),
+            FinetunedModelInfo("swag", "multiple_choice", None, True, 8),
             8,
         )
         with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "need the same batch"):
-            serving._choose(tf.constant(["a", "b"]), tf.constant([["x", "y"]]))
-        three = serving._choose(tf.constant(["a"]), tf.constant([["x", "y", "z"]]))  # any number of choices
+            choice_signatures.choose(serving, tf.constant(["a", "b"]), tf.constant([["x", "y"]]))
+        three = choice_signatures.choose(
+            serving, tf.constant(["a"]), tf.constant([["x", "y", "z"]])
+        )  # any number of choices
         self.assertEqual(three["probabilities"].shape, (1, 3))
 
     def test_signatures_by_task(self):

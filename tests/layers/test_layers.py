@@ -2,7 +2,6 @@
 
 import numpy as np
 import tensorflow as tf
-from harness import run_layer_test
 
 from bert_tf.layers import (
     BertEmbeddings,
@@ -14,6 +13,7 @@ from bert_tf.layers import (
     gather_positions,
     gelu,
 )
+from tests.harness import run_layer_test
 
 HIDDEN = 16
 RNG = np.random.default_rng(0)

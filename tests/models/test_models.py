@@ -7,18 +7,15 @@ import warnings
 import keras
 import numpy as np
 import tensorflow as tf
-from harness import run_model_test
 
 from bert_tf.config import BertConfig
-from bert_tf.models import (
-    BertClassifier,
-    BertEncoder,
-    BertMultipleChoice,
-    BertPretrainer,
-    BertSpanLabeler,
-    BertTokenClassifier,
-)
+from bert_tf.models import BertEncoder, BertPretrainer
 from bert_tf.models.losses import pretraining_losses
+from bert_tf.tasks.choice.model import BertMultipleChoice
+from bert_tf.tasks.classification.model import BertClassifier
+from bert_tf.tasks.span.model import BertSpanLabeler
+from bert_tf.tasks.token.model import BertTokenClassifier
+from tests.harness import run_model_test
 
 CONFIG = BertConfig(
     vocab_size=50,

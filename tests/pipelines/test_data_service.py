@@ -2,9 +2,6 @@
 consumers, a stopped worker, a worker in another process, and unreachable addresses."""
 
 import collections
-import socket
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -15,61 +12,21 @@ import tensorflow as tf
 
 from bert_tf.errors import UsageError
 from pipelines import data_service, pretraining_dataset, text_dataset
+from tests.harness.data import write_numbered_corpus
+from tests.harness.processes import free_port, local_service, worker_process
 
 REPO = Path(__file__).resolve().parents[2]
 VOCAB = str(REPO / "tests" / "fixtures" / "bert_uncased_vocab.txt")
-WORDS = "the quick brown fox jumps over a lazy dog while every function returns some value".split()
-
-
-def write_corpus(path: Path, documents: int, first: int = 0) -> str:
-    """Documents of 2-4 sentences, numbered so that no two are alike."""
-    lines = []
-    for index in range(first, first + documents):
-        for sentence in range(2 + index % 3):
-            words = [WORDS[(index + sentence + k) % len(WORDS)] for k in range(5 + sentence)]
-            lines.append(f"document {index} " + " ".join(words) + " .")
-        lines.append("")
-    path.write_text("\n".join(lines) + "\n")
-    return str(path)
-
-
-def local_service(workers: int = 2, worker_timeout_ms: int | None = None):
-    """An in-process dispatcher and `workers` workers."""
-    dispatcher = tf.data.experimental.service.DispatchServer(
-        tf.data.experimental.service.DispatcherConfig(worker_timeout_ms=worker_timeout_ms)
-    )
-    address = dispatcher.target.split("://")[1]
-    servers = [
-        tf.data.experimental.service.WorkerServer(
-            tf.data.experimental.service.WorkerConfig(dispatcher_address=address, heartbeat_interval_ms=200)
-        )
-        for _ in range(workers)
-    ]
-    return dispatcher, servers
-
-
-def worker_process(dispatcher) -> subprocess.Popen:
-    """A worker of `dispatcher` started as a deployment starts one: `python -m pipelines.data_service`."""
-    address = dispatcher.target.split("://")[1]
-    command = [sys.executable, "-m", "pipelines.data_service", "--worker", f"--dispatcher={address}"]
-    command += ["--worker_port=0", "--worker_host=localhost"]
-    return subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def rows(batch) -> list[tuple]:
     return [tuple(row) for row in batch["input_ids"].numpy().tolist()]
 
 
-def closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("localhost", 0))
-        return probe.getsockname()[1]
-
-
 class GraphReaderTest(tf.test.TestCase):
     def test_graph_reader_reads_the_blocks_of_the_python_reader(self):
         path = Path(tempfile.mkdtemp()) / "corpus.txt"
-        write_corpus(path, documents=8)
+        write_numbered_corpus(path, documents=8)
         # Invalid UTF-8, surrounding whitespace and a whitespace-only separator line.
         text = (
             path.read_bytes().replace(b"document 3 ", b"document \xff3 ", 1).replace(b"\n\n", b"\n  \t\n", 1)
@@ -89,7 +46,7 @@ class GraphReaderTest(tf.test.TestCase):
         self.assertIn("document \ufffd3".encode(), b"".join(graph[0][1]))
 
     def test_the_service_pipeline_runs_no_python(self):
-        path = write_corpus(Path(tempfile.mkdtemp()) / "corpus.txt", documents=20)
+        path = write_numbered_corpus(Path(tempfile.mkdtemp()) / "corpus.txt", documents=20)
         dataset = pretraining_dataset(
             path,
             vocab_file=VOCAB,
@@ -124,7 +81,7 @@ SERVED_OPTIONS = dict(
 class DataServiceTest(tf.test.TestCase):
     def test_consumers_of_one_job_share_the_batches_each_read_once(self):
         work = Path(tempfile.mkdtemp())
-        files = [write_corpus(work / f"part{i}.txt", documents=12, first=100 * i) for i in range(3)]
+        files = [write_numbered_corpus(work / f"part{i}.txt", documents=12, first=100 * i) for i in range(3)]
         options = SERVED_OPTIONS
         expected = collections.Counter(
             row for batch in pretraining_dataset(files, **options) for row in rows(batch)
@@ -154,7 +111,7 @@ class DataServiceTest(tf.test.TestCase):
         from pipelines.settings import GenerationConfig
 
         work = Path(tempfile.mkdtemp())
-        text = write_corpus(work / "corpus.txt", documents=40)
+        text = write_numbered_corpus(work / "corpus.txt", documents=40)
         dispatcher, _workers = local_service()
         for dynamic_masking in (False, True):
             files = [str(work / f"{dynamic_masking}-{index}.tfrecord") for index in range(2)]
@@ -181,7 +138,7 @@ class DataServiceTest(tf.test.TestCase):
 
     def test_a_killed_worker_is_survived(self):
         work = Path(tempfile.mkdtemp())
-        files = [write_corpus(work / f"part{i}.txt", documents=12, first=100 * i) for i in range(4)]
+        files = [write_numbered_corpus(work / f"part{i}.txt", documents=12, first=100 * i) for i in range(4)]
         dispatcher, _ = local_service(workers=0, worker_timeout_ms=1000)
         workers = [worker_process(dispatcher) for _ in range(2)]
         try:
@@ -216,7 +173,7 @@ class DataServiceTest(tf.test.TestCase):
 
     @pytest.mark.slow  # a worker process's start-up; the graph check above is the fast guard
     def test_a_worker_in_another_process_runs_the_pipeline(self):
-        path = write_corpus(Path(tempfile.mkdtemp()) / "corpus.txt", documents=20)
+        path = write_numbered_corpus(Path(tempfile.mkdtemp()) / "corpus.txt", documents=20)
         dispatcher = tf.data.experimental.service.DispatchServer()
         worker = worker_process(dispatcher)
         try:
@@ -234,7 +191,7 @@ class DataServiceTest(tf.test.TestCase):
 
 class AddressTest(tf.test.TestCase):
     def test_an_unreachable_dispatcher_is_an_error_within_seconds(self):
-        port = closed_port()
+        port = free_port()
         start = time.monotonic()
         with self.assertRaisesRegex(
             data_service.DataServiceError,

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
-from harness import unpack_sequences
 
 from bert_tf.preprocessing import packing
 from pipelines import corpus, pretraining_dataset, records
+from tests.harness import unpack_sequences
 
 VOCAB_FILE = str(Path(__file__).resolve().parents[1] / "fixtures" / "bert_uncased_vocab.txt")
 

@@ -12,9 +12,14 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf import preprocessing
+from bert_tf.models import BertEncoder
 from bert_tf.preprocessing import packing
-from bert_tf.tasks import models
+from bert_tf.tasks.choice.model import BertMultipleChoice
+from bert_tf.tasks.classification.model import BertClassifier
+from bert_tf.tasks.span.model import BertSpanLabeler
+from bert_tf.tasks.token.model import BertTokenClassifier
 from bert_tf.tokenization import BertTokenizer
+from tests import harness
 
 VOCAB = os.path.join(os.path.dirname(__file__), "..", "fixtures", "bert_uncased_vocab.txt")
 SEQ = 64
@@ -28,7 +33,7 @@ class PaddingInvarianceTest(tf.test.TestCase):
         super().setUpClass()
         cls.tokenizer = BertTokenizer(VOCAB)
         tf.keras.utils.set_random_seed(3)
-        cls.config = models.tiny_config(cls.tokenizer.vocab_size, hidden_dropout_prob=0.0)
+        cls.config = harness.tiny_config(cls.tokenizer.vocab_size, hidden_dropout_prob=0.0)
 
     def both(self, make, x):
         """The features of x with dynamic padding (to a multiple of 8) and static padding."""
@@ -42,7 +47,7 @@ class PaddingInvarianceTest(tf.test.TestCase):
         return model({name: features[name] for name in preprocessing.base.MODEL_INPUTS}, training=False)
 
     def test_classification(self):
-        model = models.classifier(num_classes=3, config=self.config, dropout_rate=0.0)
+        model = BertClassifier(BertEncoder(self.config), num_classes=3, dropout_rate=0.0)
         for x in (tf.constant(TEXTS), (tf.constant(TEXTS), tf.constant(OTHER))):
             dynamic, static = self.both(
                 lambda m: preprocessing.TextClassifierPreprocessor(self.tokenizer, SEQ, pad_to_multiple_of=m),
@@ -58,7 +63,7 @@ class PaddingInvarianceTest(tf.test.TestCase):
             self.assert_same(model(rows, training=False), self.run_model(model, static))
 
     def test_token_tagging(self):
-        model = models.token_classifier(num_classes=5, config=self.config, dropout_rate=0.0)
+        model = BertTokenClassifier(BertEncoder(self.config), num_classes=5, dropout_rate=0.0)
         dynamic, static = self.both(
             lambda m: preprocessing.TokenTaggerPreprocessor(self.tokenizer, SEQ, pad_to_multiple_of=m),
             tf.constant(TEXTS),
@@ -70,7 +75,7 @@ class PaddingInvarianceTest(tf.test.TestCase):
         self.assert_same(got * mask, want[:, :width] * mask)
 
     def test_span_extraction(self):
-        model = models.span_labeler(config=self.config)
+        model = BertSpanLabeler(BertEncoder(self.config))
         context = " ".join(TEXTS * 6)  # several windows
         x = (tf.constant(["where is the cat ?", "who"]), tf.constant([context, "the mat"]))
         dynamic, static = self.both(
@@ -85,7 +90,7 @@ class PaddingInvarianceTest(tf.test.TestCase):
             self.assert_same(got[name].numpy() * mask, want[name].numpy()[:, :width] * mask)
 
     def test_multiple_choice(self):
-        model = models.multiple_choice(config=self.config, dropout_rate=0.0)
+        model = BertMultipleChoice(BertEncoder(self.config), dropout_rate=0.0)
         x = (tf.constant(TEXTS), tf.constant([OTHER, OTHER[::-1], OTHER]))
         dynamic, static = self.both(
             lambda m: preprocessing.MultipleChoicePreprocessor(self.tokenizer, SEQ, pad_to_multiple_of=m), x

@@ -7,7 +7,6 @@ of random cases through a preprocessor and compares every row with it.
 
 import os
 import random
-import sys
 
 import numpy as np
 import tensorflow as tf
@@ -19,9 +18,7 @@ from bert_tf.preprocessing import (
     TokenTaggerPreprocessor,
 )
 from bert_tf.tokenization import BertTokenizer
-
-sys.path.insert(0, os.path.dirname(__file__))
-import original_rules  # noqa: E402
+from tests.harness import reference as original_rules
 
 VOCAB = os.path.join(os.path.dirname(__file__), "..", "fixtures", "bert_uncased_vocab.txt")
 

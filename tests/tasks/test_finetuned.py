@@ -9,11 +9,15 @@ import tensorflow as tf
 
 from bert_tf.config import load_config
 from bert_tf.errors import DamagedFileError
-from bert_tf.models import BertClassifier, BertEncoder
+from bert_tf.models import BertEncoder
 from bert_tf.serving.exporter import export_saved_model
+from bert_tf.tasks.classification.model import BertClassifier
 from bert_tf.tasks.features import TaskDataError
 from bert_tf.tasks.finetuned import FORMAT_VERSION, TASK_FILE, FinetunedModelInfo, read_info, save_finetuned
-from bert_tf.tasks.kinds import TaskKind
+from bert_tf.tasks.preprocessor import TaskPreprocessor
+from bert_tf.tasks.registry import make_family
+from bert_tf.tasks.settings import FinetuneSettings
+from bert_tf.tasks.span.family import SpanFamily
 from bert_tf.tokenization import BertTokenizer
 
 # What save_finetuned wrote before task.json had a format_version (a SQuAD model).
@@ -36,17 +40,25 @@ class FinetunedModelInfoTest(tf.test.TestCase):
 
     def test_round_trip_through_the_file(self):
         for info in (
-            FinetunedModelInfo("mrpc", TaskKind.CLASSIFICATION, ["0", "1"], True, 128),
-            FinetunedModelInfo("classification", TaskKind.CLASSIFICATION, ["a", "b"], False, 64, "text_b"),
+            FinetunedModelInfo("mrpc", "classification", ["0", "1"], True, 128),
             FinetunedModelInfo(
-                "squad_v2", TaskKind.SPAN, None, True, 384, doc_stride=5, null_score_diff_threshold=-1.5
+                "classification", "classification", ["a", "b"], False, 64, {"text_b_column": "text_b"}
             ),
-            FinetunedModelInfo("ner", TaskKind.TOKEN, ["O", "B-PER", "I-PER"], False, 128),
+            FinetunedModelInfo(
+                "squad_v2",
+                "span",
+                None,
+                True,
+                384,
+                {"doc_stride": 5, "null_score_diff_threshold": -1.5},
+                "span",
+            ),
+            FinetunedModelInfo("ner", "token", ["O", "B-PER", "I-PER"], False, 128),
         ):
             self.assertEqual(read_info(self.write(info.to_json())), info)
 
     def test_only_the_fields_of_the_kind_are_written(self):
-        written = FinetunedModelInfo("sts-b", TaskKind.REGRESSION, None, True, 128).to_json()
+        written = FinetunedModelInfo("sts-b", "regression", None, True, 128).to_json()
         self.assertEqual(
             written,
             {
@@ -58,17 +70,20 @@ class FinetunedModelInfoTest(tf.test.TestCase):
                 "format_version": FORMAT_VERSION,
             },
         )
-        span = FinetunedModelInfo("squad", TaskKind.SPAN, None, True, 384).to_json()
+        # A span model's task.json holds its SQuAD settings, the defaults included.
+        span = make_family(FinetuneSettings.of(task="squad", output_dir="-"), None).task_json_values()
         self.assertEqual(span["doc_stride"], 128)
         self.assertNotIn("text_b_column", span)
 
     def test_a_file_without_format_version_is_version_1_with_the_old_defaults(self):
         info = read_info(self.write(OLD_SQUAD))
         self.assertEqual(info.format_version, 1)
-        self.assertIs(info.kind, TaskKind.SPAN)
-        self.assertEqual(info.kind, "span")  # a StrEnum: equal to the string old code compared
+        self.assertEqual(info.kind, "span")
+        self.assertIsNone(info.family)  # read by its kind
+        settings = SpanFamily.squad_settings(info)
         self.assertEqual(
-            (info.doc_stride, info.max_answer_length, info.null_score_diff_threshold), (128, 30, 0.0)
+            (settings["doc_stride"], settings["max_answer_length"], settings["null_score_diff_threshold"]),
+            (128, 30, 0.0),
         )
 
     def test_damaged_or_unknown_files_are_refused_with_the_path(self):
@@ -80,7 +95,7 @@ class FinetunedModelInfoTest(tf.test.TestCase):
                 f"format_version {FORMAT_VERSION + 1}.*update bert_tf",
             ),
             ({**OLD_SQUAD, "format_version": "1"}, "format_version '1'"),
-            ({**OLD_SQUAD, "kind": "summarization"}, "unknown kind 'summarization'"),
+            ({**OLD_SQUAD, "kind": "summarization"}, "unknown kind 'summarization'.*save the model again"),
             ({key: value for key, value in OLD_SQUAD.items() if key != "lower_case"}, "no lower_case"),
             ({**OLD_SQUAD, "max_seq_length": "384"}, "max_seq_length='384'"),
             ({**OLD_SQUAD, "label_list": "O"}, "label_list='O'"),
@@ -112,12 +127,10 @@ class LabelsAndHeadTest(tf.test.TestCase):
             ("none", None, "names no labels \\(label_list\\) for the model's 3 classes"),
             ("two", ["a", "b"], "names 2 labels \\(label_list\\) for the model's 3 classes"),
         ):
-            directory = save_finetuned(
-                os.path.join(root, f"model_{name}"),
-                model,
-                tokenizer,
-                FinetunedModelInfo("classification", TaskKind.CLASSIFICATION, labels, True, 8),
+            model.preprocessor = TaskPreprocessor(
+                FinetunedModelInfo("classification", "classification", labels, True, 8), tokenizer
             )
+            directory = save_finetuned(os.path.join(root, f"model_{name}"), model)
             export_dir = os.path.join(root, f"export_{name}")
             with self.assertRaisesRegex(
                 TaskDataError, f"{directory}/{TASK_FILE} {message}; .*label_list.*or fine-tune"

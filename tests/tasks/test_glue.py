@@ -6,7 +6,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from bert_tf.tasks import glue
+from bert_tf.tasks import tfds_sources
+from bert_tf.tasks.classification import glue
 from bert_tf.tasks.features import TaskDataError
 
 
@@ -154,9 +155,9 @@ class GlueTfdsTest(tf.test.TestCase):
 
     def test_unknown_names_list_close_ones(self):
         with self.assertRaisesRegex(TaskDataError, "no TFDS dataset named 'gleu'.*glue"):
-            glue.check_tfds_name("gleu/mrpc")
+            tfds_sources.check_tfds_name("gleu/mrpc")
         with self.assertRaisesRegex(TaskDataError, "no config 'mrcp'.*glue/mrpc"):
-            glue.check_tfds_name("glue/mrcp")
+            tfds_sources.check_tfds_name("glue/mrcp")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,6 @@ interpreter (the Keras backend is fixed at import)."""
 import json
 import os
 import random
-import sys
 
 import numpy as np
 import pytest
@@ -13,11 +12,7 @@ import tensorflow as tf
 
 from bert_tf.config import BertConfig
 from bert_tf.tasks.finetuned import load_finetuned
-
-sys.path.insert(0, os.path.dirname(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "training"))
-from jax_helpers import run_on_jax  # noqa: E402
-from test_learning import (  # noqa: E402
+from tests.harness.data import (
     majority_share,
     ner_sentences,
     regression_rows,
@@ -28,6 +23,7 @@ from test_learning import (  # noqa: E402
     write_csv,
     write_vocab,
 )
+from tests.harness.jax_backend import run_on_jax
 
 FINETUNE_SCRIPT = """
 import json, sys
@@ -41,7 +37,7 @@ try:
     strategy_error = None
 except StrategyError as error:
     strategy_error = str(error)
-results = run(FinetuneSettings(
+results = run(FinetuneSettings.of(
     task="classification", output_dir=work + "/out", vocab_file=work + "/vocab.txt", bert_config=config,
     train_file=work + "/train.csv", eval_file=work + "/test.csv", max_seq_length=32, train_batch_size=16,
     learning_rate=2e-3, warmup_proportion=0.1, num_train_epochs=8, seed=1, verbose=0, eval_train=True))
@@ -100,7 +96,7 @@ from bert_tf.tasks.runner import FinetuneSettings, run
 work, config, tasks = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 results = {}
 for task, (train_file, extra) in tasks.items():
-    results[task] = run(FinetuneSettings(
+    results[task] = run(FinetuneSettings.of(
         task=task, output_dir=work + "/" + task, vocab_file=work + "/vocab.txt", bert_config=config,
         train_file=train_file, eval_file=train_file, max_seq_length=32, train_batch_size=8,
         num_train_epochs=1, verbose=0, **extra))

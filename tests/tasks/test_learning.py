@@ -9,7 +9,6 @@ saw.
 """
 
 import collections
-import csv
 import os
 import random
 
@@ -18,209 +17,18 @@ import pytest
 import tensorflow as tf
 
 import bert_tf
-from bert_tf.checkpoints.pretrained import export_pretrained
-from bert_tf.config import BertConfig
-from bert_tf.models import BertEncoder
-from bert_tf.tasks.metrics import squad_exact_match
-
-POSITIVE = ["good", "great", "superb", "lovely", "fine", "nice", "brilliant", "charming"]
-NEGATIVE = ["bad", "awful", "poor", "dreadful", "ugly", "boring", "terrible", "weak"]
-FILLER = [
-    "the",
-    "movie",
-    "was",
-    "plot",
-    "actor",
-    "it",
-    "and",
-    "a",
-    "scene",
-    "film",
-    "very",
-    "story",
-    "music",
-    "cast",
-]
-PEOPLE = ["alice", "bob", "carol", "dave", "erin", "frank"]
-CITIES = ["paris", "london", "rome", "berlin", "madrid", "oslo"]
-COLORS = ["red", "blue", "green", "black", "white", "yellow"]
-ANIMALS = {"dog": "barks", "cat": "meows", "cow": "moos", "duck": "quacks", "lion": "roars", "owl": "hoots"}
-# fmt: off
-OTHER = ["where", "does", "live", "lives", "in", "what", "color", "is", "who", "new", "york", "visited", "met", "then", "loud", "softly", "today", ".", "?", "saw", "heard", "that", "of", "like", "likes", "born"]
-# fmt: on
-SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-
-
-def write_vocab(directory):
-    words = SPECIAL + sorted(
-        set(
-            POSITIVE
-            + NEGATIVE
-            + FILLER
-            + PEOPLE
-            + CITIES
-            + COLORS
-            + OTHER
-            + list(ANIMALS)
-            + list(ANIMALS.values())
-        )
-    )
-    path = os.path.join(directory, "vocab.txt")
-    with open(path, "w") as handle:
-        handle.write("\n".join(words) + "\n")
-    return path
-
-
-def sentiment_rows(rng, n):
-    """Label: the polarity with more words among 1 or 3 polarity words hidden in filler."""
-    rows = []
-    for _ in range(n):
-        k = rng.choice([1, 3])
-        polarity = [rng.random() < 0.5 for _ in range(k)]
-        words = [rng.choice(POSITIVE if p else NEGATIVE) for p in polarity]
-        words += rng.sample(FILLER, rng.randint(3, 8))
-        rng.shuffle(words)
-        rows.append({"text": " ".join(words), "label": "pos" if sum(polarity) * 2 > k else "neg"})
-    return rows
-
-
-def regression_rows(rng, n):
-    """Score: the number of positive words (0-3) among filler and negative words."""
-    rows = []
-    for _ in range(n):
-        k = rng.randint(0, 3)
-        words = rng.sample(POSITIVE, k) + rng.sample(NEGATIVE, rng.randint(0, 2)) + rng.sample(FILLER, 4)
-        rng.shuffle(words)
-        rows.append({"text": " ".join(words), "score": str(k)})
-    return rows
-
-
-def ner_sentences(rng, n):
-    """Tags from a gazetteer: people are PER, cities (one of two words) LOC; "new" is
-    also an ordinary adjective, so the tagger must look at the next word."""
-    templates = [
-        "{p} visited {c} .",
-        "{p} met {q} in {c} .",
-        "the new movie of {p} was very good .",
-        "{p} lives in {c} then {q} visited {d} .",
-        "a new story of {c} .",
-    ]
-    cities = [*CITIES, "new york"]
-    sentences = []
-    for _ in range(n):
-        template = rng.choice(templates)
-        people = rng.sample(PEOPLE, 2)
-        places = rng.sample(cities, 2)
-        text = template.format(p=people[0], q=people[1], c=places[0], d=places[1])
-        words, tags = text.split(), []
-        for i, word in enumerate(words):
-            if word in PEOPLE:
-                tags.append("B-PER")
-            elif word in CITIES or (word == "new" and i + 1 < len(words) and words[i + 1] == "york"):
-                tags.append("B-LOC")
-            elif word == "york":
-                tags.append("I-LOC")
-            else:
-                tags.append("O")
-        sentences.append(list(zip(words, tags, strict=True)))
-    return sentences
-
-
-def write_conll(path, sentences):
-    with open(path, "w") as handle:
-        handle.write("-DOCSTART- O\n\n")
-        for sentence in sentences:
-            handle.write("".join(f"{word} {tag}\n" for word, tag in sentence) + "\n")
-    return path
-
-
-def squad_data(rng, n, prefix):
-    """Templated questions whose answer type comes from the question: where someone lives,
-    where someone else was born (another city: the template decides), or a color. The
-    two sentences come in random order and cities may be two words ("new york")."""
-    cities = [*CITIES, "new york"]
-    paragraphs = []
-    for i in range(n):
-        person, other = rng.sample(PEOPLE, 2)
-        home, birthplace = rng.sample(cities, 2)
-        color = rng.choice(COLORS)
-        sentences = [f"{person} lives in {home} and likes {color} .", f"{other} was born in {birthplace} ."]
-        rng.shuffle(sentences)
-        context = " ".join(sentences)
-        question, answer, anchor = rng.choice(
-            [
-                (f"where does {person} live ?", home, f"{person} lives in "),
-                (f"what color does {person} like ?", color, f"{home} and likes "),
-                (f"where was {other} born ?", birthplace, f"{other} was born in "),
-            ]
-        )
-        start = context.index(anchor) + len(anchor)
-        qa = {
-            "id": f"{prefix}{i}",
-            "question": question,
-            "answers": [{"text": answer, "answer_start": start}],
-        }
-        paragraphs.append({"context": context, "qas": [qa]})
-    return {"version": "1.1", "data": [{"title": "towns", "paragraphs": paragraphs}]}
-
-
-def swag_rows(rng, n):
-    """Which sound goes with the animal: "i heard the cow ." + "it" + {moos, barks, ...}."""
-    rows = []
-    animals = list(ANIMALS)
-    for _ in range(n):
-        animal = rng.choice(animals)
-        wrong = rng.sample([a for a in animals if a != animal], 3)
-        label = rng.randrange(4)
-        sounds = [ANIMALS[a] for a in wrong]
-        sounds.insert(label, ANIMALS[animal])
-        adverb = rng.choice(["loud", "softly", "today"])
-        row = {"sent1": f"i {rng.choice(['heard', 'saw'])} the {animal} .", "sent2": "it"}
-        row.update({f"ending{i}": f"{sound} {adverb} ." for i, sound in enumerate(sounds)})
-        row["label"] = str(label)
-        rows.append(row)
-    return rows
-
-
-def write_csv(path, rows):
-    with open(path, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    return path
-
-
-def majority_share(values):
-    return collections.Counter(values).most_common(1)[0][1] / len(values)
-
-
-def tiny_checkpoint(directory, vocab):
-    """A randomly initialised 2-layer, 64-wide encoder saved as a Google checkpoint folder
-    (dropout off: the tasks are small and exact)."""
-    config = BertConfig(
-        vocab_size=len(open(vocab).read().split()),
-        hidden_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=128,
-        max_position_embeddings=64,
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
-    )
-    path = os.path.join(directory, "tiny_bert")
-    return export_pretrained(
-        BertEncoder(config), path, vocab_file=vocab, lower_case=True, formats=("google",)
-    )
-
-
-def squad_pairs(data):
-    """(question, context) pairs and {"text", "answer_start"} answers of a SQuAD dict."""
-    x, y = [], []
-    for paragraph in data["data"][0]["paragraphs"]:
-        qa = paragraph["qas"][0]
-        x.append((qa["question"], paragraph["context"]))
-        y.append(qa["answers"][0])
-    return x, y
+from bert_tf.tasks.span.metrics import squad_exact_match
+from tests.harness.data import (
+    majority_share,
+    ner_sentences,
+    regression_rows,
+    sentiment_rows,
+    squad_data,
+    squad_pairs,
+    swag_rows,
+    tiny_checkpoint,
+    write_vocab,
+)
 
 
 class LearningTest(tf.test.TestCase):

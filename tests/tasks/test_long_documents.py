@@ -13,7 +13,6 @@ import json
 import logging
 import os
 import random
-import sys
 
 import numpy as np
 import pytest
@@ -23,15 +22,12 @@ import bert_tf
 from bert_tf.errors import UsageError
 from bert_tf.preprocessing.base import MODEL_INPUTS
 from bert_tf.serving.task import export_task
-from bert_tf.tasks import ner_entities
-from bert_tf.tasks.families import make_family
 from bert_tf.tasks.features import TaskDataError
+from bert_tf.tasks.registry import make_family
 from bert_tf.tasks.runner import FinetuneSettings, run
-
-sys.path.insert(0, os.path.dirname(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "preprocessing"))
-from original_rules import doc_spans, max_context_span, pieces_of  # noqa: E402
-from test_learning import FILLER, NEGATIVE, POSITIVE, tiny_checkpoint, write_csv, write_vocab  # noqa: E402
+from bert_tf.tasks.token import entities as ner_entities
+from tests.harness.data import FILLER, NEGATIVE, POSITIVE, tiny_checkpoint, write_csv, write_vocab
+from tests.harness.reference import doc_spans, max_context_span, pieces_of
 
 HF_TINY = os.path.join(os.path.dirname(__file__), "..", "fixtures", "hf_tiny")
 WORDS = "the film was long and its story went on past every scene of unaffable music".split()
@@ -270,18 +266,17 @@ class LearningTest(tf.test.TestCase):
         recipe = dict(task="classification", max_seq_length=16, eval_file=files["test"], verbose=0)
         with self.assertNoLogs("bert_tf.tasks.families.base", logging.WARNING):
             windows = run(
-                FinetuneSettings(
+                FinetuneSettings.of(
                     output_dir=output_dir,
                     init_checkpoint=checkpoint,
                     train_file=files["train"],
-                    doc_stride=7,
-                    window_pooling="max",
                     learning_rate=3e-3,
                     train_batch_size=16,
                     num_train_epochs=8,
-                    eval_every_steps=0,  # scored once, after training
+                    eval_every_steps=0,
                     seed=1,
                     **recipe,
+                    options=dict(doc_stride=7, window_pooling="max"),
                 )
             )["accuracy"]
         print("long documents, test accuracy: truncated", truncated, "windows", windows)
@@ -299,18 +294,18 @@ class LearningTest(tf.test.TestCase):
         # The saved model evaluates in the same windows without being told again.
         again = os.path.join(directory, "again")
         scores = run(
-            FinetuneSettings(output_dir=again, init_checkpoint=os.path.join(output_dir, "model"), **recipe)
+            FinetuneSettings.of(output_dir=again, init_checkpoint=os.path.join(output_dir, "model"), **recipe)
         )
         with open(os.path.join(again, "data_stats.json")) as handle:
             self.assertEqual(json.load(handle)["eval"], stats["eval"])
         self.assertAllClose(scores["accuracy"], windows)
         # ... and pools them as told when told: --window_pooling=mean over the saved max.
         mean = run(
-            FinetuneSettings(
+            FinetuneSettings.of(
                 output_dir=os.path.join(directory, "mean"),
                 init_checkpoint=os.path.join(output_dir, "model"),
-                window_pooling="mean",
                 **recipe,
+                options=dict(window_pooling="mean"),
             )
         )
         self.assertNotAllClose(mean["eval_loss"], scores["eval_loss"])
@@ -349,13 +344,13 @@ class CommandLineTest(tf.test.TestCase):
             ({"doc_stride": 6, "window_pooling": "median"}, "--window_pooling=median"),
             (
                 {"doc_stride": 6, "task": "swag"},
-                "--doc_stride reads long texts in windows, which task 'swag'",
+                "--doc_stride is not an option of the choice family's tasks \\(swag\\)",
             ),
             ({"doc_stride": 60, "task": "ner"}, "--doc_stride=60 is not below the 14 pieces"),
         ]
         for change, message in cases:
             with self.subTest(change=change), self.assertRaisesRegex(UsageError, message):
-                run(FinetuneSettings(output_dir=out, **{**self.base, **change}))
+                run(FinetuneSettings.of(output_dir=out, **{**self.base, **change}))
             self.assertFalse(os.path.exists(out))
         # A pair's first text is kept whole: one that fills the row is a data error, named.
         long_first = write_csv(
@@ -363,15 +358,15 @@ class CommandLineTest(tf.test.TestCase):
         )
         settings = {**self.base, "train_file": long_first, "eval_file": None, "text_b_column": "text_b"}
         with self.assertRaisesRegex(TaskDataError, "first text of a pair fills the 16 pieces"):
-            run(FinetuneSettings(output_dir=out, doc_stride=4, **settings))
+            run(FinetuneSettings.of(output_dir=out, **settings, options=dict(doc_stride=4)))
         self.assertFalse(os.path.exists(out))
         # Python: the same checks, from from_pretrained.
         with self.assertRaisesRegex(UsageError, "--doc_stride=14 is not below"):
             bert_tf.BertClassifier.from_pretrained(HF_TINY, num_classes=2, max_seq_length=16, doc_stride=14)
-        with self.assertRaisesRegex(UsageError, "which task 'swag' does not"):
+        with self.assertRaisesRegex(UsageError, "--doc_stride is not an option of the choice family"):
             bert_tf.BertMultipleChoice.from_pretrained(HF_TINY, max_seq_length=16, doc_stride=4)
         with self.assertRaisesRegex(UsageError, "--window_pooling=sum"):
             bert_tf.BertClassifier.from_pretrained(HF_TINY, num_classes=2, doc_stride=4, window_pooling="sum")
         # Settings alone (what the flags fill in), without a run.
         with self.assertRaisesRegex(UsageError, "not below the 126 pieces"):
-            make_family(FinetuneSettings(task="sst2", output_dir="-", doc_stride=126), None)
+            make_family(FinetuneSettings.of(task="sst2", output_dir="-", options=dict(doc_stride=126)), None)

@@ -10,6 +10,8 @@ import warnings
 import tensorflow as tf
 
 from bert_tf.tasks import metrics
+from bert_tf.tasks.span import metrics as squad_metrics
+from bert_tf.tasks.token.metrics import ner_metrics
 
 
 class ClassificationMetricsTest(tf.test.TestCase):
@@ -35,7 +37,7 @@ class NerMetricsTest(tf.test.TestCase):
         gold = [["B-PER", "I-PER", "O", "B-LOC"], ["B-ORG", "O"]]
         # PER is cut short (wrong entity), LOC right, ORG right, plus one spurious MISC.
         predicted = [["B-PER", "O", "O", "B-LOC"], ["B-ORG", "B-MISC"]]
-        result = metrics.ner_metrics(gold, predicted)
+        result = ner_metrics(gold, predicted)
         # gold entities 3, predicted 4, correct 2.
         self.assertAllClose(result["precision"], 2 / 4)
         self.assertAllClose(result["recall"], 2 / 3)
@@ -45,17 +47,19 @@ class NerMetricsTest(tf.test.TestCase):
 
 class SquadMetricsTest(tf.test.TestCase):
     def test_normalization_as_official_script(self):
-        self.assertEqual(metrics.normalize_answer("The  Eiffel-Tower!"), "eiffeltower")
-        self.assertEqual(metrics.normalize_answer("An apple, a day"), "apple day")
-        self.assertEqual(metrics.normalize_answer("theatre"), "theatre")  # "the" only as a word
+        self.assertEqual(squad_metrics.normalize_answer("The  Eiffel-Tower!"), "eiffeltower")
+        self.assertEqual(squad_metrics.normalize_answer("An apple, a day"), "apple day")
+        self.assertEqual(squad_metrics.normalize_answer("theatre"), "theatre")  # "the" only as a word
 
     def test_f1_is_over_token_bags(self):
         # pred tokens: cat sat on mat; gold: cat on mat -> P=3/4, R=1.
-        self.assertAllClose(metrics.squad_f1("the cat sat on the mat", "a cat on a mat"), 2 * 0.75 / 1.75)
-        self.assertEqual(metrics.squad_f1("cat cat", "cat"), 2 * 0.5 * 1 / 1.5)
-        self.assertEqual(metrics.squad_f1("", ""), 1.0)
-        self.assertEqual(metrics.squad_f1("", "cat"), 0.0)
-        self.assertEqual(metrics.squad_exact_match("Paris.", "paris"), 1.0)
+        self.assertAllClose(
+            squad_metrics.squad_f1("the cat sat on the mat", "a cat on a mat"), 2 * 0.75 / 1.75
+        )
+        self.assertEqual(squad_metrics.squad_f1("cat cat", "cat"), 2 * 0.5 * 1 / 1.5)
+        self.assertEqual(squad_metrics.squad_f1("", ""), 1.0)
+        self.assertEqual(squad_metrics.squad_f1("", "cat"), 0.0)
+        self.assertEqual(squad_metrics.squad_exact_match("Paris.", "paris"), 1.0)
 
     def _dataset(self):
         return [
@@ -75,7 +79,7 @@ class SquadMetricsTest(tf.test.TestCase):
 
     def test_squad_v2_scores_and_breakdown(self):
         predictions = {"q1": "Paris", "q2": "", "q3": "Broncos"}
-        result = metrics.squad_scores(self._dataset(), predictions)
+        result = squad_metrics.squad_scores(self._dataset(), predictions)
         # q3: P=1, R=1/2 -> F1 2/3.
         self.assertAllClose(result["exact_match"], 200 / 3)
         self.assertAllClose(result["f1"], 100 * (1 + 1 + 2 / 3) / 3)
@@ -85,16 +89,16 @@ class SquadMetricsTest(tf.test.TestCase):
         self.assertEqual(result["total"], 3)
 
     def test_missing_prediction_scores_zero(self):
-        result = metrics.squad_scores(self._dataset(), {"q1": "paris"})
+        result = squad_metrics.squad_scores(self._dataset(), {"q1": "paris"})
         self.assertAllClose(result["exact_match"], 100 / 3)
         # Also in the threshold search: the unpredicted q2 is not counted right.
-        result = metrics.squad_scores(self._dataset(), {"q1": "paris"}, {"q1": -1.0})
+        result = squad_metrics.squad_scores(self._dataset(), {"q1": "paris"}, {"q1": -1.0})
         self.assertAllClose((result["best_exact"], result["best_exact_thresh"]), (100 / 3, -1.0))
 
     def test_best_null_threshold(self):
         predictions = {"q1": "Paris", "q2": "", "q3": "Broncos"}
         null_odds = {"q1": -5.0, "q2": 2.0, "q3": -1.0}
-        result = metrics.squad_scores(self._dataset(), predictions, null_odds)
+        result = squad_metrics.squad_scores(self._dataset(), predictions, null_odds)
         # Abstaining everywhere scores 1 (q2); answering q1 adds 1 (thresh -5), q3 adds 2/3
         # F1 (thresh -1) but 0 exact; answering q2 changes nothing ("" predicted).
         self.assertAllClose(result["best_f1"], 100 * (2 + 2 / 3) / 3)
@@ -267,7 +271,7 @@ class SquadOfficialScriptTest(tf.test.TestCase):
         self.assertGreater(sum(prediction == "" for prediction in predictions.values()), 500)
 
         self._assert_same_figures(
-            _official_v2(dataset, predictions), metrics.squad_scores(dataset, predictions)
+            _official_v2(dataset, predictions), squad_metrics.squad_scores(dataset, predictions)
         )
 
         # Random null odds, on a coarse grid so that many tie, in a shuffled order (ties
@@ -277,7 +281,9 @@ class SquadOfficialScriptTest(tf.test.TestCase):
         null_odds = {qid: rng.randint(-12, 12) / 4 for qid in ids}
         for threshold in (1.0, -0.5, math.inf):
             expected = _official_v2(dataset, predictions, null_odds, threshold)
-            actual = metrics.squad_scores(dataset, predictions, null_odds, null_odds_threshold=threshold)
+            actual = squad_metrics.squad_scores(
+                dataset, predictions, null_odds, null_odds_threshold=threshold
+            )
             self._assert_same_figures(expected, actual)
         # The search moved away from abstaining everywhere.
         abstain_everywhere = 100.0 * actual["NoAns_total"] / actual["total"]
@@ -289,9 +295,9 @@ class SquadOfficialScriptTest(tf.test.TestCase):
         dataset, predictions = _random_squad(rng, 3000, version_2=False)
         for qid in rng.sample(sorted(predictions), 100):  # unanswered questions score 0
             del predictions[qid]
-        self.assertFalse(metrics.is_squad_v2(dataset))
+        self.assertFalse(squad_metrics.is_squad_v2(dataset))
         expected = _official_v1(dataset, predictions)
-        actual = metrics.squad_scores(dataset, predictions)
+        actual = squad_metrics.squad_scores(dataset, predictions)
         self.assertEqual(actual.pop("total"), 3000)
         self._assert_same_figures(expected, actual)
 
@@ -314,30 +320,30 @@ class SquadOfficialScriptTest(tf.test.TestCase):
                 ]
             }
         ]
-        result = metrics.squad_scores(dataset, {"q1": "", "q2": "cat"})
+        result = squad_metrics.squad_scores(dataset, {"q1": "", "q2": "cat"})
         self.assertEqual((result["HasAns_total"], result["NoAns_total"]), (1, 1))
         self.assertEqual((result["HasAns_exact"], result["HasAns_f1"]), (100.0, 100.0))
         self.assertEqual((result["NoAns_exact"], result["exact_match"]), (0.0, 50.0))
-        self.assertEqual(metrics.squad_scores(dataset, {"q1": "The", "q2": ""})["HasAns_exact"], 100.0)
-        self.assertEqual(metrics.squad_scores(dataset, {"q1": "the cat", "q2": ""})["HasAns_f1"], 0.0)
+        self.assertEqual(squad_metrics.squad_scores(dataset, {"q1": "The", "q2": ""})["HasAns_exact"], 100.0)
+        self.assertEqual(squad_metrics.squad_scores(dataset, {"q1": "the cat", "q2": ""})["HasAns_f1"], 0.0)
 
     def test_v1_scores_two_empty_answers_f1_zero(self):
         # v1.1 keeps golds that normalise to empty: EM matches them, F1 (no shared token) not.
         dataset = [{"paragraphs": [{"qas": [{"id": "q1", "answers": [{"text": "The"}]}]}]}]
-        result = metrics.squad_scores(dataset, {"q1": "a"})
+        result = squad_metrics.squad_scores(dataset, {"q1": "a"})
         self.assertEqual((result["exact_match"], result["f1"]), (100.0, 0.0))
         self.assertEqual(
-            metrics.squad_scores(dataset, {"q1": "a"}, version_2_with_negative=True)["f1"], 100.0
+            squad_metrics.squad_scores(dataset, {"q1": "a"}, version_2_with_negative=True)["f1"], 100.0
         )
 
     def test_bad_inputs_are_named(self):
         dataset = [{"paragraphs": [{"qas": [{"id": "q1", "answers": [{"text": "x"}]}]}]}]
         with self.assertRaisesRegex(ValueError, "version_2_with_negative"):
-            metrics.squad_scores(dataset, {"q1": "x"}, {"q1": 0.0}, version_2_with_negative=False)
+            squad_metrics.squad_scores(dataset, {"q1": "x"}, {"q1": 0.0}, version_2_with_negative=False)
         with self.assertRaisesRegex(ValueError, "'q1'"):
-            metrics.squad_scores(dataset, {"q1": "x"}, {"q2": 0.0})
+            squad_metrics.squad_scores(dataset, {"q1": "x"}, {"q2": 0.0})
         with self.assertRaisesRegex(ValueError, "'q2'.*no gold answer"):
-            metrics.squad_scores(
+            squad_metrics.squad_scores(
                 [{"paragraphs": [{"qas": [{"id": "q2", "answers": []}]}]}], {}, version_2_with_negative=False
             )
 
@@ -479,15 +485,13 @@ class NerAgainstConllevalTest(tf.test.TestCase):
 
     def test_seqeval_default_mode_is_conlleval_on_iob_tags(self):
         gold, predicted = self._random_tagging(random.Random(13), "BI")
-        self.assertAllClose(
-            metrics.ner_metrics(gold, predicted), _conlleval(gold, predicted), rtol=1e-12, atol=0
-        )
+        self.assertAllClose(ner_metrics(gold, predicted), _conlleval(gold, predicted), rtol=1e-12, atol=0)
 
     def test_seqeval_default_mode_is_conlleval_on_ioe_tags(self):
         gold, predicted = self._random_tagging(random.Random(17), "IE")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # seqeval warns about tags it does not expect
-            result = metrics.ner_metrics(gold, predicted)
+            result = ner_metrics(gold, predicted)
         self.assertAllClose(result, _conlleval(gold, predicted), rtol=1e-12, atol=0)
 
     def test_iobes_tags_are_read_as_iobes(self):
@@ -496,27 +500,27 @@ class NerAgainstConllevalTest(tf.test.TestCase):
         gold = [["E-PER", "B-PER", "E-PER", "S-LOC", "S-LOC", "O"]]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            result = metrics.ner_metrics(gold, [["S-PER", "B-PER", "E-PER", "S-LOC", "B-LOC", "O"]])
+            result = ner_metrics(gold, [["S-PER", "B-PER", "E-PER", "S-LOC", "B-LOC", "O"]])
         # Four entities on both sides, PER(0) PER(1-2) LOC(3) LOC(4), where conlleval would
         # read two, PER(0-2) and LOC(3-4).
         self.assertAllClose((result["precision"], result["recall"]), (1.0, 1.0))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            result = metrics.ner_metrics(gold, [["S-PER", "I-PER", "E-PER", "S-LOC", "O", "O"]])
+            result = ner_metrics(gold, [["S-PER", "I-PER", "E-PER", "S-LOC", "O", "O"]])
         # predicted PER(0), PER(1-2), LOC(3): three right of three, three of four found.
         self.assertAllClose((result["precision"], result["recall"]), (1.0, 3 / 4))
 
     def test_chunk_rules_by_hand(self):
         # I-PER after O starts an entity; I-LOC after B-PER ends PER and starts LOC.
         gold = [["I-PER", "I-PER", "O", "B-PER", "I-LOC"]]
-        result = metrics.ner_metrics(gold, [["B-PER", "I-PER", "O", "B-PER", "B-LOC"]])
+        result = ner_metrics(gold, [["B-PER", "I-PER", "O", "B-PER", "B-LOC"]])
         # gold PER(0-1), PER(3), LOC(4); predicted the same three: all correct.
         self.assertAllClose((result["precision"], result["recall"]), (1.0, 1.0))
         self.assertAllClose(result["accuracy"], 3 / 5)
 
     def test_misaligned_sentences_are_named(self):
         with self.assertRaisesRegex(ValueError, "sentence 1 has 2 gold tags but 1 predicted"):
-            metrics.ner_metrics([["O"], ["O", "B-PER"]], [["O"], ["O"]])
+            ner_metrics([["O"], ["O", "B-PER"]], [["O"], ["O"]])
 
 
 if __name__ == "__main__":

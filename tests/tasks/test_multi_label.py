@@ -7,7 +7,6 @@ written."""
 import json
 import os
 import random
-import sys
 import tempfile
 
 import keras
@@ -19,15 +18,12 @@ from sklearn.utils.class_weight import compute_class_weight
 
 import bert_tf
 from bert_tf.errors import UsageError
-from bert_tf.tasks import families
-from bert_tf.tasks.families import Predictions
+from bert_tf.tasks import registry as families
+from bert_tf.tasks.family import Predictions
 from bert_tf.tasks.features import TaskDataError
-from bert_tf.tasks.kinds import TaskKind
 from bert_tf.tasks.runner import FinetuneSettings, run
 from bert_tf.tokenization import BertTokenizer
-
-sys.path.insert(0, os.path.dirname(__file__))
-from test_learning import CITIES, FILLER, PEOPLE, tiny_checkpoint, write_vocab  # noqa: E402
+from tests.harness.data import CITIES, FILLER, PEOPLE, tiny_checkpoint, write_vocab
 
 # Each label is signalled by its own words somewhere among filler words.
 TOPICS = {"people": PEOPLE[:2], "cities": CITIES[:2], "animals": ["dog", "cat"]}
@@ -72,7 +68,7 @@ class MultiLabelTest(tf.test.TestCase):
     def family(self, **settings):
         values = dict(task="multi_label", output_dir="-", max_seq_length=32)
         values.update(settings)
-        return families.make_family(FinetuneSettings(**values), self.tokenizer)
+        return families.make_family(FinetuneSettings.of(**values), self.tokenizer)
 
     def settings(self, output_dir, **changes):
         values = dict(
@@ -86,7 +82,7 @@ class MultiLabelTest(tf.test.TestCase):
             verbose=0,
         )
         values.update(changes)
-        return FinetuneSettings(**values)
+        return FinetuneSettings.of(**values)
 
     @pytest.mark.slow  # ~45 s of training; the served multi-label outputs: test_long_documents
     def test_learns_from_lists_and_joined_cells_and_serves_what_evaluation_predicts(self):
@@ -122,7 +118,7 @@ class MultiLabelTest(tf.test.TestCase):
         self.assertEqual((task["label_list"], task["class_weights"]), (sorted(TOPICS), [1.0, 1.0, 1.0]))
 
         model = bert_tf.BertClassifier.from_pretrained(os.path.join(out, "model"))
-        self.assertEqual(model.task_info.kind, TaskKind.MULTI_LABEL)  # how a multi-label model is told
+        self.assertEqual(model.task_info.kind, "multi_label")  # how a multi-label model is told
         probabilities = model.predict(texts)
         self.assertEqual(probabilities.shape, (200, 3))
         self.assertTrue(((probabilities > 0) & (probabilities < 1)).all())  # sigmoids
@@ -226,8 +222,8 @@ class MultiLabelTest(tf.test.TestCase):
             model.compile()
             losses, outputs = [], []
             for packing in (True, False):
-                family = bert_tf.tasks.keras_task.family_of(
-                    model, class_weights=weight_list or weight_dict, packing=packing
+                family = model.preprocessor.family(
+                    packing=packing, options={"class_weights": weight_list or weight_dict}
                 )
                 data = family.python_data([text for text, _ in rows], y, "train")
                 self.assertAllClose(family.class_weights, weights)
@@ -280,7 +276,11 @@ class MultiLabelTest(tf.test.TestCase):
                 run(self.settings(out, **changes))
             self.assertFalse(os.path.exists(out), changes)
         for task, changes, message in (
-            ("ner", dict(class_weights="balanced"), "task 'ner' has none"),
+            (
+                "ner",
+                dict(class_weights="balanced"),
+                "--class_weights is not an option of the token family's tasks",
+            ),
             ("stsb", dict(class_weights="1,2"), "is a regression task"),
             ("classification", dict(threshold=0.3), "--threshold decides a multi_label task's labels"),
         ):
@@ -288,7 +288,7 @@ class MultiLabelTest(tf.test.TestCase):
                 self.family(task=task, **changes)
         for threshold in (0.0, 1.0, 1.5):
             with self.assertRaisesRegex(UsageError, "--threshold must be .* between 0 and 1"):
-                self.settings(os.path.join(root, "never"), threshold=threshold)
+                self.family(task="multi_label", threshold=threshold)
 
         model = bert_tf.BertClassifier.from_pretrained(
             self.checkpoint, task="multi_label", label_list=list(TOPICS), max_seq_length=32

@@ -7,9 +7,10 @@ import tensorflow as tf
 from seqeval.metrics.sequence_labeling import get_entities
 
 from bert_tf.serving.task import TaskServing
-from bert_tf.tasks import ner, ner_entities
 from bert_tf.tasks.finetuned import FinetunedModelInfo
-from bert_tf.tasks.kinds import TaskKind
+from bert_tf.tasks.token import conll as ner
+from bert_tf.tasks.token import entities as ner_entities
+from bert_tf.tasks.token import signatures
 from bert_tf.tokenization import BertTokenizer
 
 VOCAB = "tests/fixtures/bert_uncased_vocab.txt"
@@ -75,11 +76,11 @@ class ServedEqualsScoredTest(tf.test.TestCase):
     def test_random_logits(self):
         rng = np.random.default_rng(4)
         tokenizer = BertTokenizer(VOCAB, lower_case=True)
-        info = FinetunedModelInfo("ner", TaskKind.TOKEN, IOBES, True, 16)
+        info = FinetunedModelInfo("ner", "token", IOBES, True, 16)
         model = FixedLogits(len(IOBES))
         serving = TaskServing(model, tokenizer, info, 16)
         features = tf.function(serving.preprocessor.features, autograph=False)
-        entities = tf.function(serving._entities, autograph=False)
+        entities = tf.function(lambda text: signatures.entities(serving, text), autograph=False)
         served_count = 0
         for draw in range(3):
             texts = [" ".join(rng.choice(WORDS, size=rng.integers(0, 14))) for _ in range(20)]

@@ -5,9 +5,12 @@ import os
 
 import tensorflow as tf
 
-from bert_tf.tasks import classification, ner, squad, swag
-from bert_tf.tasks.classification import InputExample
+from bert_tf.tasks.choice import swag
+from bert_tf.tasks.classification import tables as classification
+from bert_tf.tasks.classification.tables import InputExample
 from bert_tf.tasks.features import TaskDataError
+from bert_tf.tasks.span import squad
+from bert_tf.tasks.token import conll as ner
 
 
 def write(directory, name, text):

@@ -6,8 +6,8 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
+import zipfile
 from unittest import mock
 
 import keras
@@ -24,39 +24,8 @@ from bert_tf.tasks.runner import BACKUP_DIR, RESUME_FIELDS, TrainingPlan, is_fin
 from bert_tf.tasks.settings import FinetuneSettings
 from bert_tf.training import callbacks
 from bert_tf.training.progress import read_metrics, read_scalars
-
-WORDS = ["good", "great", "fine", "bad", "awful", "poor", "the", "film", "was", "very"]
-
-
-def write_task(root, n_train=24, n_eval=8):
-    """A CSV task learnt from one word (positive or negative), a vocab and a tiny config."""
-    rng = np.random.default_rng(0)
-    paths = {}
-    for name, n in (("train", n_train), ("dev", n_eval)):
-        paths[name] = os.path.join(root, f"{name}.csv")
-        with open(paths[name], "w") as handle:
-            handle.write("text,label\n")
-            for i in range(n):
-                word = WORDS[i % 6]
-                filler = " ".join(rng.choice(WORDS[6:], size=3))
-                handle.write(f"{filler} {word},{'pos' if i % 6 < 3 else 'neg'}\n")
-    paths["vocab"] = os.path.join(root, "vocab.txt")
-    with open(paths["vocab"], "w") as handle:
-        handle.write("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]) + "\n")
-    paths["config"] = os.path.join(root, "bert_config.json")
-    with open(paths["config"], "w") as handle:
-        json.dump(
-            {
-                "vocab_size": 5 + len(WORDS),
-                "hidden_size": 16,
-                "num_hidden_layers": 1,
-                "num_attention_heads": 2,
-                "intermediate_size": 32,
-                "max_position_embeddings": 16,
-            },
-            handle,
-        )
-    return paths
+from tests.harness.data import write_one_word_task
+from tests.harness.processes import finetune_command
 
 
 def settings_for(paths, output_dir, **changes):
@@ -74,13 +43,13 @@ def settings_for(paths, output_dir, **changes):
         verbose=0,
     )
     values.update(changes)
-    return FinetuneSettings(**values)
+    return FinetuneSettings.of(**values)
 
 
 class TrainingRunTest(tf.test.TestCase):
     def test_evaluation_during_training_tensorboard_and_best_model(self):
         root = self.get_temp_dir()
-        paths = write_task(root)
+        paths = write_one_word_task(root)
         output_dir = os.path.join(root, "out")
         settings = settings_for(
             paths,
@@ -105,7 +74,8 @@ class TrainingRunTest(tf.test.TestCase):
         )
         # metrics.jsonl: the same reports.
         reports = {(r["split"], r["step"]): r for r in read_metrics(output_dir)}
-        self.assertEqual(sorted(reports), [("eval", 4), ("eval", 8), ("eval", 12), ("train", 12)])
+        self.assertEqual(sorted(reports), [("eval", 4), ("eval", 8), ("eval", 12), ("run", 0), ("train", 12)])
+        self.assertEqual(reports["run", 0]["program"], "bert_tf.finetune")
         self.assertAllClose(
             [reports["eval", s]["accuracy"] for s in (4, 8, 12)], [h["accuracy"] for h in history]
         )
@@ -119,14 +89,14 @@ class TrainingRunTest(tf.test.TestCase):
         self.assertGreater(float(image[..., :3].std()), 0.05)
         self.assertFalse(os.path.exists(os.path.join(output_dir, BACKUP_DIR)))  # removed when finished
         self.assertTrue(is_finished(output_dir))
-        model, _, _ = load_finetuned(os.path.join(output_dir, "model"), compile=False)
+        model = load_finetuned(os.path.join(output_dir, "model"), compile=False)
         self.assertEqual(
             {layer.dtype_policy.name for layer in model.encoder.layers if layer.weights}, {"float32"}
         )
 
     def test_mixed_precision_trains_and_keeps_float32_logits(self):
         root = self.get_temp_dir()
-        paths = write_task(root)
+        paths = write_one_word_task(root)
         output_dir = os.path.join(root, "bf16")
         results = run(
             settings_for(
@@ -140,10 +110,13 @@ class TrainingRunTest(tf.test.TestCase):
         # The baseline is the data's, not the model's: eval_results.json has it, metrics.jsonl not.
         scores = {k: v for k, v in results.items() if not k.startswith("majority_baseline")}
         self.assertAllClose({k: final[0][k] for k in scores}, scores)
-        model, _, _ = load_finetuned(os.path.join(output_dir, "model"), compile=False)
-        # The encoder's layers were built, and so trained, under the run's policy.
+        # The encoder's layers were built, and so trained, under the run's policy; the saved
+        # model computes in the policy of whoever loads it (float32 here: Keras' default).
+        with zipfile.ZipFile(os.path.join(output_dir, "model", "model.keras")) as archive:
+            self.assertIn('"mixed_bfloat16"', archive.read("config.json").decode())
+        model = load_finetuned(os.path.join(output_dir, "model"), compile=False)
         self.assertEqual(
-            {layer.dtype_policy.name for layer in model.encoder.layers if layer.weights}, {"mixed_bfloat16"}
+            {layer.dtype_policy.name for layer in model.encoder.layers if layer.weights}, {"float32"}
         )
         ids = np.array([[2, 5, 6, 3]], "int32")
         logits = model.predict({"input_ids": ids, "input_mask": ids > 0, "segment_ids": 0 * ids}, verbose=0)
@@ -152,7 +125,7 @@ class TrainingRunTest(tf.test.TestCase):
 
     def test_bad_training_settings_are_refused_with_the_fix(self):
         root = self.get_temp_dir()
-        paths = write_task(root)
+        paths = write_one_word_task(root)
         base = settings_for(paths, os.path.join(root, "bad"))
         with self.assertRaisesRegex(
             UsageError, r"--eval_every_steps=50 is more than the 12 updates of this run"
@@ -188,7 +161,7 @@ class TrainingRunTest(tf.test.TestCase):
 
     def test_an_unfinished_run_resumes_only_under_its_own_training_settings(self):
         root = self.get_temp_dir()
-        paths = write_task(root)
+        paths = write_one_word_task(root)
         settings = settings_for(paths, os.path.join(root, "unfinished"), learning_rate=1e-3)
         step_dir = os.path.join(settings.output_dir, BACKUP_DIR, "step-3")
         os.makedirs(step_dir)
@@ -235,7 +208,7 @@ class TrainingRunTest(tf.test.TestCase):
             (settings.keep_best_model, settings.save_checkpoints_steps, settings.log_every_steps),
             (True, 50, 5),
         )
-        defaults = FinetuneSettings(task="sst2", output_dir="/tmp/o")
+        defaults = FinetuneSettings.of(task="sst2", output_dir="/tmp/o")
         self.assertEqual(
             (defaults.mixed_precision, defaults.jit_compile, defaults.eval_every_steps),
             ("auto", None, None),
@@ -248,7 +221,7 @@ class TrainingRunTest(tf.test.TestCase):
         # Packing moves each batch's tokens into fewer rows and changes nothing else: the same
         # examples per update, each computed as if alone. Without dropout in the encoder
         # (whose dropout masks follow the rows' shapes) both runs end at the same weights.
-        paths = write_task(self.get_temp_dir(), n_train=40)
+        paths = write_one_word_task(self.get_temp_dir(), n_train=40)
         with open(paths["config"]) as handle:
             config = json.load(handle)
         config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, max_position_embeddings=32)
@@ -268,7 +241,7 @@ class TrainingRunTest(tf.test.TestCase):
 
     def test_early_stopping_stops_the_run(self):
         root = self.get_temp_dir()
-        paths = write_task(root)
+        paths = write_one_word_task(root)
         output_dir = os.path.join(root, "early")
         # A learning rate of ~0 leaves the accuracy where it is: no evaluation improves on the first.
         run(
@@ -313,7 +286,7 @@ def counting_records():
 class ResumeInputTest(tf.test.TestCase):
     def test_a_resume_restores_the_input_position_instead_of_replaying_the_batches(self):
         root = self.get_temp_dir()
-        paths = write_task(root)  # 24 examples, 6 updates a pass
+        paths = write_one_word_task(root)  # 24 examples, 6 updates a pass
         changes = dict(num_train_epochs=6.0, eval_every_steps=0, save_checkpoints_steps=2)
         reference = os.path.join(root, "reference")
         run(settings_for(paths, reference, **changes))
@@ -338,26 +311,6 @@ class ResumeInputTest(tf.test.TestCase):
         # 26 as at step 8; skipping would have read, tokenized and batched 104 again.
         self.assertEqual(passed_over[8], passed_over[26])
         self.assertLessEqual(passed_over[26], 24)
-
-
-def finetune_command(paths, output_dir, *flags):
-    return [
-        sys.executable,
-        "-m",
-        "bert_tf.finetune",
-        "--task=classification",
-        f"--output_dir={output_dir}",
-        f"--train_file={paths['train']}",
-        f"--eval_file={paths['dev']}",
-        f"--vocab_file={paths['vocab']}",
-        f"--bert_config_file={paths['config']}",
-        "--max_seq_length=8",
-        "--train_batch_size=4",
-        "--num_train_epochs=40",
-        "--eval_every_steps=0",
-        "--save_checkpoints_steps=5",
-        *flags,
-    ]
 
 
 def backup_step(output_dir):
@@ -389,7 +342,7 @@ class ResumeProcessTest(tf.test.TestCase):
 
     def test_kill_9_and_sigterm_then_the_same_command_continues_to_the_same_weights(self):
         root = self.get_temp_dir()
-        paths = write_task(root)
+        paths = write_one_word_task(root)
         reference = os.path.join(root, "reference")
         subprocess.run(finetune_command(paths, reference), check=True, capture_output=True)
         expected = load_finetuned(os.path.join(reference, "model"), compile=False)[0].get_weights()

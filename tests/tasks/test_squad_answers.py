@@ -14,13 +14,14 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.serving.task import TaskServing
-from bert_tf.tasks import squad, squad_answers
 from bert_tf.tasks.finetuned import FinetunedModelInfo
-from bert_tf.tasks.kinds import TaskKind
-from bert_tf.tasks.squad_postprocess import final_text, postprocess
+from bert_tf.tasks.span import answers as squad_answers
+from bert_tf.tasks.span import signatures, squad
+from bert_tf.tasks.span.family import SpanFamily
+from bert_tf.tasks.span.postprocess import final_text, postprocess
 from bert_tf.tokenization import BertTokenizer
-from tests.preprocessing import original_rules
-from tests.test_tokenization import reference_words
+from tests.harness import reference as original_rules
+from tests.harness.reference import reference_words
 
 VOCAB = "tests/fixtures/bert_uncased_vocab.txt"
 # Words that make get_final_text's cases: pieces inside words, punctuation split off, the
@@ -164,24 +165,26 @@ class ServedEqualsScoredTest(tf.test.TestCase):
         tokenizer = BertTokenizer(VOCAB, lower_case=True)
         info = FinetunedModelInfo(
             "squad_v2" if settings.get("version_2_with_negative") else "squad",
-            TaskKind.SPAN,
+            "span",
             None,
             True,
             32,
-            max_query_length=6,
-            doc_stride=5,
-            **settings,
+            {"max_query_length": 6, "doc_stride": 5, **settings},
         )
         model = FixedLogits()
         serving = TaskServing(model, tokenizer, info, 32)
+        saved = SpanFamily.squad_settings(info)
         # Traced once, as the SavedModel runs them.
         features = tf.function(serving.preprocessor.features, autograph=False)
-        answer = tf.function(serving._answer, autograph=False)
+        answer = tf.function(lambda q, c: signatures.answer(serving, saved, q, c), autograph=False)
         postprocess_args = {
-            "n_best_size": info.n_best_size,
-            "max_answer_length": info.max_answer_length,
-            "version_2_with_negative": info.version_2_with_negative,
-            "null_score_diff_threshold": info.null_score_diff_threshold,
+            name: saved[name]
+            for name in (
+                "n_best_size",
+                "max_answer_length",
+                "version_2_with_negative",
+                "null_score_diff_threshold",
+            )
         }
         all_answers = []
         for draw in range(draws):

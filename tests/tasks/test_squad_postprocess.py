@@ -6,8 +6,8 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.tasks.squad import SquadExample, SquadFeature
-from bert_tf.tasks.squad_postprocess import final_text, postprocess, write_predictions
+from bert_tf.tasks.span.postprocess import final_text, postprocess, write_predictions
+from bert_tf.tasks.span.squad import SquadExample, SquadFeature
 
 DOC = ["The", "Eiffel", "Tower", "(1889)", "stands", "in", "Paris."]
 # [CLS] where ? [SEP] | the e ##iff ##el tower ( 1889 ) stands in paris . | [SEP]

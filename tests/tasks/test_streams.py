@@ -6,13 +6,16 @@ import os
 import keras
 import numpy as np
 import tensorflow as tf
-from harness import unpack_sequences
 
-from bert_tf.tasks import models, streams
-from bert_tf.tasks.families import make_family
+from bert_tf.models import BertEncoder
+from bert_tf.tasks import streams
+from bert_tf.tasks.classification.model import BertClassifier
 from bert_tf.tasks.features import TaskDataError
+from bert_tf.tasks.registry import make_family
 from bert_tf.tasks.settings import FinetuneSettings
 from bert_tf.tokenization import BertTokenizer
+from tests import harness
+from tests.harness import unpack_sequences
 
 VOCAB = os.path.join(os.path.dirname(__file__), "..", "fixtures", "bert_uncased_vocab.txt")
 WORDS = "the a cat dog sat on mat house tree big small red blue green ran fast slow".split()
@@ -37,7 +40,7 @@ class StreamsTest(tf.test.TestCase):
             f"{' '.join(rng.choice(WORDS, 1 + i))},{'pos' if i % 3 else 'neg'}"
             for i in range(37)
         ]
-        settings = FinetuneSettings(
+        settings = FinetuneSettings.of(
             task="classification",
             output_dir=self.get_temp_dir(),
             train_file=self.write("train.csv", rows),
@@ -107,7 +110,7 @@ class StreamsTest(tf.test.TestCase):
     def test_packed_prediction_equals_one_example_at_a_time(self):
         adapter, _, evaluation = self.adapter()
         keras.utils.set_random_seed(1)
-        model = models.classifier(num_classes=2, config=models.tiny_config(self.tokenizer.vocab_size))
+        model = BertClassifier(BertEncoder(harness.tiny_config(self.tokenizer.vocab_size)), num_classes=2)
         packed = adapter.predict(model, evaluation, batch_size=8)
         self.assertIn("cls_positions", next(iter(adapter.batches(evaluation, 8, by_length=True)))["inputs"])
         adapter.pack = False
@@ -144,7 +147,7 @@ class StreamsTest(tf.test.TestCase):
         self.assertEqual({tuple(b["inputs"]["cls_positions"].shape) for b in batches}, {(8,)})
         self.assertEqual(sum(float(tf.reduce_sum(b["weight"])) for b in batches), 37.0)
         keras.utils.set_random_seed(1)
-        model = models.classifier(num_classes=2, config=models.tiny_config(self.tokenizer.vocab_size))
+        model = BertClassifier(BertEncoder(harness.tiny_config(self.tokenizer.vocab_size)), num_classes=2)
         predicted = few.predict(model, few_evaluation, batch_size=8)
         dynamic.pack = False
         one_by_one = dynamic.predict(model, evaluation, batch_size=1)
@@ -193,7 +196,7 @@ class StreamsTest(tf.test.TestCase):
         }
         with open(path, "w") as handle:
             json.dump({"data": [{"paragraphs": [{"context": "paris is in france", "qas": [qa]}]}]}, handle)
-        settings = FinetuneSettings(task="squad", output_dir=directory, train_file=path, max_seq_length=16)
+        settings = FinetuneSettings.of(task="squad", output_dir=directory, train_file=path, max_seq_length=16)
         adapter = make_family(settings, self.tokenizer)
         [train] = adapter.load("train")
         with self.assertRaisesRegex(
@@ -219,13 +222,13 @@ class StreamsTest(tf.test.TestCase):
         path = os.path.join(directory, "squad.json")
         with open(path, "w") as handle:
             json.dump({"data": [{"paragraphs": paragraphs}]}, handle)
-        settings = FinetuneSettings(
+        settings = FinetuneSettings.of(
             task="squad",
             output_dir=directory,
             train_file=path,
             predict_file=path,
             max_seq_length=32,
-            doc_stride=16,
+            options=dict(doc_stride=16),
         )
         adapter = make_family(settings, self.tokenizer)
         [train] = adapter.load("train")
@@ -241,7 +244,7 @@ class StreamsTest(tf.test.TestCase):
         path = os.path.join(self.get_temp_dir(), "ner.txt")
         with open(path, "w") as handle:
             handle.write("Paris B-LOC\nis O\nbig O\n\nRome B-LOC\n\nAlice B-PER\nsat O\n")
-        settings = FinetuneSettings(task="ner", output_dir=self.get_temp_dir(), train_file=path)
+        settings = FinetuneSettings.of(task="ner", output_dir=self.get_temp_dir(), train_file=path)
         adapter = make_family(settings, self.tokenizer)
         train = adapter.load("train")[0]
         self.assertEqual(adapter.count(train).num_examples, 3)
@@ -260,7 +263,9 @@ class StreamsTest(tf.test.TestCase):
             handle.write("Paris B-LOC\nis O\n\nRome B-LOC\n")
         with open(evaluation, "w") as handle:
             handle.write("Alice B-PER\n")
-        settings = FinetuneSettings(task="ner", output_dir=directory, train_file=train, eval_file=evaluation)
+        settings = FinetuneSettings.of(
+            task="ner", output_dir=directory, train_file=train, eval_file=evaluation
+        )
         adapter = make_family(settings, self.tokenizer)
         adapter.load("train")
         with self.assertRaisesRegex(

@@ -8,9 +8,13 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import tasks
+from bert_tf.models import BertEncoder
+from bert_tf.tasks.classification.family import ClassificationFamily
+from bert_tf.tasks.classification.model import BertClassifier
+from bert_tf.tasks.recipe import Recipe
 from bert_tf.training import callbacks
 from bert_tf.training.progress import ScalarLog, read_metrics, read_scalars
+from tests.harness import tiny_config
 
 VOCAB_SIZE = 40
 
@@ -26,14 +30,14 @@ def features(n, seq=12, seed=0):
 
 def classifier(dropout: float, seed: int = 7, accumulation: int = 1, steps: int = 8):
     keras.utils.set_random_seed(seed)
-    config = tasks.tiny_config(
+    config = tiny_config(
         VOCAB_SIZE, hidden_size=32, intermediate_size=64, hidden_dropout_prob=dropout,
         attention_probs_dropout_prob=dropout,
     )  # fmt: skip
-    model = tasks.classifier(num_classes=2, config=config, dropout_rate=dropout)
+    model = BertClassifier(BertEncoder(config), num_classes=2, dropout_rate=dropout)
     model.compile(
-        optimizer=tasks.create_optimizer(1e-3, steps, 0.25, gradient_accumulation_steps=accumulation),
-        **tasks.compile_args("classification"),
+        optimizer=Recipe(1e-3, 0.25, gradient_accumulation_steps=accumulation).optimizer(steps),
+        **ClassificationFamily.compile_args("classification"),
     )
     return model
 

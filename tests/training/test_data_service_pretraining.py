@@ -4,7 +4,6 @@ dispatcher stops the run before anything is written."""
 
 import contextlib
 import io
-import os
 import subprocess
 import sys
 import tempfile
@@ -17,15 +16,16 @@ from bert_tf.errors import UsageError
 from bert_tf.training import pretraining
 from bert_tf.training.settings import PretrainingConfig
 from pipelines import data_service
-from tests.pipelines.test_data_service import closed_port, local_service
-from tests.training.test_pretrain import REPO, VOCAB_SIZE, tiny_config, write_corpus, write_vocab
+from tests.harness import processes
+from tests.harness.data import CORPUS_TOKENS, corpus_config, write_config, write_corpus, write_vocab
+from tests.harness.processes import REPO, free_port, local_service
 
 
 def settings(work: Path, **overrides) -> PretrainingConfig:
     fields = dict(
-        config=tiny_config(work / "config.json", vocab_size=VOCAB_SIZE, dropout=0.0),
+        config=write_config(work / "config.json", corpus_config(dropout=0.0)),
         corpus=write_corpus(work / "corpus.txt", documents=12),
-        vocab_file=write_vocab(work / "vocab.txt"),
+        vocab_file=write_vocab(work / "vocab.txt", CORPUS_TOKENS),
         train_batch_size=16,
         max_seq_length=32,
         max_predictions_per_seq=5,
@@ -81,7 +81,7 @@ class ServedPretrainingTest(tf.test.TestCase):
 
     def test_an_unreachable_dispatcher_stops_the_run_before_it_writes(self):
         work = Path(tempfile.mkdtemp())
-        port = closed_port()
+        port = free_port()
         with self.assertRaisesRegex(
             data_service.DataServiceError,
             f"no tf.data service dispatcher answers at localhost:{port} .*"
@@ -98,7 +98,7 @@ class ServedPretrainingTest(tf.test.TestCase):
     def test_the_command_names_an_unreachable_dispatcher_in_one_line(self):
         work = Path(tempfile.mkdtemp())
         run = settings(work)
-        port = closed_port()
+        port = free_port()
         command = [
             sys.executable,
             "-m",
@@ -123,8 +123,8 @@ class ServedPretrainingTest(tf.test.TestCase):
         # batch ("Op type not registered 'NormalizeUTF8'").
         work = Path(tempfile.mkdtemp())
         run = settings(work)
-        dispatcher_port, worker_port = closed_port(), closed_port()
-        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        dispatcher_port, worker_port = free_port(), free_port()
+        env = processes.environment()
         started = []
 
         def start(*args: str) -> subprocess.Popen:

@@ -2,14 +2,12 @@
 worker processes) and gradient accumulation reaches what one device reaches on the same
 global batches.
 
-Each run is a subprocess of distributed_run.py (logical devices must be configured before
+Each run is a subprocess of tests/harness/distributed_run.py (logical devices must be configured before
 TensorFlow starts; a worker is a process). They run concurrently to fit the time budget.
 """
 
-import importlib.util
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -19,17 +17,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-SCRIPT = Path(__file__).with_name("distributed_run.py")
-REPO = SCRIPT.parents[2]
-_spec = importlib.util.spec_from_file_location("distributed_run", SCRIPT)
-distributed_run = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(distributed_run)
+from tests.harness import distributed_run
+from tests.harness.processes import REPO, free_port
 
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("localhost", 0))
-        return sock.getsockname()[1]
+SCRIPT = distributed_run.__file__
 
 
 def _start(work: Path, name: str, *args: str, env: dict | None = None) -> subprocess.Popen:
@@ -50,7 +41,7 @@ class DistributedTrainingTest(tf.test.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.work = Path(tempfile.mkdtemp(prefix="bert_tf_distributed_"))
-        ports = [_free_port(), _free_port()]
+        ports = [free_port(), free_port()]
         cluster = {"worker": [f"localhost:{port}" for port in ports]}
         runs = {
             "mirrored": _start(
@@ -116,7 +107,7 @@ class MultiWorkerCommandTest(tf.test.TestCase):
         corpus.write_text(
             "\n\n".join(f"document {i} has words .\nand a second line {i} ." for i in range(40))
         )
-        cluster = {"worker": [f"localhost:{_free_port()}", f"localhost:{_free_port()}"]}
+        cluster = {"worker": [f"localhost:{free_port()}", f"localhost:{free_port()}"]}
         environment = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
         processes = []
         for index in range(2):

@@ -6,7 +6,7 @@ CPU devices so that `keras.distribution.DataParallel` really splits the batch.
 
 import os
 import signal
-import sys
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -26,10 +26,16 @@ from bert_tf.training import keras_pretraining
 from bert_tf.training.callbacks import TrainingBackup
 from bert_tf.training.inputs import InputError
 from bert_tf.training.optimization import WarmupLinearDecay, create_optimizer
-
-sys.path.insert(0, os.path.dirname(__file__))
-from jax_helpers import jax_environment, run_on_jax  # noqa: E402
-from test_pretrain import VOCAB_SIZE, _cli, tiny_config, write_corpus, write_vocab  # noqa: E402
+from tests.harness import processes
+from tests.harness.data import (
+    CORPUS_TOKENS,
+    CORPUS_VOCAB_SIZE,
+    corpus_config,
+    write_config,
+    write_corpus,
+    write_vocab,
+)
+from tests.harness.jax_backend import jax_environment, run_on_jax
 
 CONFIG = BertConfig(
     vocab_size=40,
@@ -240,9 +246,9 @@ class JaxPretrainingRunTest(tf.test.TestCase):
         work = Path(tempfile.mkdtemp())
         args = [
             "--backend=jax",
-            f"--config={tiny_config(work / 'config.json', vocab_size=VOCAB_SIZE)}",
+            f"--config={write_config(work / 'config.json', corpus_config())}",
             f"--corpus={write_corpus(work / 'corpus.txt')}",
-            f"--vocab_file={write_vocab(work / 'vocab.txt')}",
+            f"--vocab_file={write_vocab(work / 'vocab.txt', CORPUS_TOKENS)}",
             "--train_batch_size=8",
             "--max_seq_length=32",
             "--max_predictions_per_seq=5",
@@ -254,9 +260,15 @@ class JaxPretrainingRunTest(tf.test.TestCase):
             "--seed=7",
         ]
         env = jax_environment(devices=2)
-        straight = _cli(*args, f"--model_dir={work / 'straight'}", env=env)
-        crashed = _cli(*args, f"--model_dir={work / 'crashed'}", env=env)
-        terminated = _cli(*args, f"--model_dir={work / 'terminated'}", env=env)
+        straight = processes.program(
+            "bert_tf.pretrain", *args, f"--model_dir={work / 'straight'}", env=env, stderr=subprocess.STDOUT
+        )
+        crashed = processes.program(
+            "bert_tf.pretrain", *args, f"--model_dir={work / 'crashed'}", env=env, stderr=subprocess.STDOUT
+        )
+        terminated = processes.program(
+            "bert_tf.pretrain", *args, f"--model_dir={work / 'terminated'}", env=env, stderr=subprocess.STDOUT
+        )
         # kill -9 as soon as the first backup is written, mid-run.
         deadline = time.time() + 600
         while not has_backup(work / "crashed") and crashed.poll() is None and time.time() < deadline:
@@ -290,7 +302,9 @@ class JaxPretrainingRunTest(tf.test.TestCase):
         self.assertLess(values("loss")[-1], 0.8 * values("loss")[0], values("loss"))
         self.assertGreater(values("masked_lm_accuracy")[-1], values("masked_lm_accuracy")[0] + 0.1)
 
-        resumed = _cli(*args, f"--model_dir={work / 'crashed'}", env=env)
+        resumed = processes.program(
+            "bert_tf.pretrain", *args, f"--model_dir={work / 'crashed'}", env=env, stderr=subprocess.STDOUT
+        )
         output, _ = resumed.communicate(timeout=900)
         self.assertEqual(resumed.returncode, 0, output[-3000:])
         self.assertIn(f"resumed from {killed_at} at step {killed_step}", output)
@@ -303,8 +317,8 @@ class JaxPretrainingRunTest(tf.test.TestCase):
 
         # The export loads on TensorFlow and computes what the JAX model computes.
         batch = pretraining_batch(np.random.default_rng(5), seq_length=16)
-        batch["input_ids"] %= VOCAB_SIZE
-        batch["masked_lm_ids"] %= VOCAB_SIZE
+        batch["input_ids"] %= CORPUS_VOCAB_SIZE
+        batch["masked_lm_ids"] %= CORPUS_VOCAB_SIZE
         np.savez(work / "batch.npz", **batch)
         report = run_on_jax(
             JAX_OUTPUTS_SCRIPT, str(work / "straight"), str(work / "batch.npz"), str(work / "jax_outputs.npz")
@@ -323,8 +337,8 @@ class JaxLoopParityTest(tf.test.TestCase):
         """Packing and gradient accumulation under model.fit on JAX against the TensorFlow loop:
         the same batches, the same initial weights, no dropout."""
         work = Path(tempfile.mkdtemp())
-        config_file = tiny_config(work / "config.json", vocab_size=VOCAB_SIZE, dropout=0.0)
-        vocab_file = write_vocab(work / "vocab.txt")
+        config_file = write_config(work / "config.json", corpus_config(dropout=0.0))
+        vocab_file = write_vocab(work / "vocab.txt", CORPUS_TOKENS)
         keras.utils.set_random_seed(11)
         initial = BertPretrainer(BertConfig.from_json_file(config_file))
         initial(example_features(1, 32, 5))
@@ -347,8 +361,16 @@ class JaxLoopParityTest(tf.test.TestCase):
             "--seed=3",
         ]
         runs = {
-            "tensorflow": _cli(*args, f"--model_dir={work / 'tensorflow'}"),
-            "jax": _cli(*args, f"--model_dir={work / 'jax'}", env=jax_environment(devices=2)),
+            "tensorflow": processes.program(
+                "bert_tf.pretrain", *args, f"--model_dir={work / 'tensorflow'}", stderr=subprocess.STDOUT
+            ),
+            "jax": processes.program(
+                "bert_tf.pretrain",
+                *args,
+                f"--model_dir={work / 'jax'}",
+                env=jax_environment(devices=2),
+                stderr=subprocess.STDOUT,
+            ),
         }
         losses = {}
         for backend, process in runs.items():

@@ -1,7 +1,6 @@
 """The training loop on the real BertPretrainer: phase switch, crash and resume, a
 non-finite loss, and the learning rate it reports."""
 
-import importlib.util
 import os
 import shutil
 import tempfile
@@ -18,12 +17,7 @@ from bert_tf.training import optimization, pretraining
 from bert_tf.training.loop import NonFiniteLossError, Phase, Trainer
 from bert_tf.training.progress import read_metrics
 from bert_tf.training.settings import PretrainingConfig
-
-_spec = importlib.util.spec_from_file_location(
-    "distributed_run", Path(__file__).with_name("distributed_run.py")
-)
-distributed_run = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(distributed_run)
+from tests.harness import distributed_run
 
 CONFIG = load_config("bert_tiny").replace(vocab_size=97)  # dropout on: resume must restore its RNG too
 BATCH = 8
@@ -110,6 +104,8 @@ class TrainerTest(tf.test.TestCase):
         )
         # metrics.jsonl holds the same reports as the history.
         reports = read_metrics(str(self.work / "straight"))
+        self.assertEqual(reports[0], {**reports[0], "split": "run", "step": 0, "program": "bert_tf.pretrain"})
+        reports = [r for r in reports if r["split"] != "run"]
         self.assertEqual([(r["split"], r["step"]) for r in reports], [("train", s) for s in (2, 4, 6, 8, 10)])
         self.assertAllClose([r["loss"] for r in reports], [h["loss"] for h in result.history])
 
@@ -124,7 +120,9 @@ class TrainerTest(tf.test.TestCase):
         resumed = make_trainer(crashed, total_steps=10, steps_per_loop=4, seed=99)
         result = resumed.train(two_phases())
         self.assertEqual([(h["step"], h["seq_length"]) for h in result.history], [(10, 32)])
-        self.assertEqual([r["step"] for r in read_metrics(str(crashed))], [10])
+        self.assertEqual(
+            [(r["split"], r["step"]) for r in read_metrics(str(crashed))], [("run", 8), ("train", 10)]
+        )
         for ours, theirs in zip(resumed.model.get_weights(), straight, strict=True):
             self.assertAllClose(ours, theirs, atol=1e-6, rtol=0)
         self.assertEqual(int(resumed.optimizer.iterations.numpy()), 10)

@@ -2,7 +2,6 @@
 reaches what one uninterrupted device reaches; the progress line reports real tokens/s
 and the fill rate; bad --packing input is refused before anything is written."""
 
-import importlib.util
 import io
 import os
 import shutil
@@ -21,12 +20,10 @@ from bert_tf.errors import UsageError
 from bert_tf.training import inputs, pretraining
 from bert_tf.training.progress import ProgressReporter, ScalarLog
 from bert_tf.training.settings import PretrainingConfig
+from tests.harness import distributed_run
+from tests.harness.processes import REPO
 
-SCRIPT = Path(__file__).with_name("distributed_run.py")
-REPO = SCRIPT.parents[2]
-_spec = importlib.util.spec_from_file_location("distributed_run", SCRIPT)
-distributed_run = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(distributed_run)
+SCRIPT = distributed_run.__file__
 
 
 @pytest.mark.slow  # ~30 s of subprocesses; packed forward passes: tests/models/test_packing.py

@@ -7,7 +7,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -23,44 +22,17 @@ from bert_tf.config import load_config
 from bert_tf.models.pretrainer import example_features
 from bert_tf.training import distribute, inputs, pretraining
 from bert_tf.training.settings import PretrainingConfig
+from tests.harness import processes
+from tests.harness.data import (
+    CORPUS_TOKENS,
+    corpus_config,
+    write_config,
+    write_corpus,
+    write_vocab,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 VOCAB = REPO / "tests" / "fixtures" / "bert_uncased_vocab.txt"
-SENTENCES = [
-    "the quick brown fox jumps over the lazy dog.",
-    "a list is a mutable sequence of items.",
-    "every function returns a value or none.",
-    "the interpreter reads the source file line by line.",
-    "classes bundle data and behavior together.",
-    "an exception stops the normal flow of a program.",
-]
-
-
-def write_corpus(path: Path, documents: int = 6) -> str:
-    # Documents of three sentences each, so NSP pairs and random next both occur.
-    lines = []
-    for index in range(documents):
-        lines += [SENTENCES[(index + k) % len(SENTENCES)] for k in range(3)] + [""]
-    path.write_text("\n".join(lines) + "\n")
-    return str(path)
-
-
-def write_vocab(path: Path) -> str:
-    """A whole-word vocab of the tiny corpus: small, so steps are cheap."""
-    words = sorted({word for sentence in SENTENCES for word in sentence.replace(".", " .").split()})
-    path.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]) + "\n")
-    return str(path)
-
-
-VOCAB_SIZE = 5 + len({word for sentence in SENTENCES for word in sentence.replace(".", " .").split()})
-
-
-def tiny_config(path: Path, vocab_size: int, dropout: float = 0.1) -> str:
-    config = load_config("bert_tiny").replace(
-        vocab_size=vocab_size, hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout
-    )
-    config.to_json_file(path)
-    return str(path)
 
 
 def checkpoint_weights(model_dir: str) -> dict:
@@ -138,12 +110,12 @@ class PretrainingRunTest(tf.test.TestCase):
         corpus = write_corpus(work / "corpus.txt")
         settings = PretrainingConfig(
             model_dir=str(work / "model"),
-            config=tiny_config(work / "config.json", vocab_size=VOCAB_SIZE),
+            config=write_config(work / "config.json", corpus_config()),
             corpus=corpus,
             eval_files=corpus,
             eval_steps=3,
             eval_every_steps=3,
-            vocab_file=write_vocab(work / "vocab.txt"),
+            vocab_file=write_vocab(work / "vocab.txt", CORPUS_TOKENS),
             train_batch_size=8,
             max_seq_length=32,
             max_predictions_per_seq=5,
@@ -212,9 +184,9 @@ class PretrainingRunTest(tf.test.TestCase):
         work = Path(tempfile.mkdtemp())
         settings = PretrainingConfig(
             model_dir=str(work / "model"),
-            config=tiny_config(work / "config.json", vocab_size=VOCAB_SIZE, dropout=0.0),
+            config=write_config(work / "config.json", corpus_config(dropout=0.0)),
             corpus=write_corpus(work / "corpus.txt"),
-            vocab_file=write_vocab(work / "vocab.txt"),
+            vocab_file=write_vocab(work / "vocab.txt", CORPUS_TOKENS),
             train_batch_size=16,
             max_seq_length=32,
             max_predictions_per_seq=5,
@@ -308,9 +280,9 @@ class MixedPrecisionTest(tf.test.TestCase):
             work = Path(tempfile.mkdtemp())
             settings = PretrainingConfig(
                 model_dir=str(work / "model"),
-                config=tiny_config(work / "config.json", vocab_size=VOCAB_SIZE),
+                config=write_config(work / "config.json", corpus_config()),
                 corpus=write_corpus(work / "corpus.txt"),
-                vocab_file=write_vocab(work / "vocab.txt"),
+                vocab_file=write_vocab(work / "vocab.txt", CORPUS_TOKENS),
                 train_batch_size=16,
                 max_seq_length=32,
                 max_predictions_per_seq=5,
@@ -329,24 +301,17 @@ class MixedPrecisionTest(tf.test.TestCase):
             self.assertEqual(keras.mixed_precision.global_policy().name, "float32")  # restored
 
 
-def _cli(*args: str, env=None, cwd=REPO) -> subprocess.Popen:
-    environment = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(REPO), **(env or {})}
-    return subprocess.Popen(
-        [sys.executable, "-m", "bert_tf.pretrain", *args],
-        cwd=cwd,
-        env=environment,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+def _pretrain(*args: str, env=None, cwd=None) -> subprocess.Popen:
+    """`python -m bert_tf.pretrain ARGS...` as a user starts it, stdout and stderr as one."""
+    return processes.program("bert_tf.pretrain", *args, env=env, cwd=cwd, stderr=subprocess.STDOUT)
 
 
 def _resumable_run_args(work: Path, save_checkpoints_steps: int) -> list[str]:
     """A 60-step run of a tiny model on a small corpus in `work`, seeded: two runs of it agree."""
     return [
-        f"--config={tiny_config(work / 'config.json', vocab_size=VOCAB_SIZE)}",
+        f"--config={write_config(work / 'config.json', corpus_config())}",
         f"--corpus={write_corpus(work / 'corpus.txt')}",
-        f"--vocab_file={write_vocab(work / 'vocab.txt')}",
+        f"--vocab_file={write_vocab(work / 'vocab.txt', CORPUS_TOKENS)}",
         "--train_batch_size=8",
         "--max_seq_length=32",
         "--max_predictions_per_seq=5",
@@ -376,9 +341,9 @@ class KillAndResumeTest(tf.test.TestCase):
     def test_kill_9_early_and_sigterm_late_then_rerun_reach_the_uninterrupted_weights(self):
         work = Path(tempfile.mkdtemp())
         args = _resumable_run_args(work, save_checkpoints_steps=10)
-        straight = _cli(*args, f"--model_dir={work / 'straight'}")
-        crashed = _cli(*args, f"--model_dir={work / 'crashed'}")
-        terminated = _cli(*args, f"--model_dir={work / 'terminated'}")
+        straight = _pretrain(*args, f"--model_dir={work / 'straight'}")
+        crashed = _pretrain(*args, f"--model_dir={work / 'crashed'}")
+        terminated = _pretrain(*args, f"--model_dir={work / 'terminated'}")
 
         def wait_for(path: Path, process: subprocess.Popen) -> None:
             deadline = time.time() + 300
@@ -407,7 +372,7 @@ class KillAndResumeTest(tf.test.TestCase):
         output, _ = straight.communicate(timeout=300)
         self.assertEqual(straight.returncode, 0, output[-3000:])
         for name, at in (("crashed", killed_at), ("terminated", f"ckpt-{stopped_at}")):
-            resumed = _cli(*args, f"--model_dir={work / name}")
+            resumed = _pretrain(*args, f"--model_dir={work / name}")
             output, _ = resumed.communicate(timeout=300)
             self.assertEqual(resumed.returncode, 0, output[-3000:])
             self.assertRegex(output, f"resumed from .*{re.escape(os.path.basename(at))} at step")
@@ -435,7 +400,7 @@ class MultiWorkerPreemptionTest(tf.test.TestCase):
                     ports.append(sock.getsockname()[1])
             cluster = {"worker": [f"localhost:{port}" for port in ports]}
             return [
-                _cli(
+                _pretrain(
                     *args,
                     f"--model_dir={work / name}",
                     env={
@@ -477,7 +442,7 @@ class NoFlagDemoTest(tf.test.TestCase):
     def test_no_flags_runs_the_demo(self):
         cache, work = tempfile.mkdtemp(), tempfile.mkdtemp()
         start = time.time()
-        process = _cli(env={"BERT_TF_CACHE": cache}, cwd=work)
+        process = _pretrain(env={"BERT_TF_CACHE": cache}, cwd=work)
         output, _ = process.communicate(timeout=900)  # a guard against a hang, not a speed test
         elapsed = time.time() - start
         self.assertEqual(process.returncode, 0, output[-3000:])
@@ -500,7 +465,7 @@ class NoFlagDemoTest(tf.test.TestCase):
         self.assertTrue(lines[0].startswith(f"model_dir: {model_dir} (the default"), lines[0])
         self.assertTrue(lines[-1].startswith(f"the run is in {model_dir}: rerunning"), lines[-1])
         self.assertEqual(export, os.path.join(model_dir, "export"))
-        rerun = _cli(env={"BERT_TF_CACHE": cache}, cwd=work)
+        rerun = _pretrain(env={"BERT_TF_CACHE": cache}, cwd=work)
         output, _ = rerun.communicate(timeout=900)
         self.assertEqual(rerun.returncode, 0, output[-3000:])
         self.assertIn("resumed from", output)
