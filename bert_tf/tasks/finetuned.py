@@ -53,6 +53,7 @@ from bert_tf.checkpoints import (
     export_pretrained,
     find_head,
     inspect_checkpoint,
+    is_keras_hub_preset,
     load_weights,
 )
 from bert_tf.checkpoints.integrity import check_keras_archive
@@ -341,7 +342,8 @@ def _read_checkpoint_folder(directory: str) -> tuple[FinetunedModelInfo, BertTok
             "was trained with into it"
         )
     head = found.head
-    if fileio.isfile(fileio.join(directory, TASK_FILE)):  # ours: what the format does not hold
+    # ours: what the format does not hold (a keras-hub preset's task.json is keras-hub's own)
+    if fileio.isfile(fileio.join(directory, TASK_FILE)) and not is_keras_hub_preset(directory):
         info = _read_task_json(directory)
         # Kinds may share a head's names (an original classifier and regressor); task.json tells.
         head = family_for_kind(info.kind).head(info.kind)
@@ -352,11 +354,12 @@ def _read_checkpoint_folder(directory: str) -> tuple[FinetunedModelInfo, BertTok
                 "export the model again",
             )
         kind = info.kind
-    else:  # written by transformers or the original scripts: fine-tuning's defaults
+    else:  # written by transformers, the original scripts or keras-hub: fine-tuning's defaults
         family = family_for_kind(kind)
         task = kind.value if kind.value in family.tasks else family.default_task
         max_seq_length = min(
-            FinetuneSettings(task=task, output_dir="-").max_seq_length, config.max_position_embeddings
+            found.max_seq_length or FinetuneSettings(task=task, output_dir="-").max_seq_length,
+            config.max_position_embeddings,
         )
         info = FinetunedModelInfo(task, kind, None, checkpoint.lower_case, max_seq_length)
         if kind == TaskKind.MULTI_LABEL:  # transformers' multi-label models: sigmoid above 0.5
