@@ -20,7 +20,6 @@ import unicodedata
 from unittest import mock
 
 import keras
-import keras_hub
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -59,6 +58,14 @@ TEXTS = [
 ]
 
 
+def hub():
+    """keras_hub, imported when a test first needs it rather than when pytest collects this
+    module (seconds in every worker process)."""
+    import keras_hub
+
+    return keras_hub
+
+
 def vocab_tokens(path=VOCAB):
     with open(path, encoding="utf-8") as file:
         return [line.rstrip("\n") for line in file]
@@ -72,7 +79,7 @@ def randomize(model, seed=0, scale=0.3):
 
 
 def keras_hub_backbone(vocabulary_size, seed=0, num_layers=2):
-    backbone = keras_hub.models.BertBackbone(
+    backbone = hub().models.BertBackbone(
         vocabulary_size=vocabulary_size,
         num_layers=num_layers,
         num_heads=2,
@@ -85,9 +92,9 @@ def keras_hub_backbone(vocabulary_size, seed=0, num_layers=2):
 
 def keras_hub_classifier(directory, num_classes=3, activation=None, vocab=SMALL_VOCAB, seed=1):
     """A random tiny BertTextClassifier saved as keras-hub saves it; the model."""
-    tokenizer = keras_hub.models.BertTokenizer(vocabulary=vocab, lowercase=True)
-    preprocessor = keras_hub.models.BertTextClassifierPreprocessor(tokenizer, sequence_length=SEQUENCE_LENGTH)
-    classifier = keras_hub.models.BertTextClassifier(
+    tokenizer = hub().models.BertTokenizer(vocabulary=vocab, lowercase=True)
+    preprocessor = hub().models.BertTextClassifierPreprocessor(tokenizer, sequence_length=SEQUENCE_LENGTH)
+    classifier = hub().models.BertTextClassifier(
         keras_hub_backbone(len(vocab), seed),
         num_classes=num_classes,
         preprocessor=preprocessor,
@@ -129,9 +136,7 @@ class KerasHubPresetInTest(tf.test.TestCase):
         # 12 blocks: Keras names their h5 groups transformer_encoder, _1, ..., _10, _11.
         cls.backbone = keras_hub_backbone(len(SMALL_VOCAB), seed=4, num_layers=12)
         cls.backbone.save_to_preset(cls.backbone_dir)
-        keras_hub.models.BertTokenizer(vocabulary=SMALL_VOCAB, lowercase=False).save_to_preset(
-            cls.backbone_dir
-        )
+        hub().models.BertTokenizer(vocabulary=SMALL_VOCAB, lowercase=False).save_to_preset(cls.backbone_dir)
 
     @classmethod
     def tearDownClass(cls):
@@ -230,7 +235,7 @@ class TokenizationTest(tf.test.TestCase):
     def test_same_word_pieces_except_where_keras_hub_folds_compatibility_characters(self):
         lines = [sentence for document in corpus.documents() for sentence in document]
         ours = BertTokenizer(VOCAB, lower_case=True)
-        theirs = keras_hub.models.BertTokenizer(vocabulary=vocab_tokens(), lowercase=True, strip_accents=True)
+        theirs = hub().models.BertTokenizer(vocabulary=vocab_tokens(), lowercase=True, strip_accents=True)
         different = []
         for start in range(0, len(lines), 512):
             batch = lines[start : start + 512]
@@ -246,7 +251,7 @@ class TokenizationTest(tf.test.TestCase):
     def test_accents_are_removed_only_with_strip_accents(self):
         ours = BertTokenizer(VOCAB, lower_case=True).tokenize(tf.constant(["Café naïve résumé"])).to_list()
         for strip_accents, same in ((True, True), (False, False)):
-            theirs = keras_hub.models.BertTokenizer(
+            theirs = hub().models.BertTokenizer(
                 vocabulary=vocab_tokens(), lowercase=True, strip_accents=strip_accents
             )(tf.constant(["Café naïve résumé"]))
             theirs = theirs if isinstance(theirs, list) else theirs.to_list()
@@ -264,8 +269,8 @@ class KerasHubPresetRefusalTest(tf.test.TestCase):
         keras_hub_classifier(cls.classifier_dir)
         sizes = dict(vocabulary_size=20, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16)
         cls.others = {
-            "RobertaBackbone": keras_hub.models.RobertaBackbone(max_sequence_length=16, **sizes),
-            "DistilBertBackbone": keras_hub.models.DistilBertBackbone(max_sequence_length=16, **sizes),
+            "RobertaBackbone": hub().models.RobertaBackbone(max_sequence_length=16, **sizes),
+            "DistilBertBackbone": hub().models.DistilBertBackbone(max_sequence_length=16, **sizes),
         }
         for name, backbone in cls.others.items():
             backbone.save_to_preset(os.path.join(cls.root, name))
@@ -518,11 +523,11 @@ class KerasHubCommandLineTest(tf.test.TestCase):
                 f"load it with: keras_hub.models.BertTextClassifier.from_preset({out!r})",
             ],
         )
-        self.assertEqual(keras_hub.models.BertTextClassifier.from_preset(out).num_classes, 3)
+        self.assertEqual(hub().models.BertTextClassifier.from_preset(out).num_classes, 3)
 
     def test_a_roberta_preset_is_one_line_and_nothing_written(self):
         preset = os.path.join(self.root, "roberta")
-        keras_hub.models.RobertaBackbone(
+        hub().models.RobertaBackbone(
             vocabulary_size=20,
             num_layers=1,
             num_heads=2,
