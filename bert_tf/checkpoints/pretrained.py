@@ -1,4 +1,5 @@
-"""`from_pretrained`: one loader for Google checkpoints, Hugging Face directories and our exports.
+"""`from_pretrained`: one loader for Google checkpoints, Hugging Face directories, keras-hub
+presets and our exports.
 
 Every load is checked in full before any weight is assigned: a checkpoint that misses a
 variable, has an unexpected one or a wrong shape fails with a message listing them, and
@@ -23,7 +24,7 @@ import tensorflow as tf
 
 from bert_tf import fileio
 from bert_tf.cache import cache_dir
-from bert_tf.checkpoints import google, huggingface, integrity
+from bert_tf.checkpoints import google, huggingface, integrity, keras_hub
 from bert_tf.checkpoints.names import (
     CheckpointError,
     Slot,
@@ -65,8 +66,8 @@ class TokenizerSettings:
 
 @dataclasses.dataclass(frozen=True)
 class _Source:
-    kind: str  # "google", "huggingface" or "keras" (a fine-tuned model's folder)
-    weights: str  # checkpoint prefix, .safetensors or .keras file
+    kind: str  # "google", "huggingface", "keras_hub" or "keras" (a fine-tuned model's folder)
+    weights: str  # checkpoint prefix, .safetensors, a preset's model.weights.h5 or .keras file
     directory: str
 
 
@@ -120,7 +121,9 @@ def from_pretrained(
 
     Detects the format: an original Google directory (bert_config.json, vocab.txt,
     bert_model.ckpt.*), a Hugging Face BERT directory (config.json, model.safetensors, with
-    or without the `bert.` prefix and heads), or a directory written by `export_pretrained`.
+    or without the `bert.` prefix and heads), a keras-hub BERT preset (`save_to_preset`:
+    config.json, model.weights.h5, assets/tokenizer/vocabulary.txt; see
+    `bert_tf.checkpoints.keras_hub`), or a directory written by `export_pretrained`.
     `heads="pretraining"` returns a `BertPretrainer`, `heads="encoder"` a `BertEncoder`
     (head weights in the checkpoint are then ignored).
 
@@ -139,7 +142,7 @@ def from_pretrained(
 
 
 def load_weights(model: keras.Model, path: str | os.PathLike, head: TaskHead | None = None) -> None:
-    """Loads a Google or Hugging Face checkpoint into an existing model.
+    """Loads a Google or Hugging Face checkpoint or a keras-hub preset into an existing model.
 
     `model` is a `BertPretrainer`, a `BertEncoder`, or a task model (its `.encoder` is
     loaded; with `head`, its head too, see `find_head`). Nothing is assigned unless every
@@ -154,6 +157,9 @@ def _load(model: keras.Model, source: _Source, head: TaskHead | None = None) -> 
         arrays = _read_google(source.weights, slots)
     elif source.kind == "keras":
         arrays = _read_keras(source, slots)
+    elif source.kind == "keras_hub":
+        encoder = model if hasattr(model, "transformer_layers") else model.encoder
+        arrays = _read_keras_hub(source.directory, slots, encoder.config.num_attention_heads)
     else:
         arrays = _read_huggingface(source.weights, slots)
     for slot in [slot for slot in slots if slot.name in arrays]:  # all checks passed: now assign
@@ -182,11 +188,13 @@ class FoundHead:
     """The task head a checkpoint carries (`find_head`): which of the heads asked about,
     its number of outputs, and its class names where the checkpoint has them (a Hugging
     Face config.json's id2label, in id order; transformers' default names LABEL_0, ...
-    included)."""
+    included; a keras-hub preset's labels.txt, where bert_tf wrote one), and the sequence
+    length its own preprocessor packs to where it has one (a keras-hub preset's)."""
 
     head: TaskHead
     units: int
     label_names: list[str] | None
+    max_seq_length: int | None = None
 
 
 def find_head(path: str | os.PathLike, heads: Sequence[TaskHead]) -> FoundHead | None:
@@ -197,7 +205,9 @@ def find_head(path: str | os.PathLike, heads: Sequence[TaskHead]) -> FoundHead |
     ...), and for sequence classification `problem_type`, which transformers infers when
     it is missing ("regression" for one label, else "single_label_classification"). An
     original checkpoint says it by the head's variable names (`output_weights`: run_classifier.py,
-    `cls/squad/output_weights`: run_squad.py, ...). No weight is read.
+    `cls/squad/output_weights`: run_squad.py, ...). A keras-hub preset by its task.json: a
+    BertTextClassifier has BertForSequenceClassification's head (a linear one of one output:
+    regression; a sigmoid one: multi-label). No weight is read.
     """
     try:
         source = _locate(os.fspath(path))
@@ -205,6 +215,8 @@ def find_head(path: str | os.PathLike, heads: Sequence[TaskHead]) -> FoundHead |
         return None
     if source.kind == "huggingface":
         return _huggingface_head(source, heads)
+    if source.kind == "keras_hub":
+        return _keras_hub_head(source, heads)
     found = google.read_shapes(source.weights) if not google.is_object_based(source.weights) else {}
     for head in heads:
         shape = found.get(f"{head.name}_weights")
@@ -244,7 +256,25 @@ def _huggingface_head(source: _Source, heads: Sequence[TaskHead]) -> FoundHead |
     )
 
 
+def _keras_hub_head(source: _Source, heads: Sequence[TaskHead]) -> FoundHead | None:
+    found = keras_hub.read_head(source.directory)
+    if found is None:
+        return None
+    for head in heads:
+        if head.architecture == found.architecture and head.problem_type in (None, found.problem_type):
+            return FoundHead(head, found.units, found.label_names, found.max_seq_length)
+    return None
+
+
 def _tokenizer_settings(source: _Source, config: BertConfig) -> TokenizerSettings:
+    if source.kind == "keras_hub":
+        vocab_file = keras_hub.vocab_file(source.directory)
+        if vocab_file:
+            _check_vocab(vocab_file, config)
+        lower_case, reason = keras_hub.lower_case(source.directory) or detect_lower_case(
+            source.directory, vocab_file
+        )
+        return TokenizerSettings(vocab_file, lower_case, reason)
     vocab_file = fileio.join(source.directory, "vocab.txt")
     if not fileio.isfile(vocab_file):
         vocab_file = _vocab_of_tokenizer_json(source.directory)
@@ -291,6 +321,8 @@ def _check_files(source: _Source) -> None:
             copy = os.path.join(local, KERAS_MODEL_FILE)
             fileio.copy(source.weights, copy)
             integrity.check_keras_archive(copy, display_path=source.weights)
+    elif source.kind == "keras_hub":
+        keras_hub.check_files(source.directory)
     else:
         integrity.check_tf_checkpoint(source.weights)
 
@@ -325,6 +357,9 @@ def _locate(path: str) -> _Source:
             logger.info("%s is a pretraining model_dir: using the model in %s", path, export)
             path = export
         directory = path
+        preset_weights = keras_hub.locate(directory)  # its config.json is keras-hub's, not transformers'
+        if preset_weights:
+            return _Source("keras_hub", preset_weights, directory)
         if fileio.isfile(fileio.join(directory, "model.safetensors")):
             return _Source("huggingface", fileio.join(directory, "model.safetensors"), directory)
         if fileio.isfile(fileio.join(directory, "model.safetensors.index.json")):
@@ -343,8 +378,8 @@ def _locate(path: str) -> _Source:
                 _PICKLE_MESSAGE.format(path=fileio.join(directory, "pytorch_model.bin"), directory=directory)
             )
         raise CheckpointError(
-            f"{directory} holds no BERT checkpoint (looked for model.safetensors, *.ckpt*.index and "
-            f"{KERAS_MODEL_FILE}); it contains {fileio.listdir(directory)[:20]}"
+            f"{directory} holds no BERT checkpoint (looked for model.safetensors, *.ckpt*.index, a "
+            f"keras-hub preset's config.json and {KERAS_MODEL_FILE}); it contains {fileio.listdir(directory)[:20]}"
         )
     directory = fileio.dirname(fileio.abspath(path))
     if path.endswith(".safetensors") and fileio.isfile(path):
@@ -373,6 +408,8 @@ def _google_prefix(directory: str) -> str | None:
 
 
 def _read_config(source: _Source) -> BertConfig:
+    if source.kind == "keras_hub":
+        return keras_hub.read_config(source.directory)
     google_config = fileio.join(source.directory, "bert_config.json")
     hf_config = fileio.join(source.directory, "config.json")
     if source.kind == "google" and fileio.isfile(google_config):
@@ -551,6 +588,24 @@ def _keras_folder_encoder(path: str) -> BertEncoder:
                 saved.copy(group[name], alone, name)
         encoder.load_weights(weights)
     return encoder
+
+
+def _read_keras_hub(directory: str, slots: list[Slot], heads: int) -> dict[str, np.ndarray]:
+    """The weights of a keras-hub preset: the backbone's from model.weights.h5, a head's
+    from task.weights.h5, each reshaped to ours (the attention projections are kept per
+    head there, for a model of `heads` attention heads)."""
+    found = keras_hub.read_shapes(directory, with_task=_what(slots) == "task model")
+    keys = {slot.name: keras_hub.weight_key(slot.name, slot.is_head) for slot in slots}
+    expected = {
+        keys[slot.name]: keras_hub.preset_shape(slot.name, tuple(slot.variable.shape), heads)
+        for slot in slots
+    }
+    _check(expected, found, lambda name: False, directory, _what(slots))
+    arrays = keras_hub.read_arrays(directory, keys)
+    for slot in slots:  # to the TF1 layout the assignment expects
+        value = np.reshape(arrays[slot.name], tuple(slot.variable.shape))
+        arrays[slot.name] = value.T if slot.transposed else value
+    return arrays
 
 
 def _read_huggingface(path: str, slots: list[Slot]) -> dict[str, np.ndarray]:

@@ -10,6 +10,9 @@ Kinds (the signatures of each are documented in the module that builds it):
     transformers `BertFor...` folder or an original checkpoint (`bert_tf.tasks.finetuned`).
   - "tflite" (`bert_tf.serving.litert_conversion`): not a SavedModel but a LiteRT file of a fine-tuned
     model, token ids in.
+  - "keras_hub" (`bert_tf.checkpoints.keras_hub_export`): a keras-hub preset folder: a fine-tuned
+    classifier (regression, multi-label) as a `BertTextClassifier` with its preprocessor,
+    any other model as a `BertBackbone` with its tokenizer.
 
 `quantize="int8"` stores the encoder's dense kernels of a "task" or "encoder" export as int8
 (`bert_tf.serving.quantize`); with `dev_file` a task model is scored before and after, and
@@ -28,6 +31,7 @@ import logging
 import tensorflow as tf
 
 from bert_tf import fileio
+from bert_tf.checkpoints import keras_hub_export
 from bert_tf.config import BertConfig
 from bert_tf.serving import litert_conversion, task
 from bert_tf.serving import quantize as int8
@@ -43,12 +47,13 @@ from bert_tf.serving.saving import (
     export_module,
 )
 from bert_tf.serving.settings import QUANTIZABLE
-from bert_tf.tasks.finetuned import load_finetuned, save_finetuned
+from bert_tf.tasks import registry
+from bert_tf.tasks.finetuned import is_finetuned_dir, load_finetuned, save_finetuned
 from bert_tf.tokenization import BertTokenizer
 
 logger = logging.getLogger(__name__)
 
-KINDS = ("preprocessor", "encoder", "mlm", "task", "huggingface", "google", "tflite")
+KINDS = ("preprocessor", "encoder", "mlm", "task", "huggingface", "google", "tflite", "keras_hub")
 DEFAULT_SEQ_LENGTH = 128
 
 
@@ -97,6 +102,8 @@ def export_saved_model(
         task.check_finetuned_dir(init_checkpoint, kind)
         model = load_finetuned(init_checkpoint, compile=False)
         return export_checkpoint(kind, model, export_dir, overwrite)
+    if kind == "keras_hub":
+        return export_keras_hub_preset(init_checkpoint, export_dir, seq_length, overwrite)
     model, config, settings = load_pretrained(init_checkpoint, "pretraining" if kind == "mlm" else "encoder")
     if seq_length is None:
         seq_length = min(DEFAULT_SEQ_LENGTH, config.max_position_embeddings)
@@ -186,6 +193,70 @@ def export_checkpoint(kind: str, model, export_dir: str, overwrite: bool = False
     with atomic_export_dir(export_dir, overwrite) as staging:
         save_finetuned(staging, model, format=kind)
     return export_dir
+
+
+def export_keras_hub_preset(
+    init_checkpoint: str, export_dir: str, seq_length: int | None = None, overwrite: bool = False
+) -> str:
+    """--kind=keras_hub: a fine-tuned model or a pretrained checkpoint as a keras-hub preset
+    folder, all at once or not at all; returns the absolute directory."""
+    keras_hub_export.import_keras_hub()  # before a big model loads
+    if is_finetuned_dir(init_checkpoint):
+        model = load_finetuned(init_checkpoint, compile=False)
+        return export_keras_hub_model(model, export_dir, seq_length, overwrite)
+    if seq_length is not None:
+        raise ExportError(_NO_PREPROCESSOR)
+    encoder, _, settings = load_pretrained(init_checkpoint, "encoder")
+    with atomic_export_dir(export_dir, overwrite) as staging:
+        keras_hub_export.export_keras_hub(
+            encoder, staging, vocab_file=settings.vocab_file, lower_case=settings.lower_case
+        )
+    return fileio.abspath(export_dir)
+
+
+_NO_PREPROCESSOR = (
+    "--max_seq_length sets the preprocessor of a keras-hub classifier preset; this model is written as a "
+    "BertBackbone preset, which has none: drop --max_seq_length"
+)
+
+
+def export_keras_hub_model(model, export_dir: str, seq_length: int | None = None, overwrite=False) -> str:
+    """A fine-tuned model in memory as a keras-hub preset: a `BertTextClassifier` where its
+    family says its head is one (`TaskFamily.keras_hub_classifier`), else its encoder alone
+    as a `BertBackbone`, said in a log line."""
+    info, tokenizer = model.task_info, model.tokenizer
+    classifier = registry.family_of_info(info).keras_hub_classifier(model, info)
+    if classifier is not None:
+        seq_length = info.max_seq_length if seq_length is None else seq_length
+        check_seq_length(seq_length, model.encoder.config)
+        if info.option("doc_stride"):
+            logger.warning(
+                "keras-hub's preprocessor cuts texts at sequence_length=%d; bert_tf reads longer ones in "
+                "windows (doc_stride=%d), which the preset does not keep",
+                seq_length,
+                info.option("doc_stride"),
+            )
+    elif seq_length is not None:
+        raise ExportError(_NO_PREPROCESSOR)
+    else:
+        logger.warning(
+            "keras-hub has no BERT task class for %s models (its BertTextClassifier takes a dense head on "
+            "the pooled output): writing the encoder alone as a BertBackbone preset, without the head; "
+            "--kind=huggingface keeps it",
+            info.kind,
+        )
+    with atomic_export_dir(export_dir, overwrite) as staging:
+        keras_hub_export.export_keras_hub(
+            model.encoder,
+            staging,
+            vocab_file=tokenizer.vocab_file,
+            lower_case=tokenizer.lower_case,
+            sequence_length=seq_length,
+            head=None if classifier is None else (classifier.kernel, classifier.bias),
+            activation=None if classifier is None else classifier.activation,
+            label_names=None if classifier is None else info.label_list,
+        )
+    return fileio.abspath(export_dir)
 
 
 def build_module(

@@ -17,7 +17,7 @@ import dataclasses
 from bert_tf.cli import flag_name, setting
 from bert_tf.errors import UsageError
 
-EXPORT_KINDS = ("preprocessor", "encoder", "mlm", "task", "huggingface", "google", "tflite")
+EXPORT_KINDS = ("preprocessor", "encoder", "mlm", "task", "huggingface", "google", "tflite", "keras_hub")
 # What --quantize does to each kind that takes it (bert_tf.serving.quantize, bert_tf.serving.litert_conversion).
 QUANTIZABLE = {"task": ("int8",), "encoder": ("int8",), "tflite": ("int8", "float16")}
 
@@ -41,17 +41,18 @@ class ExportSettings:
     kind: str = dataclasses.field(metadata={"help": "What to export.", "choices": EXPORT_KINDS})
     init_checkpoint: str = _required(
         "A Google checkpoint directory or prefix, a Hugging Face BERT directory, a bert_tf checkpoint "
-        "(a pretraining model_dir: its export/), or (for --kind=task, huggingface, google, tflite) a fine-tuned "
-        "model: a directory written by bert_tf.finetune, or a Hugging Face or original checkpoint with "
-        "a task head."
+        "(a pretraining model_dir: its export/), a keras-hub BERT preset, or (for --kind=task, huggingface, "
+        "google, tflite; keras_hub too) a fine-tuned model: a directory written by bert_tf.finetune, or a "
+        "Hugging Face or original checkpoint or a keras-hub BertTextClassifier preset with a task head."
     )
     export_dir: str = _required(
-        "Directory to write the SavedModel (or the checkpoint, or the LiteRT model) to."
+        "Directory to write the SavedModel (or the checkpoint, the LiteRT model, the keras-hub preset) to."
     )
     seq_length: int | None = setting(
         None,
         "Packed sequence length, at most the model's max_position_embeddings. Default: 128 (or the "
-        "model's max_position_embeddings where fewer), or for --kind=task the max_seq_length the model was fine-tuned with.",
+        "model's max_position_embeddings where fewer), or for --kind=task (and a keras_hub classifier's "
+        "preprocessor) the max_seq_length the model was fine-tuned with.",
         flag="max_seq_length",
         old_flags=("seq_length",),
     )

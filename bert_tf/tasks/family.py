@@ -108,6 +108,16 @@ class Predictions:
 
 
 @dataclasses.dataclass(frozen=True)
+class KerasHubClassifier:
+    """A head that keras-hub's `BertTextClassifier` holds: a dense layer on the pooled output
+    (`kernel` [hidden, units], `bias` [units]) and the activation of its outputs (None: logits)."""
+
+    kernel: np.ndarray
+    bias: np.ndarray
+    activation: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
 class NoOptions:
     """The options of a family that has none of its own."""
 
@@ -583,4 +593,10 @@ class TaskFamily:
         """Where the head of a model of `kind` lives in a Hugging Face folder (the
         transformers class and problem_type) and in an original checkpoint (its names);
         None for a head those formats do not have."""
+        return None
+
+    @classmethod
+    def keras_hub_classifier(cls, model, info: FinetunedModelInfo) -> KerasHubClassifier | None:
+        """The model's head as keras-hub's `BertTextClassifier` head (`--kind=keras_hub`), or
+        None where keras-hub has no task class for it (its encoder is then written alone)."""
         return None

@@ -29,7 +29,14 @@ from typing import Any
 import keras
 
 from bert_tf import fileio
-from bert_tf.checkpoints import FoundHead, export_pretrained, find_head, inspect_checkpoint, load_weights
+from bert_tf.checkpoints import (
+    FoundHead,
+    export_pretrained,
+    find_head,
+    inspect_checkpoint,
+    is_keras_hub_preset,
+    load_weights,
+)
 from bert_tf.checkpoints.pretrained import KERAS_MODEL_FILE, load_keras_archive
 from bert_tf.errors import UsageError, damaged
 from bert_tf.models import BertEncoder
@@ -243,7 +250,9 @@ def _read_checkpoint_folder(directory: str):
             "was trained with into it"
         )
     head = found.head
-    if fileio.isfile(fileio.join(directory, TASK_FILE)):  # ours: what the format does not hold
+    # ours: what the format does not hold (a keras-hub preset's task.json is keras-hub's own)
+    ours = fileio.isfile(fileio.join(directory, TASK_FILE)) and not is_keras_hub_preset(directory)
+    if ours:
         info = _read_task_json(directory)
         # Kinds may share a head's names (an original classifier and regressor); task.json tells.
         head = registry.family_of_info(info).head(info.kind)
@@ -254,10 +263,12 @@ def _read_checkpoint_folder(directory: str):
                 "export the model again",
             )
         kind = info.kind
-    else:  # written by transformers or the original scripts: the family's defaults
+    else:  # written by transformers, the original scripts or keras-hub: the family's defaults
         family = registry.family_for_kind(kind)
         task = kind if kind in family.tasks else family.default_task
-        max_seq_length = min(family.default_max_seq_length, config.max_position_embeddings)
+        max_seq_length = min(
+            found.max_seq_length or family.default_max_seq_length, config.max_position_embeddings
+        )
         info = FinetunedModelInfo(
             task, kind, None, checkpoint.lower_case, max_seq_length, family=family.reference()
         )
@@ -273,7 +284,7 @@ def _read_checkpoint_folder(directory: str):
             )
         info = info.replace(label_list=list(labels))
         family.label_list = list(labels)
-    if not fileio.isfile(fileio.join(directory, TASK_FILE)):  # the family's own fields, its defaults
+    if not ours:  # the family's own fields: its defaults
         info = family.task_info()
     return info, tokenizer, head, config
 

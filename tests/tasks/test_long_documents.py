@@ -249,7 +249,7 @@ class LearningTest(tf.test.TestCase):
             checkpoint, label_list=["neg", "pos"], max_seq_length=16
         )
         model.compile(learning_rate=3e-3)
-        with self.assertLogs("bert_tf.tasks.families.base", logging.WARNING) as logs:
+        with self.assertLogs("bert_tf.tasks.family", logging.WARNING) as logs:
             model.fit(*train, batch_size=16, epochs=8, seed=1, verbose=0)
         self.assertIn("128 of 128 examples were longer than max_seq_length=16", logs.output[0])
         self.assertIn("--doc_stride=N (doc_stride=N in Python) reads them whole", logs.output[0])
@@ -264,7 +264,7 @@ class LearningTest(tf.test.TestCase):
         }
         output_dir = os.path.join(directory, "windows")
         recipe = dict(task="classification", max_seq_length=16, eval_file=files["test"], verbose=0)
-        with self.assertNoLogs("bert_tf.tasks.families.base", logging.WARNING):
+        with self.assertNoLogs("bert_tf.tasks.family", logging.WARNING):
             windows = run(
                 FinetuneSettings.of(
                     output_dir=output_dir,

@@ -44,6 +44,7 @@ from bert_tf.tasks.classification.model import BertClassifier
 from bert_tf.tasks.family import (
     SERVING_PAD_TO_MULTIPLE_OF,
     TEXT,
+    KerasHubClassifier,
     Predictions,
     TaskData,
     TaskFamily,
@@ -163,6 +164,8 @@ PROBLEM_TYPES = {
     REGRESSION: "regression",
     MULTI_LABEL: "multi_label_classification",
 }
+# keras-hub's BertTextClassifier's output activation for each kind (None: logits, or the score).
+KERAS_HUB_ACTIVATIONS = {CLASSIFICATION: None, REGRESSION: None, MULTI_LABEL: "sigmoid"}
 
 
 def is_pair_task(info: FinetunedModelInfo) -> bool:
@@ -671,4 +674,15 @@ class ClassificationFamily(TaskFamily):
             "BertForSequenceClassification",
             PROBLEM_TYPES[kind],
             hf_module="classifier",
+        )
+
+    @classmethod
+    def keras_hub_classifier(cls, model, info: FinetunedModelInfo) -> KerasHubClassifier:
+        """keras-hub's BertTextClassifier: dropout on the pooled output, then a dense, with logits
+        out (classification), the score (regression) or a sigmoid per label (multi-label)."""
+        dense = model.get_layer(cls.head(info.kind).layer)
+        return KerasHubClassifier(
+            keras.ops.convert_to_numpy(dense.kernel),
+            keras.ops.convert_to_numpy(dense.bias),
+            activation=KERAS_HUB_ACTIVATIONS[info.kind],
         )
