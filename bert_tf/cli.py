@@ -56,7 +56,7 @@ from collections.abc import Callable, Iterable, Sequence
 from absl import flags
 
 from bert_tf.backend import select_backend
-from bert_tf.errors import BertTfError
+from bert_tf.errors import BertTfError, RunStopped
 
 HELP_FLAGS = ("--help", "-help", "--helpshort", "-helpshort", "--helpfull", "-helpfull", "-?", "--?")
 
@@ -375,10 +375,12 @@ def result(line: str) -> None:
     print(line, file=_results_stream or sys.stdout, flush=True)
 
 
-def fail(message: str, exit_code: int = 1) -> typing.NoReturn:
-    """Prints "PROGRAM: error: MESSAGE" as one line on stderr and exits with `exit_code`."""
+def fail(message: str, exit_code: int = 1, error: bool = True) -> typing.NoReturn:
+    """Prints "PROGRAM: error: MESSAGE" as one line on stderr and exits with `exit_code`;
+    `error=False` leaves out "error: " (a run that stopped on request: "PROGRAM: stopped ...")."""
     sys.stdout.flush()
-    print(f"{_program_name()}: error: {_one_line(message)}", file=sys.stderr, flush=True)
+    label = "error: " if error else ""
+    print(f"{_program_name()}: {label}{_one_line(message)}", file=sys.stderr, flush=True)
     sys.exit(exit_code)
 
 
@@ -472,12 +474,14 @@ def run(
         try:
             with contextlib.redirect_stdout(sys.stderr):
                 main(flag_values, args[1:])
+        except RunStopped as stop:  # its message says "stopped on SIGINT at step ..."
+            fail(str(stop), stop.exit_code, error=False)
         except BertTfError as error:
             if flag_values.verbose:
                 raise
             fail(str(error), error.exit_code)
         except KeyboardInterrupt:
-            fail("interrupted", 130)
+            fail("stopped on SIGINT (Ctrl-C) before anything was saved", 130, error=False)
         except Exception as error:  # a bug or a library's internal error: one line, not a traceback
             if flag_values.verbose:
                 raise

@@ -382,7 +382,7 @@ class _LoopCallback(keras.callbacks.Callback):
         # The optimizer's schedule, for the progress line (the optimizer's own value is only
         # current on JAX after a state sync).
         self.schedule = optimization.WarmupLinearDecay(
-            settings.learning_rate, settings.num_train_steps, settings.num_warmup_steps
+            settings.learning_rate, settings.num_train_steps, settings.warmup_steps
         )
         self.history = history
         self.reporter = ProgressReporter(

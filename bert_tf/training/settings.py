@@ -5,8 +5,8 @@ Example:
 
 >>> from bert_tf.training.settings import PretrainingConfig
 >>> settings = PretrainingConfig(model_dir="/tmp/bert_demo", num_train_steps=20, num_warmup_steps=2)
->>> settings.phase1_steps
-20
+>>> settings.phase1_steps, PretrainingConfig(num_train_steps=300).warmup_steps
+(20, 30)
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ DEFAULT_CONFIG = "demo"
 DEMO_MODEL_DIR = "runs/demo"  # relative: in the current directory, where a user finds it
 MIXED_PRECISION_POLICIES = ("float32", "mixed_float16", "mixed_bfloat16")
 MODEL_INPUTS = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
+WARMUP_PROPORTION = 0.1  # of the steps, when --num_warmup_steps is not given
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,7 +79,9 @@ class PretrainingConfig:
     )
     train_batch_size: int = setting(64, "Global batch size (all replicas).")
     num_train_steps: int = setting(1800, "Optimizer steps in all.")
-    num_warmup_steps: int = setting(150, "Linear warmup steps.")
+    num_warmup_steps: int | None = setting(
+        None, f"Linear warmup steps (default: {WARMUP_PROPORTION:.0%} of --num_train_steps, as fine-tuning's)."
+    )
     learning_rate: float = setting(4e-3, "Peak learning rate.")
     optimizer: str = setting("adamw", "AdamW (original) or LAMB (large batches).", choices=("adamw", "lamb"))
     weight_decay: float = setting(0.01, "Decoupled weight decay (not on LayerNorm and biases).")
@@ -201,7 +204,7 @@ class PretrainingConfig:
                 f"--eval_every_steps must be >= 0 and --eval_steps >= 1, got {self.eval_every_steps} "
                 f"and {self.eval_steps}"
             )
-        if self.num_warmup_steps < 0 or self.num_warmup_steps > self.num_train_steps:
+        if self.num_warmup_steps is not None and not 0 <= self.num_warmup_steps <= self.num_train_steps:
             raise UsageError(
                 f"--num_warmup_steps={self.num_warmup_steps} must be in [0, --num_train_steps={self.num_train_steps}]"
             )
@@ -216,6 +219,13 @@ class PretrainingConfig:
                 f"--max_predictions_per_seq={self.max_predictions_per_seq} is above --max_seq_length="
                 f"{self.max_seq_length}; use at most about 15% of the length (20 for 128)"
             )
+
+    @property
+    def warmup_steps(self) -> int:
+        """--num_warmup_steps, else 10% of the steps: a short trial run warms up as a long one does."""
+        if self.num_warmup_steps is not None:
+            return self.num_warmup_steps
+        return round(self.num_train_steps * WARMUP_PROPORTION)
 
     @property
     def phase1_steps(self) -> int:
@@ -236,7 +246,7 @@ class PretrainingConfig:
         return optimization.create_optimizer(
             self.learning_rate,
             self.num_train_steps,
-            self.num_warmup_steps,
+            self.warmup_steps,
             optimizer=self.optimizer,
             weight_decay=self.weight_decay,
             presummed_gradients=presummed_gradients,

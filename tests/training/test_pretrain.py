@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from unittest import mock
@@ -366,6 +367,36 @@ def _assert_same_weights(test: tf.test.TestCase, expected_dir: Path, actual_dir:
         test.assertAllClose(
             actual[weight], expected[weight], atol=1e-5, rtol=0, msg=f"{actual_dir.name} {weight}"
         )
+
+
+class CtrlCTest(tf.test.TestCase):
+    def test_ctrl_c_is_reported_as_a_stop_and_the_process_is_gone_within_seconds(self):
+        work = Path(tempfile.mkdtemp())
+        args = _resumable_run_args(work, save_checkpoints_steps=1000)
+        args = [arg for arg in args if not arg.startswith(("--num_train_steps", "--steps_per_loop"))]
+        process = _cli(*args, "--num_train_steps=100000", "--steps_per_loop=2", f"--model_dir={work / 'run'}")
+        lines: list[tuple[float, str]] = []
+
+        def read() -> None:
+            for line in process.stdout:
+                lines.append((time.monotonic(), line.rstrip()))
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        deadline = time.monotonic() + 120
+        while not any(line.startswith("step ") for _, line in lines) and time.monotonic() < deadline:
+            self.assertIsNone(process.poll(), "\n".join(line for _, line in lines)[-3000:])
+            time.sleep(0.05)
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=60)
+        exited = time.monotonic()
+        reader.join(timeout=10)
+        output = "\n".join(line for _, line in lines)
+        self.assertEqual(process.returncode, 130, output[-3000:])
+        last_time, last_line = lines[-1]
+        self.assertRegex(last_line, r"^bert_tf\.pretrain: stopped on SIGINT at step \d+; saved .*ckpt-\d+")
+        self.assertNotIn("error", last_line)
+        self.assertLess(exited - last_time, 5.0, "the process lived on after saying it stopped")
 
 
 @pytest.mark.slow
