@@ -60,7 +60,12 @@ def prose(docstring: str) -> list[str]:
     paragraphs, current = [], []
     for line in docstring.splitlines():
         stripped = line.strip()
-        if not stripped or line.startswith((" ", "\t")) or stripped.startswith(">>>") or _FIELD.match(stripped):
+        if (
+            not stripped
+            or line.startswith((" ", "\t"))
+            or stripped.startswith(">>>")
+            or _FIELD.match(stripped)
+        ):
             if current:
                 paragraphs.append(" ".join(current))
                 current = []
@@ -69,7 +74,9 @@ def prose(docstring: str) -> list[str]:
     if current:
         paragraphs.append(" ".join(current))
     # Prose has letters and spaces: a paragraph that is mostly symbols is code or a table.
-    prose_paragraphs = [p for p in paragraphs if len(p) > 20 and sum(c.isalpha() or c == " " for c in p) > 0.8 * len(p)]
+    prose_paragraphs = [
+        p for p in paragraphs if len(p) > 20 and sum(c.isalpha() or c == " " for c in p) > 0.8 * len(p)
+    ]
     return [s for p in prose_paragraphs for s in split_sentences(p)]
 
 
@@ -94,7 +101,10 @@ def write(output_dir: str, megabytes: float) -> tuple[str, str]:
     train, heldout = os.path.join(output_dir, "train.txt"), os.path.join(output_dir, "heldout.txt")
     limit = int(megabytes * 1e6)
     written = 0
-    with open(train, "w", encoding="utf-8") as train_file, open(heldout, "w", encoding="utf-8") as heldout_file:
+    with (
+        open(train, "w", encoding="utf-8") as train_file,
+        open(heldout, "w", encoding="utf-8") as heldout_file,
+    ):
         for index, sentences in enumerate(documents()):
             text = "\n".join(sentences) + "\n\n"
             if index % HELD_OUT_EVERY == HELD_OUT_EVERY - 1:

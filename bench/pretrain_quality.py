@@ -197,8 +197,17 @@ def main() -> None:
     if not args.skip_hf:
         output = work / "hf"
         command = [sys.executable, __file__, "--hf_train", f"--output={output}", f"--steps={args.steps}"]
-        command += [*shared, f"--learning_rate={args.learning_rate}", f"--seed={args.seed}", f"--work_dir={work}"]
-        rows["hf"] = {"seconds": run(command, work / "hf.log"), "steps": args.steps, "export": output / "export"}
+        command += [
+            *shared,
+            f"--learning_rate={args.learning_rate}",
+            f"--seed={args.seed}",
+            f"--work_dir={work}",
+        ]
+        rows["hf"] = {
+            "seconds": run(command, work / "hf.log"),
+            "steps": args.steps,
+            "export": output / "export",
+        }
         print(f"hf: {rows['hf']['seconds']:.1f} s", flush=True)
     for item in args.ours.split(","):
         name, _, flags = item.partition(":")
@@ -208,7 +217,14 @@ def main() -> None:
         seconds = run(ours_command(options, output, flags.split()), work / f"{name}.log")
         rows[name] = {"seconds": seconds, "steps": steps, "export": output / "export"}
         print(f"{name}: {seconds:.1f} s", flush=True)
-    command = [sys.executable, __file__, "--evaluate", *shared, f"--eval_blocks={args.eval_blocks}", f"--work_dir={work}"]
+    command = [
+        sys.executable,
+        __file__,
+        "--evaluate",
+        *shared,
+        f"--eval_blocks={args.eval_blocks}",
+        f"--work_dir={work}",
+    ]
     command += ["--models", *(f"{name}={row['export']}" for name, row in rows.items())]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     scores = json.loads(subprocess.check_output(command, env=env).decode().strip().splitlines()[-1])
@@ -220,7 +236,12 @@ def main() -> None:
         gap = f"{100 * (accuracy - scores['hf']['masked_lm_accuracy']):+.1f}" if reference else ""
         print(f"{name:<22} {row['steps']:>6} {row['seconds']:>8.1f} {accuracy:>8.4f} {ratio:>8} {gap:>7}")
     print(f"(evaluated on {scores[next(iter(scores))]['masked_pieces']} masked pieces of held-out text)")
-    (work / "results.json").write_text(json.dumps({"rows": {k: {**v, "export": str(v["export"])} for k, v in rows.items()}, "scores": scores}, indent=2))
+    (work / "results.json").write_text(
+        json.dumps(
+            {"rows": {k: {**v, "export": str(v["export"])} for k, v in rows.items()}, "scores": scores},
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -145,6 +145,7 @@ def pretraining_dataset(
     max_instances_per_row: int = packer.DEFAULT_MAX_INSTANCES_PER_ROW,
     packing_buffer_size: int = packer.DEFAULT_BUFFER_SIZE,
     for_data_service: bool = False,
+    input_encoding: str | None = None,
 ) -> tf.data.Dataset:
     """Batches of pretraining features from raw text or TFRecord files.
 
@@ -172,6 +173,7 @@ def pretraining_dataset(
       for_data_service: build a graph that tf.data service workers in other processes can
         run: raw text is read with graph ops (one block of documents per file at least, no
         held-out slice, no word segmenter; see `text_dataset._graph_block_stream`).
+      input_encoding: raw text's encoding (None: UTF-8; see `bert_tf.text_encoding`).
     """
     if held_out not in (None, "exclude", "only"):
         raise ValueError(f"held_out must be None, 'exclude' or 'only', got {held_out!r}")
@@ -270,6 +272,7 @@ def pretraining_dataset(
             held_out=held_out,
             word_marker=word_marker,
             graph_reader=for_data_service,
+            encoding=text_input.line_encoding(input_encoding),
         )
         names = (*records.SEQUENCE_FEATURES, "next_sentence_labels")
         if word_marker is not None:

@@ -112,7 +112,10 @@ def create_pretraining_data(config: GenerationConfig, *, progress: bool = True, 
     files = fileio.expand_files(config.input_file, "input_file")
     if tokenizer is None:
         tokenizer = BertTokenizer(config.vocab_file, lower_case=config.do_lower_case)
-    text_input.check_mostly_text(files, tokenizer, "--input_file", accept=config.accept_non_text)
+    encoding = text_input.line_encoding(config.input_encoding)
+    text_input.check_mostly_text(
+        files, tokenizer, "--input_file", accept=config.accept_non_text, encoding=encoding
+    )
     _make_output_dirs(outputs)
     masking_vocab = masking.MaskingVocab.from_vocab(tokenizer.vocab)
     word_marker = None
@@ -133,6 +136,7 @@ def create_pretraining_data(config: GenerationConfig, *, progress: bool = True, 
         stats=read_stats,
         word_marker=word_marker,
         later_stats=later_stats,
+        encoding=encoding,
     )
 
     # Plain graph code: skipping AutoGraph's conversion saves seconds of start-up.

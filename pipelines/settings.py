@@ -15,7 +15,7 @@ import dataclasses
 
 from bert_tf.cli import setting
 from bert_tf.errors import UsageError
-from pipelines import segmenters
+from pipelines import segmenters, text_input
 
 # Records shuffled together (serialized, ~0.7 KB each at length 128): the bound on memory
 # that replaces the original's shuffle of all instances in memory.
@@ -51,8 +51,15 @@ class GenerationConfig:
     shuffle_buffer_size: int = setting(
         DEFAULT_SHUFFLE_BUFFER_SIZE, "Records shuffled together (bounds memory)."
     )
+    input_encoding: str | None = setting(
+        None,
+        "The input's text encoding (latin-1, cp1252, ...; default UTF-8, and input that is not UTF-8 is refused "
+        "with the fix).",
+    )
     accept_non_text: bool = setting(
-        False, "Use the input even if most of its lines are not text (invalid UTF-8, or no word pieces)."
+        False,
+        "Use the input even if some lines do not decode (their bad bytes dropped) or most of them are not "
+        "text (no word pieces).",
     )
     overwrite: bool = setting(False, "Replace existing --output_file files.")
     # Ours: a name from pipelines.segmenters.SEGMENTERS, or (from Python) a callable from
@@ -102,3 +109,4 @@ class GenerationConfig:
         )
         if problems:
             raise UsageError("; ".join(problems))
+        text_input.line_encoding(self.input_encoding)

@@ -196,6 +196,7 @@ def pretraining_dataset_fn(
             max_instances_per_row=settings.max_instances_per_row,
             held_out=held_out,
             for_data_service=service_job is not None,
+            input_encoding=settings.input_encoding,
         )
         if service_job is not None:
             return data_service.from_service(dataset, settings.data_service_address, service_job)

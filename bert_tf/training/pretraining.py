@@ -14,6 +14,9 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 import keras
 import tensorflow as tf
 
@@ -40,31 +43,51 @@ from bert_tf.training.settings import (
 )
 from pipelines import corpus, data_service
 from pipelines.build_vocab import build_vocab
-from pipelines.text_input import check_mostly_text
+from pipelines.text_input import check_mostly_text, line_encoding
 
 # --- the pieces ------------------------------------------------------------------
 
 
-def embedded_corpus_and_vocab(
-    settings: PretrainingConfig, vocab_size: int, vocab_file: str | None = None
-) -> tuple[str, str]:
-    """The embedded corpus as a file, and `vocab_file` or else a vocab learnt from it (both cached)."""
-    directory = cache_dir(settings)
-    corpus_file = directory / "pydoc_corpus.txt"
+def embedded_corpus(settings: PretrainingConfig) -> str:
+    """The embedded corpus as a file (cached)."""
+    corpus_file = cache_dir(settings) / "pydoc_corpus.txt"
     if not corpus_file.exists():
         corpus.write_corpus(str(corpus_file))
-    if vocab_file:
-        return str(corpus_file), vocab_file
+    return str(corpus_file)
+
+
+def learnt_vocab(settings: PretrainingConfig, files: list[str], vocab_size: int, what: str) -> str:
+    """A vocab of up to `vocab_size` tokens learnt from `files` (`pipelines.build_vocab`).
+
+    A run that has one in its model_dir (an earlier run of the same command) uses it;
+    otherwise it is learnt into the cache, keyed by the files (names, sizes, times), the
+    size, the casing and the encoding, so reruns learn it once; the run then keeps it in
+    model_dir/vocab.txt beside its checkpoints and export.
+    """
+    stored = fileio.join(settings.model_dir or DEMO_MODEL_DIR, inputs.VOCAB_FILE)
+    if fileio.isfile(stored):
+        return stored
+    stats = [(fileio.abspath(f), tf.io.gfile.stat(f).length, tf.io.gfile.stat(f).mtime_nsec) for f in files]
+    key = json.dumps([stats, vocab_size, settings.do_lower_case, settings.input_encoding])
     casing = "uncased" if settings.do_lower_case else "cased"
-    vocab_file = directory / f"pydoc_vocab_{vocab_size}_{casing}.txt"
+    digest = hashlib.sha256(key.encode()).hexdigest()[:12]
+    vocab_file = cache_dir(settings) / f"vocab_{vocab_size}_{casing}_{digest}.txt"
     if not vocab_file.exists():
         print(
-            f"learning a vocab of up to {vocab_size} tokens from the embedded corpus -> {vocab_file}",
+            f"no --vocab_file: learning a vocab ({casing}) of up to {vocab_size} tokens from {what} (cached in "
+            f"{vocab_file}; the run keeps it as {fileio.abspath(stored)})",
             flush=True,
         )
         # build_vocab writes to a temporary name and renames: a killed run leaves no half file.
-        build_vocab([str(corpus_file)], vocab_size, str(vocab_file), settings.do_lower_case)
-    return str(corpus_file), str(vocab_file)
+        build_vocab(
+            files,
+            vocab_size,
+            str(vocab_file),
+            settings.do_lower_case,
+            input_encoding=settings.input_encoding,
+            accept_non_text=settings.accept_non_text,
+        )
+    return str(vocab_file)
 
 
 def masked_lm_totals(features) -> dict:
@@ -157,22 +180,29 @@ def _run_pretraining(settings: PretrainingConfig) -> PretrainingResult:
     # 1. Data and vocab. Nothing is written to model_dir before every check has passed.
     if settings.train_files:
         train_files = fileio.expand_files(settings.train_files, "train_files")
-    elif settings.corpus:
-        train_files = fileio.expand_files(settings.corpus, "corpus")
-        if not vocab_file:
-            raise UsageError(
-                "--corpus (raw text) needs --vocab_file to tokenize it; learn one with "
-                "python -m pipelines.build_vocab, or pass --train_files (TFRecords)"
-            )
     else:
-        corpus_file, vocab_file = embedded_corpus_and_vocab(settings, config.vocab_size, vocab_file)
-        train_files = [corpus_file]
+        if settings.corpus:
+            train_files = fileio.expand_files(settings.corpus, "corpus")
+        else:
+            train_files = [embedded_corpus(settings)]
+        if settings.corpus or settings.input_encoding:
+            encoding = line_encoding(settings.input_encoding)
+            # The vocab's tokenizer, made only if some lines may give no word piece.
+            tokenizer = (
+                (lambda: BertTokenizer(vocab_file, lower_case=settings.do_lower_case)) if vocab_file else None
+            )
+            check_mostly_text(
+                train_files, tokenizer, "--corpus", accept=settings.accept_non_text, encoding=encoding
+            )
+        if not vocab_file:
+            what = "--corpus" if settings.corpus else "the embedded corpus"
+            vocab_file = learnt_vocab(settings, train_files, config.vocab_size, what)
     if vocab_file:
         vocab = load_vocab(vocab_file)
         if len(vocab) != config.vocab_size and not settings.init_checkpoint:
             # From scratch the vocab decides the embedding size (the demo's vocab is learnt to
             # the config's size, but the learner may stop short of it on a small corpus).
-            if settings.vocab_file:
+            if settings.vocab_file or settings.corpus:
                 named = settings.config or DEFAULT_CONFIG
                 print(
                     f"vocab_size {len(vocab)} from {vocab_file} (the config {named} says {config.vocab_size}): "
@@ -181,9 +211,6 @@ def _run_pretraining(settings: PretrainingConfig) -> PretrainingResult:
                 )
             config = config.replace(vocab_size=len(vocab))
         inputs.check_vocab(vocab, vocab_file, config)
-        if settings.corpus:
-            tokenizer = BertTokenizer(vocab_file, lower_case=settings.do_lower_case)
-            check_mostly_text(train_files, tokenizer, "--corpus", accept=settings.accept_non_text)
     if settings.init_checkpoint:
         check_init_checkpoint(settings.init_checkpoint, config)
     for length, name in (

@@ -20,7 +20,7 @@ from bert_tf.cli import setting
 from bert_tf.errors import UsageError
 from bert_tf.preprocessing.packing import default_max_predictions_per_row
 from bert_tf.training import optimization
-from pipelines import data_service, segmenters
+from pipelines import data_service, segmenters, text_input
 from pipelines.dataset import check_packing_budget
 
 DEFAULT_CONFIG = "demo"
@@ -80,7 +80,8 @@ class PretrainingConfig:
     train_batch_size: int = setting(64, "Global batch size (all replicas).")
     num_train_steps: int = setting(1800, "Optimizer steps in all.")
     num_warmup_steps: int | None = setting(
-        None, f"Linear warmup steps (default: {WARMUP_PROPORTION:.0%} of --num_train_steps, as fine-tuning's)."
+        None,
+        f"Linear warmup steps (default: {WARMUP_PROPORTION:.0%} of --num_train_steps, as fine-tuning's).",
     )
     learning_rate: float = setting(4e-3, "Peak learning rate.")
     optimizer: str = setting("adamw", "AdamW (original) or LAMB (large batches).", choices=("adamw", "lamb"))
@@ -102,9 +103,15 @@ class PretrainingConfig:
         'word together; pip install "bert_tf[chinese]".',
     )
     dupe_factor: int = setting(1, "Raw text: maskings of each document per epoch.")
+    input_encoding: str | None = setting(
+        None,
+        "Raw text: the corpus' encoding (latin-1, cp1252, ...; default UTF-8, and a corpus that is not UTF-8 "
+        "is refused with the fix).",
+    )
     accept_non_text: bool = setting(
         False,
-        "Raw text: train on a corpus even if most of its lines are not text (invalid UTF-8, no word pieces).",
+        "Raw text: train on a corpus even if some lines do not decode (their bad bytes dropped) or most of "
+        "them are not text (no word pieces).",
     )
     save_checkpoints_steps: int = setting(600, "Checkpoint every N steps.")
     steps_per_loop: int = setting(100, "Steps per compiled loop (and per progress line).")
@@ -152,6 +159,12 @@ class PretrainingConfig:
             raise UsageError(f"unknown --optimizer={self.optimizer}; use adamw or lamb")
         if self.train_files and self.corpus:
             raise UsageError("pass --train_files (TFRecords) or --corpus (raw text), not both")
+        if self.input_encoding is not None:
+            text_input.line_encoding(self.input_encoding)
+            if self.train_files:
+                raise UsageError(
+                    "--input_encoding applies to raw text (--corpus), not to --train_files TFRecords"
+                )
         if self.word_segmenter is not None:
             problems = segmenters.setting_problems(
                 self.word_segmenter,

@@ -5,6 +5,7 @@ import dataclasses
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -207,6 +208,36 @@ class PretrainingRunTest(tf.test.TestCase):
         # Rerunning the finished command trains nothing more and keeps the checkpoint.
         again = pretraining.run_pretraining(settings)
         self.assertEqual((again.train.step, again.train.history), (6, []))
+
+    def test_a_corpus_without_a_vocab_learns_one_keeps_it_and_a_rerun_resumes_with_it(self):
+        work = Path(tempfile.mkdtemp())
+        settings = PretrainingConfig(
+            model_dir=str(work / "model"),
+            config="bert_tiny",
+            corpus=write_corpus(work / "corpus.txt", documents=60),
+            cache_dir=str(work / "cache"),
+            train_batch_size=8,
+            max_seq_length=32,
+            max_predictions_per_seq=5,
+            num_train_steps=2,
+            steps_per_loop=2,
+        )
+        result = pretraining.run_pretraining(settings)
+        learnt = (work / "model" / "vocab.txt").read_text().split()
+        # The corpus' own words, learnt by the vocab learner (independent: its words are the
+        # corpus' whitespace words, lower-cased, with "." split off).
+        words = {w for line in SENTENCES for w in line.replace(".", " .").split()}
+        self.assertEqual(learnt[:5], ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
+        self.assertContainsSubset(words, set(learnt))
+        self.assertEqual(
+            json.loads((work / "model" / "bert_config.json").read_text())["vocab_size"], len(learnt)
+        )
+        self.assertEqual((Path(result.export_dir) / "vocab.txt").read_text().split(), learnt)
+        # The rerun with more steps resumes with the run's own vocab (the cache may be gone).
+        shutil.rmtree(work / "cache")
+        again = pretraining.run_pretraining(dataclasses.replace(settings, num_train_steps=4))
+        self.assertEqual([entry["step"] for entry in again.train.history], [4])
+        self.assertFalse((work / "cache").exists() and list((work / "cache").glob("vocab_*")))
 
     @pytest.mark.slow
     def test_overfitting_a_tiny_corpus_drives_masked_lm_accuracy_near_one(self):
