@@ -43,9 +43,10 @@ def finish_block(
     Returns the records (tf.string [pairs]) and the block's counts (int64, one per name
     of COUNTERS).
     """
-    features = {
-        name: block[name] for name in ("input_ids", "input_mask", "segment_ids", "next_sentence_labels")
-    }
+    names = ("input_ids", "input_mask", "segment_ids")
+    # Masked-LM-only records have no next_sentence_labels (see records.check_format).
+    names += ("next_sentence_labels",) if config.next_sentence_prediction else ()
+    features = {name: block[name] for name in names}
     if not config.dynamic_masking:
         features.update(
             masking.mask_sequences(
@@ -137,6 +138,7 @@ def create_pretraining_data(config: GenerationConfig, *, progress: bool = True, 
         word_marker=word_marker,
         later_stats=later_stats,
         encoding=encoding,
+        next_sentence_prediction=config.next_sentence_prediction,
     )
 
     # Plain graph code: skipping AutoGraph's conversion saves seconds of start-up.

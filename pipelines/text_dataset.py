@@ -276,18 +276,25 @@ def block_pairs(
     cls_id: int,
     sep_id: int,
     continues: tf.Tensor | None = None,
+    next_sentence_prediction: bool = True,
 ) -> dict[str, tf.Tensor]:
-    """The unmasked pairs of one block of tokenized lines: an element of `pair_blocks`."""
+    """The unmasked pairs of one block of tokenized lines: an element of `pair_blocks`
+    (`next_sentence_prediction=False`: full-length segments, `instances.build_segments`)."""
     block = tf.RaggedTensor.from_row_lengths(pieces, sentences_per_document)  # [docs, (sentences), (pieces)]
-    pairs = instances.build_pairs(
-        block,
-        seed_of_block,
-        max_seq_length=max_seq_length,
-        cls_id=cls_id,
-        sep_id=sep_id,
-        short_seq_prob=short_seq_prob,
-        word_continues=continues,
-    )
+    if next_sentence_prediction:
+        pairs = instances.build_pairs(
+            block,
+            seed_of_block,
+            max_seq_length=max_seq_length,
+            cls_id=cls_id,
+            sep_id=sep_id,
+            short_seq_prob=short_seq_prob,
+            word_continues=continues,
+        )
+    else:
+        pairs = instances.build_segments(
+            block, max_seq_length=max_seq_length, cls_id=cls_id, sep_id=sep_id, word_continues=continues
+        )
     result = {
         "input_ids": pairs["input_ids"],
         "input_mask": pairs["input_mask"],
@@ -321,6 +328,7 @@ def pair_blocks(
     later_stats: text_input.ReadStats | None = None,
     graph_reader: bool = False,
     encoding: str = "utf-8",
+    next_sentence_prediction: bool = True,
 ) -> tf.data.Dataset:
     """A dataset of blocks of unmasked pairs (num_passes=None: forever).
 
@@ -333,7 +341,9 @@ def pair_blocks(
     it (their bytes tell how far a run of several passes has read). `graph_reader` reads
     the files with graph ops only (`_graph_block_stream`), so that tf.data service workers
     can run the pipeline. `encoding`: the files' text encoding (Python's name; see
-    `text_input.line_encoding`).
+    `text_input.line_encoding`). `next_sentence_prediction=False` makes masked-LM-only
+    instances of whole sentences across documents (`instances.build_segments`) instead of
+    pairs; their `next_sentence_labels` are 0.
     """
     cls_id, sep_id = int(tokenizer.cls_id), int(tokenizer.sep_id)
     reading = _Reading(
@@ -371,6 +381,7 @@ def pair_blocks(
             cls_id=cls_id,
             sep_id=sep_id,
             continues=continues,
+            next_sentence_prediction=next_sentence_prediction,
         )
 
     return documents.map(make_pairs, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).with_options(

@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 
@@ -103,7 +104,7 @@ def masked_lm_totals(features) -> dict:
     }
 
 
-def pretraining_loss_share(features, outputs, totals) -> dict:
+def pretraining_loss_share(features, outputs, totals, next_sentence: bool = True) -> dict:
     """This batch's share of the global batch's loss and metrics (see loop.py).
 
     `pretraining_losses` averages over the local batch: the masked-LM terms over the
@@ -111,7 +112,8 @@ def pretraining_loss_share(features, outputs, totals) -> dict:
     local fraction of the global normalizer makes the shares sum (over replicas and
     micro-batches) to the values of the whole global batch. `real_tokens` (non-padding
     tokens of the global batch) and `fill_rate` (their fraction of its positions) are
-    shares in the same way.
+    shares in the same way. `next_sentence=False` (masked-LM-only batches, whose
+    `next_sentence_weights` are 0: no term of the loss) leaves the next-sentence values out.
     """
     local = pretraining_losses(features, outputs)
     local_weight = tf.reduce_sum(tf.cast(features["masked_lm_weights"], tf.float32))
@@ -123,7 +125,7 @@ def pretraining_loss_share(features, outputs, totals) -> dict:
     next_sentence_loss = tf.math.multiply_no_nan(
         tf.cast(local["next_sentence_loss"], tf.float32), examples_share
     )
-    return {
+    shares = {
         "loss": masked_lm_loss + next_sentence_loss,
         "masked_lm_loss": masked_lm_loss,
         "next_sentence_loss": next_sentence_loss,
@@ -134,6 +136,9 @@ def pretraining_loss_share(features, outputs, totals) -> dict:
         "real_tokens": real_tokens,
         "fill_rate": real_tokens / totals["positions"],
     }
+    if not next_sentence:
+        del shares["next_sentence_loss"], shares["next_sentence_accuracy"]
+    return shares
 
 
 # Evaluation weighs each batch's metrics by what they average over (padding batches weigh 0).
@@ -228,6 +233,7 @@ def _run_pretraining(settings: PretrainingConfig) -> PretrainingResult:
         settings.max_predictions_per_seq,
         "train_files",
         settings.packing,
+        settings.next_sentence_prediction,
     )
     phase2_files = train_files
     if settings.phase2_fraction:
@@ -244,6 +250,7 @@ def _run_pretraining(settings: PretrainingConfig) -> PretrainingResult:
             settings.phase2_predictions,
             "phase2_train_files",
             settings.packing,
+            settings.next_sentence_prediction,
         )
     eval_files = fileio.expand_files(settings.eval_files, "eval_files") if settings.eval_files else None
     if settings.eval_every_steps and not eval_files:
@@ -255,6 +262,7 @@ def _run_pretraining(settings: PretrainingConfig) -> PretrainingResult:
             settings.max_predictions_per_seq,
             "eval_files",
             settings.packing,
+            settings.next_sentence_prediction,
         )
 
     if settings.data_service_address:
@@ -313,11 +321,12 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
             instances = settings.max_instances_per_row if settings.packing else None
             model(example_features(1, settings.max_seq_length, settings.max_predictions_per_seq, instances))
             optimizer = settings.create_optimizer(presummed_gradients=True)
+        next_sentence = settings.next_sentence_prediction
         trainer = Trainer(
             strategy,
             model,
             optimizer,
-            pretraining_loss_share,
+            functools.partial(pretraining_loss_share, next_sentence=next_sentence),
             model_dir,
             global_batch_size=settings.train_batch_size,
             totals_fn=masked_lm_totals,
@@ -327,12 +336,16 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
             gradient_accumulation_steps=settings.gradient_accumulation_steps,
             jit_compile=settings.jit_compile,
             loop_end_every_steps=settings.eval_every_steps,
-            metric_weights=EVALUATION_WEIGHTS,
+            metric_weights={
+                name: total
+                for name, total in EVALUATION_WEIGHTS.items()
+                if next_sentence or not name.startswith("next_sentence")
+            },
         )
 
         def evaluate(dataset_fn, steps: int) -> dict:
             metrics = trainer.evaluate(dataset_fn, steps)
-            return {"loss": metrics["masked_lm_loss"] + metrics["next_sentence_loss"], **metrics}
+            return {"loss": metrics["masked_lm_loss"] + metrics.get("next_sentence_loss", 0.0), **metrics}
 
         if settings.init_checkpoint and not tf.train.latest_checkpoint(model_dir):
             _load_init_checkpoint(model, settings.init_checkpoint)

@@ -22,6 +22,7 @@ from bert_tf.preprocessing.packing import default_max_predictions_per_row
 from bert_tf.training import optimization
 from pipelines import data_service, segmenters, text_input
 from pipelines.dataset import check_packing_budget
+from pipelines.settings import MAX_MASKED_LM_PROB, predictions_for
 
 DEFAULT_CONFIG = "demo"
 DEMO_MODEL_DIR = "runs/demo"  # relative: in the current directory, where a user finds it
@@ -87,13 +88,24 @@ class PretrainingConfig:
     optimizer: str = setting("adamw", "AdamW (original) or LAMB (large batches).", choices=("adamw", "lamb"))
     weight_decay: float = setting(0.01, "Decoupled weight decay (not on LayerNorm and biases).")
     max_seq_length: int = setting(64, "Sequence length of phase 1.")
-    max_predictions_per_seq: int = setting(10, "Masked positions per sequence.")
+    max_predictions_per_seq: int | None = setting(
+        None,
+        "Masked positions per sequence (default: --max_seq_length x --masked_lm_prob rounded up: 20 at 128 and "
+        "0.15, the original's).",
+    )
     phase2_seq_length: int = setting(512, "Sequence length of phase 2.")
     phase2_fraction: float = setting(0.0, "Fraction of the steps trained at phase 2 (0: off).")
     phase2_max_predictions_per_seq: int | None = setting(
         None, "Masked positions in phase 2 (default: scaled with the length, 20 -> 80)."
     )
-    masked_lm_prob: float = setting(0.15, "Raw text: fraction of tokens masked.")
+    masked_lm_prob: float = setting(
+        0.15, "Raw text and unmasked records: fraction of tokens masked, at most 0.5 (MosaicBERT: 0.3)."
+    )
+    next_sentence_prediction: bool = setting(
+        True,
+        "Train next-sentence prediction on sentence pairs (the original recipe); false: the masked LM alone on "
+        "full-length segments of whole sentences across documents (RoBERTa's FULL-SENTENCES).",
+    )
     whole_word_mask: bool = setting(
         False, "Raw text: mask whole words.", flag="do_whole_word_mask", old_flags=("whole_word_mask",)
     )
@@ -149,6 +161,20 @@ class PretrainingConfig:
     )
 
     def __post_init__(self) -> None:
+        if self.max_predictions_per_seq is None and 0.0 < self.masked_lm_prob <= MAX_MASKED_LM_PROB:
+            # frozen: the default follows the length and the masking rate
+            predictions = predictions_for(self.max_seq_length, self.masked_lm_prob)
+            object.__setattr__(self, "max_predictions_per_seq", predictions)
+        if not 0.0 < self.masked_lm_prob <= MAX_MASKED_LM_PROB:
+            raise UsageError(
+                f"--masked_lm_prob must be in (0, {MAX_MASKED_LM_PROB}], got {self.masked_lm_prob} (the original "
+                "masks 0.15, MosaicBERT 0.3; beyond half the text there is too little left to predict from)"
+            )
+        if self.packing and not self.next_sentence_prediction:
+            raise UsageError(
+                "--packing packs next-sentence pairs; with --next_sentence_prediction=false every row is already "
+                "a full-length segment: drop --packing"
+            )
         if self.backend is not None and self.backend not in BACKENDS:
             raise UsageError(f"unknown --backend={self.backend}; use one of {', '.join(BACKENDS)}")
         if self.mixed_precision not in MIXED_PRECISION_POLICIES:
@@ -225,8 +251,6 @@ class PretrainingConfig:
             raise UsageError(f"--learning_rate must be > 0, got {self.learning_rate} (BERT-Base used 1e-4)")
         if not self.weight_decay >= 0:
             raise UsageError(f"--weight_decay must be >= 0, got {self.weight_decay}")
-        if not 0.0 < self.masked_lm_prob < 1.0:
-            raise UsageError(f"--masked_lm_prob must be in (0, 1), got {self.masked_lm_prob}")
         if self.max_predictions_per_seq > self.max_seq_length:
             raise UsageError(
                 f"--max_predictions_per_seq={self.max_predictions_per_seq} is above --max_seq_length="

@@ -239,6 +239,46 @@ class PretrainingRunTest(tf.test.TestCase):
         self.assertEqual([entry["step"] for entry in again.train.history], [4])
         self.assertFalse((work / "cache").exists() and list((work / "cache").glob("vocab_*")))
 
+    def test_masked_lm_only_run_reports_and_trains_no_next_sentence_task(self):
+        work = Path(tempfile.mkdtemp())
+        settings = PretrainingConfig(
+            model_dir=str(work / "model"),
+            config=tiny_config(work / "config.json", vocab_size=VOCAB_SIZE),
+            corpus=write_corpus(work / "corpus.txt", documents=40),
+            vocab_file=write_vocab(work / "vocab.txt"),
+            next_sentence_prediction=False,
+            masked_lm_prob=0.3,
+            train_batch_size=8,
+            max_seq_length=32,
+            num_train_steps=4,
+            steps_per_loop=2,
+        )
+        self.assertEqual(settings.max_predictions_per_seq, 10)  # ceil(32 x 0.3)
+        result = pretraining.run_pretraining(settings)
+        for entry in result.train.history:
+            self.assertNotIn("next_sentence_loss", entry)
+            self.assertAlmostEqual(entry["loss"], entry["masked_lm_loss"], places=5)
+            self.assertGreater(entry["fill_rate"], 0.8)  # full-length segments across documents
+        # The loss leaves the next-sentence labels out: random labels of weight 0 change nothing.
+        rng = np.random.default_rng(0)
+        features = {
+            "masked_lm_ids": rng.integers(0, 50, (4, 3)),
+            "masked_lm_weights": np.ones((4, 3), "float32"),
+            "next_sentence_labels": rng.integers(0, 2, (4, 1)),
+            "next_sentence_weights": np.zeros((4, 1), "float32"),
+            "input_mask": np.ones((4, 8), "int32"),
+        }
+        outputs = {
+            "mlm_logits": rng.normal(size=(4, 3, 50)).astype("float32"),
+            "nsp_logits": rng.normal(size=(4, 2)),
+        }
+        totals = pretraining.masked_lm_totals(features)
+        shares = pretraining.pretraining_loss_share(features, outputs, totals, next_sentence=False)
+        logits = outputs["mlm_logits"] - outputs["mlm_logits"].max(-1, keepdims=True)
+        log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+        expected = -np.take_along_axis(log_probs, features["masked_lm_ids"][..., None], -1).mean()
+        self.assertAllClose(float(shares["loss"]), expected, rtol=1e-4)
+
     @pytest.mark.slow
     def test_overfitting_a_tiny_corpus_drives_masked_lm_accuracy_near_one(self):
         work = Path(tempfile.mkdtemp())
