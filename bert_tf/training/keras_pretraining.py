@@ -340,7 +340,9 @@ def load_init_checkpoint(pretrainer: BertPretrainer, path: str) -> None:
             f"pass its export: --init_checkpoint={fileio.join(path, 'export')} (to continue that run, "
             "pass it as --model_dir instead)"
         )
-    load_weights(pretrainer, path)
+    from bert_tf.checkpoints.pretrained import PRETRAINING_HEADS, pretraining_heads
+
+    load_weights(pretrainer, path, skip_heads=set(PRETRAINING_HEADS) - pretraining_heads(path))
     print(f"initialized from {path}", flush=True)
 
 

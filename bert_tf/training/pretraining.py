@@ -24,6 +24,7 @@ import tensorflow as tf
 from bert_tf import fileio
 from bert_tf.checkpoints import export_pretrained, inspect_checkpoint, load_weights
 from bert_tf.checkpoints.google import is_object_based
+from bert_tf.checkpoints.pretrained import PRETRAINING_HEADS, pretraining_heads
 from bert_tf.config import BertConfig, load_config
 from bert_tf.errors import UsageError
 from bert_tf.models import BertPretrainer
@@ -31,7 +32,7 @@ from bert_tf.models.losses import next_sentence_weights, pretraining_losses
 from bert_tf.models.pretrainer import example_features
 from bert_tf.outputs import check_output
 from bert_tf.tokenization import BertTokenizer, load_vocab
-from bert_tf.training import distribute, inputs, keras_pretraining
+from bert_tf.training import distribute, domain_vocab, inputs, keras_pretraining
 from bert_tf.training.evaluation import PeriodicEvaluator
 from bert_tf.training.fill_mask import fill_mask_demo
 from bert_tf.training.loop import Phase, PretrainingResult, Trainer
@@ -180,7 +181,8 @@ def _run_pretraining(settings: PretrainingConfig) -> PretrainingResult:
         # Collectives and the TPU system are configured when TensorFlow starts: the strategy
         # comes before the checks below, which run TensorFlow ops.
         strategy = distribute.get_strategy(settings.strategy, settings.tpu, settings.num_gpus)
-    config, vocab_file = model_config_and_vocab(settings)
+    config, vocab_file, settings = model_config_and_vocab(settings)
+    model_dir = settings.model_dir or DEMO_MODEL_DIR
 
     # 1. Data and vocab. Nothing is written to model_dir before every check has passed.
     if settings.train_files:
@@ -202,6 +204,12 @@ def _run_pretraining(settings: PretrainingConfig) -> PretrainingResult:
         if not vocab_file:
             what = "--corpus" if settings.corpus else "the embedded corpus"
             vocab_file = learnt_vocab(settings, train_files, config.vocab_size, what)
+    grown = None
+    if settings.extend_vocab:
+        if keras.backend.backend() != "tensorflow":
+            raise UsageError("--extend_vocab runs on the TensorFlow backend; leave out --backend=jax for it")
+        grown = domain_vocab.extend_for_run(settings, config, vocab_file, train_files, model_dir)
+        vocab_file, config = grown.vocab_file, grown.config
     if vocab_file:
         vocab = load_vocab(vocab_file)
         if len(vocab) != config.vocab_size and not settings.init_checkpoint:
@@ -217,7 +225,7 @@ def _run_pretraining(settings: PretrainingConfig) -> PretrainingResult:
             config = config.replace(vocab_size=len(vocab))
         inputs.check_vocab(vocab, vocab_file, config)
     if settings.init_checkpoint:
-        check_init_checkpoint(settings.init_checkpoint, config)
+        check_init_checkpoint(settings.init_checkpoint, grown.checkpoint_config if grown else config)
     for length, name in (
         (settings.max_seq_length, "max_seq_length"),
         (settings.phase2_seq_length, "phase2_seq_length"),
@@ -281,7 +289,6 @@ def _run_pretraining(settings: PretrainingConfig) -> PretrainingResult:
         )
 
     # An earlier run in model_dir resumes (check_model_dir: of the same config and vocab).
-    model_dir = settings.model_dir or DEMO_MODEL_DIR
     check_output(model_dir, "--model_dir", overwrite=False)
     inputs.check_model_dir(model_dir, config, vocab_file)
     if settings.backend and settings.backend != keras.backend.backend():
@@ -300,10 +307,14 @@ def _run_pretraining(settings: PretrainingConfig) -> PretrainingResult:
             f"--train_batch_size={settings.train_batch_size} is not divisible by the {replicas} replicas of "
             f"{type(strategy).__name__}; use a multiple of {replicas}"
         )
-    return _train(settings, config, strategy, model_dir, vocab_file, train_files, phase2_files, eval_files)
+    return _train(
+        settings, config, strategy, model_dir, vocab_file, train_files, phase2_files, eval_files, grown
+    )
 
 
-def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase2_files, eval_files):
+def _train(
+    settings, config, strategy, model_dir, vocab_file, train_files, phase2_files, eval_files, grown=None
+):
     previous_policy = keras.mixed_precision.global_policy()
     keras.mixed_precision.set_global_policy(settings.mixed_precision)
     try:
@@ -348,7 +359,12 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
             return {"loss": metrics["masked_lm_loss"] + metrics.get("next_sentence_loss", 0.0), **metrics}
 
         if settings.init_checkpoint and not tf.train.latest_checkpoint(model_dir):
-            _load_init_checkpoint(model, settings.init_checkpoint)
+            if grown and grown.new_rows:
+                domain_vocab.load_grown(
+                    model, grown, lambda source: _load_init_checkpoint(source, settings.init_checkpoint)
+                )
+            else:
+                _load_init_checkpoint(model, settings.init_checkpoint)
 
         seed = settings.seed
 
@@ -463,25 +479,48 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
         keras.mixed_precision.set_global_policy(previous_policy)
 
 
-def model_config_and_vocab(settings: PretrainingConfig) -> tuple[BertConfig, str | None]:
-    """(BertConfig, vocab file or None): --config and --vocab_file, or, for those not given,
-    the --init_checkpoint's own (said in one line), else the demo config."""
+def model_config_and_vocab(settings: PretrainingConfig) -> tuple[BertConfig, str | None, PretrainingConfig]:
+    """(BertConfig, vocab file or None, the settings resolved): --config and --vocab_file, or,
+    for those not given, the --init_checkpoint's own (said in one line), else the demo
+    config; the settings' defaults that follow the model (`PretrainingConfig.resolved`):
+    the checkpoint's casing, and next-sentence prediction only if it has that head."""
     if settings.config or not settings.init_checkpoint:
-        return load_config(settings.config or DEFAULT_CONFIG), settings.vocab_file
+        return load_config(settings.config or DEFAULT_CONFIG), settings.vocab_file, settings.resolved()
 
     path = settings.init_checkpoint
     ours = tf.train.latest_checkpoint(path) if fileio.isdir(path) else None
+    lower_case, heads = True, set(PRETRAINING_HEADS)
     if ours and is_object_based(ours):  # another run's model_dir: its config and vocab beside
         config = load_config(fileio.join(path, inputs.CONFIG_FILE))
         vocab = fileio.join(path, inputs.VOCAB_FILE)
         vocab_file = vocab if fileio.isfile(vocab) else None
     else:
         config, tokenizer_settings = inspect_checkpoint(path)
-        vocab_file = tokenizer_settings.vocab_file
+        vocab_file, lower_case = tokenizer_settings.vocab_file, tokenizer_settings.lower_case
+        heads = pretraining_heads(path)
+        if settings.do_lower_case is None:
+            print(
+                f"--init_checkpoint is {'un' if lower_case else ''}cased: {tokenizer_settings.lower_case_reason}"
+            )
+        if "masked_lm" not in heads:
+            print(
+                f"--init_checkpoint={path} has no masked-LM head: a new one is trained (on its tied word embeddings)"
+            )
+        if "next_sentence" not in heads and settings.next_sentence_prediction is None:
+            print(
+                f"--init_checkpoint={path} has no next-sentence head: the masked LM is trained alone "
+                "(--next_sentence_prediction=true trains a new head)"
+            )
+    if not (vocab_file or settings.vocab_file) and settings.corpus:
+        raise inputs.InputError(
+            f"--init_checkpoint={path} has no vocab.txt (nor tokenizer.json) beside it, and the checkpoint's "
+            "embeddings mean nothing without the vocab they were trained with; copy its vocab.txt there, or pass "
+            "it as --vocab_file"
+        )
     vocab_file = settings.vocab_file or vocab_file
     own = "config and vocab" if vocab_file and not settings.vocab_file else "config"
     print(f"using the {own} of --init_checkpoint={path} (no --config given)", flush=True)
-    return config, vocab_file
+    return config, vocab_file, settings.resolved(lower_case, "next_sentence" in heads)
 
 
 def check_init_checkpoint(path: str, config) -> None:
@@ -516,7 +555,8 @@ def check_init_checkpoint(path: str, config) -> None:
 
 
 def _load_init_checkpoint(model, path: str) -> None:
-    """Starts from a Google or Hugging Face checkpoint, an export, or another run's model_dir."""
+    """Starts from a Google or Hugging Face checkpoint, an export, or another run's model_dir;
+    a pretraining head the checkpoint lacks keeps its initial weights."""
     # A run's model_dir holds object-based checkpoints; a Google directory a name-based one.
     ours = tf.train.latest_checkpoint(path) if fileio.isdir(path) else None
     if ours and not is_object_based(ours):
@@ -524,5 +564,5 @@ def _load_init_checkpoint(model, path: str) -> None:
     if ours:
         tf.train.Checkpoint(model=model).restore(ours).expect_partial().assert_existing_objects_matched()
     else:
-        load_weights(model, path)
+        load_weights(model, path, skip_heads=set(PRETRAINING_HEADS) - pretraining_heads(path))
     print(f"initialized from {ours or path}", flush=True)

@@ -56,8 +56,24 @@ class PretrainingConfig:
         "WordPiece vocab; default: the --init_checkpoint's own, else with the embedded corpus learnt "
         "and cached. From scratch, its size replaces the config's vocab_size.",
     )
-    do_lower_case: bool = setting(True, "Lower-case and strip accents (uncased models).")
-    init_checkpoint: str | None = setting(None, "Start from this checkpoint (Google, Hugging Face or ours).")
+    do_lower_case: bool | None = setting(
+        None,
+        "Lower-case and strip accents (uncased models); default: the --init_checkpoint's casing, else true.",
+    )
+    init_checkpoint: str | None = setting(
+        None,
+        "Start from this checkpoint (Google, Hugging Face or ours), with its config, vocab and casing unless "
+        "given: with --corpus, domain-adaptive pretraining (its heads continue; one it lacks starts afresh).",
+    )
+    extend_vocab: int = setting(
+        0,
+        "With --init_checkpoint and --corpus: add up to N words the corpus uses often and the vocab splits into "
+        "pieces, in its [unusedN] slots (ids and shapes unchanged); each starts as the mean of its old pieces.",
+    )
+    extend_vocab_append: bool = setting(
+        False,
+        "With --extend_vocab: add the words that do not fit the [unusedN] slots as new rows (vocab_size grows).",
+    )
     train_files: str | None = setting(
         None, "Comma-separated globs of pretraining TFRecords (original format or ours)."
     )
@@ -101,10 +117,11 @@ class PretrainingConfig:
     masked_lm_prob: float = setting(
         0.15, "Raw text and unmasked records: fraction of tokens masked, at most 0.5 (MosaicBERT: 0.3)."
     )
-    next_sentence_prediction: bool = setting(
-        True,
-        "Train next-sentence prediction on sentence pairs (the original recipe); false: the masked LM alone on "
-        "full-length segments of whole sentences across documents (RoBERTa's FULL-SENTENCES).",
+    next_sentence_prediction: bool | None = setting(
+        None,
+        "Train next-sentence prediction on sentence pairs (the original recipe, the default; from an "
+        "--init_checkpoint, only if it has the head); false: the masked LM alone on full-length segments of whole "
+        "sentences across documents (RoBERTa's FULL-SENTENCES).",
     )
     whole_word_mask: bool = setting(
         False, "Raw text: mask whole words.", flag="do_whole_word_mask", old_flags=("whole_word_mask",)
@@ -140,8 +157,10 @@ class PretrainingConfig:
     num_gpus: int = 0
     fill_mask_demo: bool = setting(True, "", flag=None)
     cache_dir: str | None = setting(None, "", flag=None)  # None: bert_tf.cache.cache_dir()
-    packing: bool = setting(
-        False, "Pack several instances into each row: no compute on padding, same losses."
+    packing: bool | None = setting(
+        None,
+        "Pack several sentence pairs into each row: no compute on padding, the same losses (default: on with "
+        "next-sentence prediction; masked-LM-only segments fill their rows already).",
     )
     max_predictions_per_row: int | None = setting(
         None, "With --packing: masked positions per row (default: the per-sequence budget, scaled)."
@@ -170,7 +189,7 @@ class PretrainingConfig:
                 f"--masked_lm_prob must be in (0, {MAX_MASKED_LM_PROB}], got {self.masked_lm_prob} (the original "
                 "masks 0.15, MosaicBERT 0.3; beyond half the text there is too little left to predict from)"
             )
-        if self.packing and not self.next_sentence_prediction:
+        if self.packing and self.next_sentence_prediction is False:
             raise UsageError(
                 "--packing packs next-sentence pairs; with --next_sentence_prediction=false every row is already "
                 "a full-length segment: drop --packing"
@@ -185,6 +204,19 @@ class PretrainingConfig:
             raise UsageError(f"unknown --optimizer={self.optimizer}; use adamw or lamb")
         if self.train_files and self.corpus:
             raise UsageError("pass --train_files (TFRecords) or --corpus (raw text), not both")
+        if self.extend_vocab < 0:
+            raise UsageError(f"--extend_vocab must be >= 0 (words to add), got {self.extend_vocab}")
+        if self.extend_vocab and not (self.init_checkpoint and self.corpus):
+            raise UsageError(
+                "--extend_vocab adds --corpus' words to the vocab of --init_checkpoint: pass both (from scratch, "
+                "a vocab is learnt from the corpus anyway)"
+            )
+        if self.extend_vocab and self.vocab_file:
+            raise UsageError("--extend_vocab extends the checkpoint's own vocab: leave --vocab_file out")
+        if self.extend_vocab_append and not self.extend_vocab:
+            raise UsageError(
+                "--extend_vocab_append applies with --extend_vocab=N: pass how many words to add"
+            )
         if self.input_encoding is not None:
             text_input.line_encoding(self.input_encoding)
             if self.train_files:
@@ -256,6 +288,19 @@ class PretrainingConfig:
                 f"--max_predictions_per_seq={self.max_predictions_per_seq} is above --max_seq_length="
                 f"{self.max_seq_length}; use at most about 15% of the length (20 for 128)"
             )
+
+    def resolved(self, lower_case: bool = True, next_sentence_head: bool = True) -> PretrainingConfig:
+        """These settings with the defaults that depend on the model decided: casing and
+        next-sentence prediction as the --init_checkpoint has them (`lower_case`,
+        `next_sentence_head`) unless given, packing on with next-sentence pairs."""
+        do_lower_case = lower_case if self.do_lower_case is None else self.do_lower_case
+        next_sentence = (
+            next_sentence_head if self.next_sentence_prediction is None else self.next_sentence_prediction
+        )
+        packing = next_sentence if self.packing is None else self.packing
+        return dataclasses.replace(
+            self, do_lower_case=do_lower_case, next_sentence_prediction=next_sentence, packing=packing
+        )
 
     @property
     def warmup_steps(self) -> int:
