@@ -7,7 +7,6 @@ import os
 import tempfile
 from pathlib import Path
 
-import numpy as np
 import tensorflow as tf
 
 from bert_tf.errors import UsageError
