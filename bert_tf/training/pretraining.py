@@ -465,7 +465,14 @@ def _train(
             and vocab_file
             and not (settings.train_files or settings.corpus)
         ):
-            fill_mask = fill_mask_demo(model, vocab_file, settings.do_lower_case, train_files[0])
+            last = result.history[-1] if result.history else {}
+            fill_mask = fill_mask_demo(
+                model,
+                vocab_file,
+                settings.do_lower_case,
+                train_files[0],
+                masked_lm_accuracy=last.get("masked_lm_accuracy"),
+            )
         return PretrainingResult(
             model_dir,
             export_dir,
