@@ -35,16 +35,18 @@ VOCAB = ROOT / "tests" / "fixtures" / "bert_uncased_vocab.txt"
 BLOCK = 128
 
 
-def run(command: list[str], log: Path) -> float:
-    """Runs a whole process; returns its wall seconds. Output goes to `log`."""
+def run(command: list[str], log: Path) -> tuple[float, float]:
+    """Runs a whole process; returns its (wall, CPU) seconds. Output goes to `log`. CPU
+    seconds (user + system) tell less of what else ran on the machine than wall seconds."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
     start = time.perf_counter()
     with open(log, "w") as out:
-        code = subprocess.call(command, stdout=out, stderr=subprocess.STDOUT, env=env)
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
+        _, status, usage = os.wait4(process.pid, 0)
     seconds = time.perf_counter() - start
-    if code:
-        sys.exit(f"{' '.join(command)} failed ({code}); see {log}")
-    return seconds
+    if os.waitstatus_to_exitcode(status):
+        sys.exit(f"{' '.join(command)} failed ({status}); see {log}")
+    return seconds, usage.ru_utime + usage.ru_stime
 
 
 # --- the Hugging Face side (run in its own process: --hf_train) ----------------------------
@@ -214,9 +216,9 @@ def main() -> None:
         output = work / name
         steps = int(steps_of.get(name, args.steps))
         options = argparse.Namespace(**{**vars(args), "steps": steps})
-        seconds = run(ours_command(options, output, flags.split()), work / f"{name}.log")
-        rows[name] = {"seconds": seconds, "steps": steps, "export": output / "export"}
-        print(f"{name}: {seconds:.1f} s", flush=True)
+        seconds, cpu = run(ours_command(options, output, flags.split()), work / f"{name}.log")
+        rows[name] = {"seconds": seconds, "cpu": cpu, "steps": steps, "export": output / "export"}
+        print(f"{name}: {seconds:.1f} s ({cpu:.1f} CPU-s)", flush=True)
     command = [
         sys.executable,
         __file__,
@@ -229,12 +231,17 @@ def main() -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     scores = json.loads(subprocess.check_output(command, env=env).decode().strip().splitlines()[-1])
     reference = rows.get("hf")
-    print(f"\n{'contender':<22} {'steps':>6} {'wall s':>8} {'MLM acc':>8} {'wall/hf':>8} {'acc-hf':>7}")
+    header = f"{'contender':<10} {'steps':>6} {'wall s':>8} {'CPU s':>8} {'MLM acc':>8} {'wall/hf':>8} {'CPU/hf':>7} {'acc-hf':>7}"
+    print("\n" + header)
     for name, row in rows.items():
         accuracy = scores[name]["masked_lm_accuracy"]
         ratio = f"{row['seconds'] / reference['seconds']:.2f}x" if reference else ""
+        cpu_ratio = f"{row['cpu'] / reference['cpu']:.2f}x" if reference else ""
         gap = f"{100 * (accuracy - scores['hf']['masked_lm_accuracy']):+.1f}" if reference else ""
-        print(f"{name:<22} {row['steps']:>6} {row['seconds']:>8.1f} {accuracy:>8.4f} {ratio:>8} {gap:>7}")
+        print(
+            f"{name:<10} {row['steps']:>6} {row['seconds']:>8.1f} {row['cpu']:>8.1f} {accuracy:>8.4f} "
+            f"{ratio:>8} {cpu_ratio:>7} {gap:>7}"
+        )
     print(f"(evaluated on {scores[next(iter(scores))]['masked_pieces']} masked pieces of held-out text)")
     (work / "results.json").write_text(
         json.dumps(

@@ -47,8 +47,8 @@ def fill_mask_demo(
     print("  model:  " + ", ".join(f"{token} ({p:.2f})" for token, p in guesses))
     if masked_lm_accuracy is not None:
         print(
-            f"  (the demo's 2-layer model gets {masked_lm_accuracy:.0%} of masked pieces right after these minutes on a "
-            "CPU: mostly frequent words and the corpus' set phrases, seldom a content word like this one; "
+            f"  (a model of the demo's size gets {masked_lm_accuracy:.0%} of masked pieces right after these minutes "
+            "on a CPU: mostly frequent words and the corpus' set phrases, so a miss here is expected; "
             "docs/pretraining.md#what-to-expect)"
         )
     return guesses
