@@ -177,3 +177,32 @@ class DomainAdaptationTest(tf.test.TestCase):
         self.assertAllClose(rows[: len(vocab)], table[keep])
         for index, pieces in grown.new_rows.items():
             self.assertAllClose(rows[index], table[keep][pieces].mean(axis=0))
+
+
+class BadInputTest(tf.test.TestCase):
+    def test_a_checkpoint_without_its_vocab_or_with_too_few_slots_writes_nothing(self):
+        from bert_tf.checkpoints import export_pretrained
+        from bert_tf.config import load_config
+        from bert_tf.models import BertPretrainer
+        from bert_tf.training.inputs import InputError
+
+        work = Path(tempfile.mkdtemp())
+        config = load_config("bert_tiny").replace(vocab_size=30522, num_hidden_layers=1)
+        bare = export_pretrained(BertPretrainer(config), str(work / "bare"))  # no vocab.txt beside it
+        corpus = write_corpus(work / "corpus.txt")
+        with self.assertRaisesRegex(
+            InputError, "has no vocab.txt .* copy its vocab.txt there, or pass it as --vocab_file"
+        ):
+            pretraining.run_pretraining(
+                PretrainingConfig(init_checkpoint=bare, corpus=corpus, model_dir=str(work / "a"))
+            )
+        Path(bare, "vocab.txt").write_text(Path(VOCAB).read_text())
+        with self.assertRaisesRegex(
+            UsageError, "--extend_vocab=995 is more than the 994 \\[unusedN\\] slots"
+        ):
+            pretraining.run_pretraining(
+                PretrainingConfig(
+                    init_checkpoint=bare, corpus=corpus, extend_vocab=995, model_dir=str(work / "b")
+                )
+            )
+        self.assertFalse((work / "a").exists() or (work / "b").exists())
