@@ -136,6 +136,7 @@ class _BlockRecords(beam.DoFn):
                 cls_id=int(tokenizer.cls_id),
                 sep_id=int(tokenizer.sep_id),
                 continues=continues,
+                next_sentence_prediction=config.next_sentence_prediction,
             )
             return generate.finish_block(block, config, masking_vocab)
 
