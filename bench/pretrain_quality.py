@@ -205,12 +205,9 @@ def main() -> None:
             f"--seed={args.seed}",
             f"--work_dir={work}",
         ]
-        rows["hf"] = {
-            "seconds": run(command, work / "hf.log"),
-            "steps": args.steps,
-            "export": output / "export",
-        }
-        print(f"hf: {rows['hf']['seconds']:.1f} s", flush=True)
+        seconds, cpu = run(command, work / "hf.log")
+        rows["hf"] = {"seconds": seconds, "cpu": cpu, "steps": args.steps, "export": output / "export"}
+        print(f"hf: {seconds:.1f} s ({cpu:.1f} CPU-s)", flush=True)
     for item in args.ours.split(","):
         name, _, flags = item.partition(":")
         output = work / name

@@ -29,6 +29,8 @@ DEMO_MODEL_DIR = "runs/demo"  # relative: in the current directory, where a user
 MIXED_PRECISION_POLICIES = ("float32", "mixed_float16", "mixed_bfloat16")
 MODEL_INPUTS = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
 WARMUP_PROPORTION = 0.1  # of the steps, when --num_warmup_steps is not given
+RECIPE_SEQ_LENGTH = 128  # phase 1 of the original recipe
+DEMO_SEQ_LENGTH = 64  # the demo's, for a few minutes on a CPU
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,7 +105,11 @@ class PretrainingConfig:
     learning_rate: float = setting(4e-3, "Peak learning rate.")
     optimizer: str = setting("adamw", "AdamW (original) or LAMB (large batches).", choices=("adamw", "lamb"))
     weight_decay: float = setting(0.01, "Decoupled weight decay (not on LayerNorm and biases).")
-    max_seq_length: int = setting(64, "Sequence length of phase 1.")
+    max_seq_length: int | None = setting(
+        None,
+        f"Sequence length of phase 1 (default: the original recipe's {RECIPE_SEQ_LENGTH} for your own data, "
+        f"--corpus, --train_files or --init_checkpoint; {DEMO_SEQ_LENGTH} for the CPU demo).",
+    )
     max_predictions_per_seq: int | None = setting(
         None,
         "Masked positions per sequence (default: --max_seq_length x --masked_lm_prob rounded up: 20 at 128 and "
@@ -180,6 +186,9 @@ class PretrainingConfig:
     )
 
     def __post_init__(self) -> None:
+        if self.max_seq_length is None:  # frozen: the default follows what is trained on
+            own_data = self.corpus or self.train_files or self.init_checkpoint
+            object.__setattr__(self, "max_seq_length", RECIPE_SEQ_LENGTH if own_data else DEMO_SEQ_LENGTH)
         if self.max_predictions_per_seq is None and 0.0 < self.masked_lm_prob <= MAX_MASKED_LM_PROB:
             # frozen: the default follows the length and the masking rate
             predictions = predictions_for(self.max_seq_length, self.masked_lm_prob)
