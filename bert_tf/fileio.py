@@ -38,6 +38,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from bert_tf import text_encoding
 from bert_tf.errors import BertTfError, InputFileError
 
 
@@ -261,9 +262,7 @@ def open_text(path: str | os.PathLike, newline: str | None = None, encoding: str
     as `encoding` (None: `bert_tf.text_encoding.default_encoding()`, UTF-8 unless a run
     names another); a line that does not decode is an error naming the file, the line
     and the fix (`bert_tf.text_encoding`)."""
-    from bert_tf import text_encoding
-
-    return text_encoding.open_text(os.fspath(path), encoding, newline)
+    return text_encoding.TextFile(open_binary(path), os.fspath(path), encoding, newline)
 
 
 def write_bytes(path: str | os.PathLike, data: bytes) -> str:

@@ -7,8 +7,8 @@ files decodes through this module: a file that is not valid UTF-8 is refused wit
 file, the line and the fix (convert it with `iconv`, or name its encoding), and a named
 encoding is decoded by Python's codecs, any of them (`latin-1`, `cp1252`, `utf-16`, ...).
 
-Fine-tuning's readers open their files with `bert_tf.fileio.open_text`, whose encoding
-is this module's `default_encoding()`: UTF-8, or what `reading_as` sets while a run reads
+Files are opened with `bert_tf.fileio.open_text`, which decodes through `TextFile`;
+fine-tuning's readers use it with no encoding, which means this module's `default_encoding()`: UTF-8, or what `reading_as` sets while a run reads
 (`python -m bert_tf.finetune --input_encoding=latin-1`).
 
 Example:
@@ -16,12 +16,12 @@ Example:
 >>> import tempfile, os
 >>> path = os.path.join(tempfile.mkdtemp(), "old.csv")
 >>> _ = open(path, "wb").write("text,label\\nGrüße,pos\\n".encode("latin-1"))
->>> with open_text(path) as handle:
+>>> with TextFile(open(path, "rb"), path) as handle:
 ...     handle.read()
 Traceback (most recent call last):
 ...
 bert_tf.text_encoding.EncodingError: .../old.csv line 2 is not valid UTF-8 (b'Gr\\xfc\\xdfe,pos'); convert the file to UTF-8 (iconv -f latin1 -t utf-8 .../old.csv > .../old.utf8.csv, naming the encoding it was written in) or pass --input_encoding=latin-1
->>> with open_text(path, "latin-1") as handle:
+>>> with TextFile(open(path, "rb"), path, "latin-1") as handle:
 ...     handle.read()
 'text,label\\nGrüße,pos\\n'
 """
@@ -112,7 +112,7 @@ class TextFile:
     def __init__(self, handle: BinaryIO, path: str, encoding: str | None = None, newline: str | None = None):
         self._handle = handle
         self.path = path
-        self.encoding = check_encoding(encoding)
+        self.encoding = check_encoding(encoding or default_encoding())
         self.newline = newline
         self.line_number = 0
 
@@ -152,10 +152,3 @@ class TextFile:
 
     def __exit__(self, *exc_info) -> None:
         self.close()
-
-
-def open_text(path: str, encoding: str | None = None, newline: str | None = None) -> TextFile:
-    """`path` (any filesystem `bert_tf.fileio` reads) decoded as `encoding` (None: `default_encoding()`)."""
-    from bert_tf import fileio  # fileio imports this module
-
-    return TextFile(fileio.open_binary(path), os.fspath(path), encoding or default_encoding(), newline)

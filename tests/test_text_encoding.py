@@ -8,7 +8,7 @@ import tempfile
 
 import tensorflow as tf
 
-from bert_tf import text_encoding
+from bert_tf import fileio, text_encoding
 from bert_tf.errors import UsageError
 from bert_tf.tasks import classification, ner
 from bert_tf.tasks.settings import FinetuneSettings
@@ -54,12 +54,12 @@ class EncodingTest(tf.test.TestCase):
         conll = "EU B-ORG\nrejects O\n\nKöln B-LOC\n".encode("cp1252")
         with self.assertRaisesRegex(text_encoding.EncodingError, r"\.conll line 4 is not valid UTF-8"):
             ner.read_conll(write("x.conll", conll))
-        with text_encoding.open_text(write("y.json", b'{"a": 1}\n{"b": "\xe9"}\n')) as handle:
+        with fileio.open_text(write("y.json", b'{"a": 1}\n{"b": "\xe9"}\n')) as handle:
             with self.assertRaisesRegex(text_encoding.EncodingError, r"y\.json line 2 is not valid UTF-8"):
                 handle.read()
         # A UTF-8 byte-order mark is no text; UTF-16 with its mark reads as the same text.
-        self.assertEqual(list(text_encoding.open_text(write("z.txt", b"\xef\xbb\xbfhi\n"))), ["hi\n"])
-        with text_encoding.open_text(write("w.txt", "für\nbar\n".encode("utf-16")), "utf-16") as handle:
+        self.assertEqual(list(fileio.open_text(write("z.txt", b"\xef\xbb\xbfhi\n"))), ["hi\n"])
+        with fileio.open_text(write("w.txt", "für\nbar\n".encode("utf-16")), encoding="utf-16") as handle:
             self.assertEqual(list(handle), ["für\n", "bar\n"])
 
     def test_an_unknown_encoding_is_a_usage_error(self):
