@@ -130,6 +130,7 @@ class DomainAdaptationTest(tf.test.TestCase):
             logits = model(**encoded).logits
         self.assertEqual(tuple(logits.shape), (1, encoded["input_ids"].shape[1], 30522))
 
+    @pytest.mark.slow  # ~10 min on a loaded 2-core machine: two 30,522-row models built and copied row by row
     def test_new_rows_start_as_the_mean_of_their_old_pieces_and_appended_rows_grow_the_matrix(self):
         from bert_tf.checkpoints import load_weights
         from bert_tf.models import BertPretrainer
