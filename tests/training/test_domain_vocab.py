@@ -7,6 +7,8 @@ import os
 import tempfile
 from pathlib import Path
 
+import pytest
+
 import tensorflow as tf
 
 from bert_tf.errors import UsageError
