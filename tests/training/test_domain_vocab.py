@@ -8,7 +8,6 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
 import tensorflow as tf
 
 from bert_tf.errors import UsageError
