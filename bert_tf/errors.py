@@ -23,6 +23,14 @@ class BertTfError(Exception):
     exit_code = 1
 
 
+class RunStopped(BertTfError):
+    """A run that stopped because it was asked to (a signal), its state saved: not a failure.
+
+    The command-line programs print "PROGRAM: MESSAGE" (no "error:"; the message starts
+    "stopped on ...") and exit with `exit_code`, which a subclass sets (128 + the signal's
+    number)."""
+
+
 class UsageError(BertTfError, ValueError):
     """A flag or setting whose value cannot work, whatever the files say."""
 

@@ -38,6 +38,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from bert_tf import text_encoding
 from bert_tf.errors import BertTfError, InputFileError
 
 
@@ -256,9 +257,12 @@ def open_binary(path: str | os.PathLike) -> io.BufferedReader:
     return io.BufferedReader(_GFileRaw(_gfile(tf.io.gfile.GFile, text, "rb")), buffer_size=1 << 20)
 
 
-def open_text(path: str | os.PathLike, newline: str | None = None) -> io.TextIOWrapper:
-    """A UTF-8 text file for reading, streamed, on any filesystem (`newline` as for `open`)."""
-    return io.TextIOWrapper(open_binary(path), encoding="utf-8", newline=newline)
+def open_text(path: str | os.PathLike, newline: str | None = None, encoding: str | None = None):
+    """A text file for reading, streamed, on any filesystem (`newline` as for `open`), decoded
+    as `encoding` (None: `bert_tf.text_encoding.default_encoding()`, UTF-8 unless a run
+    names another); a line that does not decode is an error naming the file, the line
+    and the fix (`bert_tf.text_encoding`)."""
+    return text_encoding.TextFile(open_binary(path), os.fspath(path), encoding, newline)
 
 
 def write_bytes(path: str | os.PathLike, data: bytes) -> str:

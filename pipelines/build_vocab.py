@@ -42,7 +42,7 @@ from bert_tf import cli, fileio
 from bert_tf.cli import setting
 from bert_tf.errors import InputFileError, UsageError
 from bert_tf.outputs import check_output
-from pipelines.text_input import check_mostly_text
+from pipelines import text_input
 
 # By name: this module is also the program (__main__).
 logger = logging.getLogger("pipelines.build_vocab")
@@ -56,6 +56,7 @@ def count_words(
     batch_size: int = 1024,
     max_lines: int = 0,
     progress: bool = True,
+    encoding: str = "utf-8",
 ) -> collections.Counter:
     """Counts the BasicTokenizer words of text files, streaming them (memory holds counts only).
 
@@ -66,6 +67,8 @@ def count_words(
       max_lines: stop after this many non-empty lines (0: read everything).
       progress: show the share of the input read, its rate and ETA on stderr (see
         `bert_tf.progress_display.Progress`).
+      encoding: the files' text encoding (Python's name), read as pretraining reads them
+        (`pipelines.text_input`).
     """
     # lazy: importing this module loads no TensorFlow (basic_tokenizer does)
     import tensorflow as tf
@@ -75,39 +78,48 @@ def count_words(
 
     paths = fileio.expand_files(input_files, "input_file")
     basic_tokenizer = BasicTokenizer(lower_case=lower_case)
-    lines = tf.data.TextLineDataset(paths).filter(lambda line: tf.strings.length(line) > 0)
-    if max_lines:
-        lines = lines.take(max_lines)
-    batches = lines.batch(batch_size).map(
-        lambda batch: (
-            basic_tokenizer.tokenize(batch).flat_values,
-            tf.size(batch),
-            tf.reduce_sum(tf.strings.length(batch)),
-        ),
+    stats = text_input.ReadStats()
+
+    def line_batches():
+        # Lines are read and decoded as pretraining reads them, then tokenized in batches.
+        batch, count = [], 0
+        for document in text_input.iter_documents(paths, stats=stats, encoding=encoding):
+            for line in document:
+                batch.append(line.encode("utf-8"))
+                count += 1
+                if len(batch) == batch_size or count == max_lines:
+                    yield batch
+                    batch = []
+                if count == max_lines:
+                    return
+        if batch:
+            yield batch
+
+    batches = tf.data.Dataset.from_generator(
+        line_batches, output_signature=tf.TensorSpec([None], tf.string)
+    ).map(
+        lambda batch: (basic_tokenizer.tokenize(batch).flat_values, tf.size(batch)),
         num_parallel_calls=tf.data.AUTOTUNE,
         deterministic=True,
     )
     counts: collections.Counter = collections.Counter()
-    num_lines = num_bytes = 0
+    num_lines = 0
     logger.debug(
         "counting words of %d file(s): %s",
         len(paths),
         ", ".join(paths[:3]) + (" ..." if len(paths) > 3 else ""),
     )
-    # The share of the input read: its bytes (the lines' and their newlines'; blank lines
-    # are skipped unseen, so the count ends a little short of the size). With max_lines
-    # only part of it is read: no total.
+    # The share of the input read, in bytes. With max_lines only part of it is read: no total.
     total_bytes = sum(tf.io.gfile.stat(path).length for path in paths)
     display = Progress(
         "counting words", total=None if max_lines else total_bytes, unit="bytes", enabled=progress
     )
     with display:
-        for words, batch_lines, batch_bytes in batches.as_numpy_iterator():
+        for words, batch_lines in batches.as_numpy_iterator():
             counts.update(words.tolist())
             num_lines += int(batch_lines)
-            num_bytes += int(batch_bytes) + int(batch_lines)
-            display.update(num_bytes, note=f"{num_lines:,} lines, {len(counts):,} distinct words")
-    logger.info("read %d lines (%.1f MB): %d distinct words", num_lines, num_bytes / 1e6, len(counts))
+            display.update(stats.bytes, note=f"{num_lines:,} lines, {len(counts):,} distinct words")
+    logger.info("read %d lines (%.1f MB): %d distinct words", num_lines, stats.bytes / 1e6, len(counts))
     return collections.Counter({word.decode("utf-8"): count for word, count in counts.items()})
 
 
@@ -176,13 +188,15 @@ def build_vocab(
     progress: bool = True,
     runner: str | None = None,
     beam_args: Sequence[str] = (),
+    input_encoding: str | None = None,
     **learn_params,
 ) -> list[str]:
     """Counts words, learns a WordPiece vocab and writes it to `output_file`; returns the vocab.
 
     An existing `output_file` is refused unless `overwrite`. Input that is mostly not text
-    (over half of its first lines have invalid UTF-8: a binary file, another encoding) is
-    refused unless `accept_non_text`. `progress`: show each phase's progress on stderr.
+    (over half of its first lines have invalid UTF-8: a binary file), or not in
+    `input_encoding` (default UTF-8: a Latin-1 file, whose "für" would be learnt as "fr"),
+    is refused with the fix unless `accept_non_text`. `progress`: show each phase's progress on stderr.
     `learn_params` go to tensorflow-text's learner
     (`max_unique_chars`, `max_token_length`, `num_iterations`, ...). With a Beam `runner`
     the words are counted by a Beam pipeline with Beam's options `beam_args`
@@ -204,7 +218,10 @@ def build_vocab(
         filesystem = files  # the workers run the TensorFlow ops: this process loads none to check
     check_output(output_file, "--output_file", overwrite=overwrite, is_file=True, filesystem=filesystem)
     paths = fileio.expand_files(input_files, "input_file", filesystem=filesystem)
-    check_mostly_text(paths, None, "--input_file", accept=accept_non_text, filesystem=filesystem)
+    encoding = text_input.line_encoding(input_encoding)
+    text_input.check_mostly_text(
+        paths, None, "--input_file", accept=accept_non_text, filesystem=filesystem, encoding=encoding
+    )
     if runner:
         from pipelines.beam.vocab import count_words_on_beam
 
@@ -214,10 +231,13 @@ def build_vocab(
             runner_name=runner,
             beam_args=beam_args,
             lower_case=lower_case,
+            encoding=encoding,
         )
         logger.info("counted %d distinct words on %s", len(counts), runner)
     else:
-        counts = count_words(paths, lower_case=lower_case, max_lines=max_lines, progress=progress)
+        counts = count_words(
+            paths, lower_case=lower_case, max_lines=max_lines, progress=progress, encoding=encoding
+        )
     vocab = learn_vocab(counts, vocab_size, progress=progress, **learn_params)
     write_vocab(vocab, output_file)
     return vocab
@@ -242,8 +262,14 @@ class VocabSettings:
         old_flags=("lower_case",),
     )
     max_lines: int = setting(0, "Read at most this many non-empty lines (0: all of them).")
+    input_encoding: str | None = setting(
+        None,
+        "The input's text encoding (latin-1, cp1252, ...; default UTF-8, and input that is not UTF-8 is refused "
+        "with the fix).",
+    )
     accept_non_text: bool = setting(
-        False, "Learn from the input even if most of its lines are not text (invalid UTF-8)."
+        False,
+        "Learn from the input even if some lines do not decode (their bad bytes dropped) or most are not text.",
     )
     overwrite: bool = setting(False, "Replace an existing --output_file.")
     runner: str | None = setting(
@@ -259,6 +285,7 @@ class VocabSettings:
             )
         if self.max_lines < 0:
             raise UsageError(f"--max_lines must be >= 0 (0: all), got {self.max_lines}")
+        text_input.line_encoding(self.input_encoding)
 
 
 define_flags = cli.settings_flags(VocabSettings, required=("input_files", "output_file"))

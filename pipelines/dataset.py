@@ -51,10 +51,17 @@ DEFAULT_SHUFFLE_BUFFER_SIZE = 10_000
 
 
 def _model_features(
-    features: dict[str, tf.Tensor], max_seq_length: int, max_predictions_per_seq: int
+    features: dict[str, tf.Tensor],
+    max_seq_length: int,
+    max_predictions_per_seq: int,
+    next_sentence_prediction: bool = True,
 ) -> dict:
-    """Casts to the dtypes the model takes and pins the static shapes."""
+    """Casts to the dtypes the model takes and pins the static shapes. Without next-sentence
+    prediction the labels are 0 and `next_sentence_weights` 0, so the loss leaves them out."""
     out = {}
+    if not next_sentence_prediction:
+        features = {**features, "next_sentence_labels": tf.zeros_like(features["input_ids"][:, :1])}
+        out["next_sentence_weights"] = tf.zeros_like(features["input_ids"][:, :1], tf.float32)
     for name in records.FEATURE_ORDER:
         length = max_seq_length if name in records.SEQUENCE_FEATURES else max_predictions_per_seq
         if name == "next_sentence_labels":
@@ -79,7 +86,11 @@ def _packed_model_features(
 
 
 def _detect_format(
-    files: Sequence[str], max_seq_length: int, max_predictions_per_seq: int, packed_rows: int | None = None
+    files: Sequence[str],
+    max_seq_length: int,
+    max_predictions_per_seq: int,
+    packed_rows: int | None = None,
+    next_sentence_prediction: bool = True,
 ) -> tuple[str, int]:
     """('text', 'masked' or 'unmasked'; the sequence length of the records); all files must agree.
 
@@ -101,7 +112,9 @@ def _detect_format(
                 )
             if packed_rows is not None:
                 max_seq_length = record_length
-            masked = records.check_format(path, lengths, max_seq_length, max_predictions_per_seq)
+            masked = records.check_format(
+                path, lengths, max_seq_length, max_predictions_per_seq, next_sentence_prediction
+            )
             kinds[path] = "masked" if masked else "unmasked"
             record_lengths.add(record_length)
     found = set(kinds.values())
@@ -145,6 +158,8 @@ def pretraining_dataset(
     max_instances_per_row: int = packer.DEFAULT_MAX_INSTANCES_PER_ROW,
     packing_buffer_size: int = packer.DEFAULT_BUFFER_SIZE,
     for_data_service: bool = False,
+    input_encoding: str | None = None,
+    next_sentence_prediction: bool = True,
 ) -> tf.data.Dataset:
     """Batches of pretraining features from raw text or TFRecord files.
 
@@ -172,7 +187,17 @@ def pretraining_dataset(
       for_data_service: build a graph that tf.data service workers in other processes can
         run: raw text is read with graph ops (one block of documents per file at least, no
         held-out slice, no word segmenter; see `text_dataset._graph_block_stream`).
+      input_encoding: raw text's encoding (None: UTF-8; see `bert_tf.text_encoding`).
+      next_sentence_prediction: False trains the masked LM alone: raw text becomes
+        full-length segments of whole sentences (`instances.build_segments`), records must
+        have no next_sentence_labels, and batches carry labels 0 with
+        `next_sentence_weights` 0 (the loss leaves them out). Not with `packing` (the
+        segments fill their rows already).
     """
+    if packing and not next_sentence_prediction:
+        raise ValueError(
+            "packing packs next-sentence pairs; masked-LM-only segments fill their rows already: drop packing"
+        )
     if held_out not in (None, "exclude", "only"):
         raise ValueError(f"held_out must be None, 'exclude' or 'only', got {held_out!r}")
     if batch_size < 1:
@@ -207,7 +232,11 @@ def pretraining_dataset(
     if seed is None:
         seed = random.SystemRandom().randrange(1 << 62)
     input_format, record_length = _detect_format(
-        files, max_seq_length, max_predictions_per_seq, max_seq_length if packing else None
+        files,
+        max_seq_length,
+        max_predictions_per_seq,
+        max_seq_length if packing else None,
+        next_sentence_prediction,
     )
     if for_data_service and input_format == "text" and (word_segmenter is not None or held_out is not None):
         raise ValueError(
@@ -270,6 +299,8 @@ def pretraining_dataset(
             held_out=held_out,
             word_marker=word_marker,
             graph_reader=for_data_service,
+            encoding=text_input.line_encoding(input_encoding),
+            next_sentence_prediction=next_sentence_prediction,
         )
         names = (*records.SEQUENCE_FEATURES, "next_sentence_labels")
         if word_marker is not None:
@@ -312,7 +343,12 @@ def pretraining_dataset(
             dataset = dataset.shuffle(shuffle_buffer_size, seed=seed)
         if repeat:
             dataset = dataset.repeat()
-        spec = records.feature_spec(record_length, max_predictions_per_seq, masked=input_format == "masked")
+        spec = records.feature_spec(
+            record_length,
+            max_predictions_per_seq,
+            masked=input_format == "masked",
+            next_sentence_prediction=next_sentence_prediction,
+        )
         # With packing, the batches are the packing buffers: never dropped, every instance kept.
         buffers = (packing_buffer_size, False) if packing else (batch_size, drop_remainder)
         dataset = dataset.batch(*buffers).map(
@@ -342,7 +378,9 @@ def pretraining_dataset(
         )
     else:
         dataset = dataset.map(
-            lambda features: _model_features(features, max_seq_length, max_predictions_per_seq),
+            lambda features: _model_features(
+                features, max_seq_length, max_predictions_per_seq, next_sentence_prediction
+            ),
             num_parallel_calls=tf.data.AUTOTUNE,
         )
     return dataset.prefetch(tf.data.AUTOTUNE)

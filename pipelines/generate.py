@@ -43,9 +43,10 @@ def finish_block(
     Returns the records (tf.string [pairs]) and the block's counts (int64, one per name
     of COUNTERS).
     """
-    features = {
-        name: block[name] for name in ("input_ids", "input_mask", "segment_ids", "next_sentence_labels")
-    }
+    names = ("input_ids", "input_mask", "segment_ids")
+    # Masked-LM-only records have no next_sentence_labels (see records.check_format).
+    names += ("next_sentence_labels",) if config.next_sentence_prediction else ()
+    features = {name: block[name] for name in names}
     if not config.dynamic_masking:
         features.update(
             masking.mask_sequences(
@@ -112,7 +113,10 @@ def create_pretraining_data(config: GenerationConfig, *, progress: bool = True, 
     files = fileio.expand_files(config.input_file, "input_file")
     if tokenizer is None:
         tokenizer = BertTokenizer(config.vocab_file, lower_case=config.do_lower_case)
-    text_input.check_mostly_text(files, tokenizer, "--input_file", accept=config.accept_non_text)
+    encoding = text_input.line_encoding(config.input_encoding)
+    text_input.check_mostly_text(
+        files, tokenizer, "--input_file", accept=config.accept_non_text, encoding=encoding
+    )
     _make_output_dirs(outputs)
     masking_vocab = masking.MaskingVocab.from_vocab(tokenizer.vocab)
     word_marker = None
@@ -133,6 +137,8 @@ def create_pretraining_data(config: GenerationConfig, *, progress: bool = True, 
         stats=read_stats,
         word_marker=word_marker,
         later_stats=later_stats,
+        encoding=encoding,
+        next_sentence_prediction=config.next_sentence_prediction,
     )
 
     # Plain graph code: skipping AutoGraph's conversion saves seconds of start-up.

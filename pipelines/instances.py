@@ -77,6 +77,107 @@ def truncation_counts(
     return trim_a, trim_b
 
 
+def _chain_starts(next_start: tf.Tensor, first_starts: tf.Tensor, longest: tf.Tensor) -> tf.Tensor:
+    """The starts reached from `first_starts` by following `next_start` (int64 [n]; n or more
+    ends a chain), sorted: int64 [starts]. `longest` bounds a chain's length.
+
+    Pointer jumping finds them in log2(longest) vectorized rounds instead of one round per
+    chunk: after a round, `visited` holds the starts at distance < 2 × reach.
+    """
+    count = tf.size(next_start, out_type=tf.int64)
+    jump = tf.concat([tf.minimum(next_start, count), [count]], axis=0)  # [n + 1]: n is the sink
+    visited = tf.scatter_nd(first_starts[:, tf.newaxis], tf.ones_like(first_starts), [count + 1]) > 0
+
+    def jump_round(reach, visited, jump):
+        landed = tf.math.unsorted_segment_max(tf.cast(visited, tf.int32), jump, count + 1) > 0
+        return reach * 2, visited | landed, tf.gather(jump, jump)
+
+    _, visited, _ = tf.while_loop(
+        lambda reach, visited, jump: reach < longest,
+        jump_round,
+        (tf.constant(1, tf.int64), visited, jump),
+    )
+    return tf.where(visited[:-1])[:, 0]
+
+
+def build_segments(
+    documents: tf.RaggedTensor,
+    *,
+    max_seq_length: int,
+    cls_id: int,
+    sep_id: int,
+    word_continues: tf.Tensor | None = None,
+) -> dict[str, tf.Tensor]:
+    """Masked-LM-only instances: `[CLS]` + whole sentences + `[SEP]`, as full as they fit.
+
+    RoBERTa's FULL-SENTENCES: the block's documents are one stream of sentences, a `[SEP]`
+    after each document, cut greedily into instances of whole sentences (and document
+    ends) of at most max_seq_length - 2 pieces; a sentence longer than that is cut into
+    pieces that fit. So instances cross document ends, and every instance but a block's
+    last is nearly full (no `short_seq_prob`, no second segment: segment ids are all 0).
+
+    Args and returns as `build_pairs`, less `length_a`; `next_sentence_labels` are 0 (there
+    is no next-sentence task: the training pipeline gives them weight 0).
+
+    Example:
+
+    >>> documents = tf.ragged.constant([[[5, 6], [7]], [[8, 9, 10]]], dtype=tf.int64)
+    >>> segments = build_segments(documents, max_seq_length=7, cls_id=101, sep_id=102)
+    >>> segments["input_ids"].numpy().tolist()
+    [[101, 5, 6, 7, 102, 102, 0], [101, 8, 9, 10, 102, 0, 0]]
+    """
+    capacity = max_seq_length - 2
+    if capacity < 1:
+        raise ValueError(f"max_seq_length must be >= 3 ([CLS] x [SEP]), got {max_seq_length}")
+    sentence_lengths = documents.row_lengths(axis=2)  # [docs, (sentences)]
+    empty_sentences = tf.reduce_sum(tf.cast(sentence_lengths.flat_values == 0, tf.int64))
+    document_pieces = documents.merge_dims(1, 2)  # [docs, (pieces)]
+    empty_documents = tf.reduce_sum(tf.cast(document_pieces.row_lengths() == 0, tf.int64))
+    num_documents = documents.nrows()
+    # The stream: each document's pieces and a [SEP]; units: its sentences, then the [SEP]
+    # (none after the block's last document: the instance's own [SEP] ends it).
+    separators = tf.fill([num_documents, 1], tf.constant(sep_id, tf.int64))
+    stream = tf.concat([document_pieces, separators], axis=1).flat_values  # [tokens]
+    separator_units = tf.cast(tf.range(num_documents) < num_documents - 1, tf.int64)[:, tf.newaxis]
+    unit_lengths = tf.concat([sentence_lengths, separator_units], axis=1).flat_values
+    unit_lengths = tf.boolean_mask(unit_lengths, unit_lengths > 0)
+    # Units longer than an instance are cut into pieces of `capacity` (the last one shorter).
+    pieces = (unit_lengths + capacity - 1) // capacity
+    unit = tf.repeat(tf.range(tf.size(unit_lengths, out_type=tf.int64)), pieces)
+    piece = tf.range(tf.size(unit, out_type=tf.int64)) - tf.repeat(tf.cumsum(pieces, exclusive=True), pieces)
+    unit_lengths = tf.minimum(tf.gather(unit_lengths, unit) - piece * capacity, capacity)
+    offsets = tf.concat([[0], tf.cumsum(unit_lengths)], axis=0)  # [units + 1]
+    # An instance from unit s takes the units up to the last that keeps it within capacity.
+    next_start = tf.searchsorted(offsets, offsets[:-1] + capacity, side="right", out_type=tf.int64) - 1
+    count = tf.size(unit_lengths, out_type=tf.int64)
+    starts = _chain_starts(next_start, tf.zeros([tf.minimum(count, 1)], tf.int64), tf.maximum(count, 1))
+    token_start = tf.gather(offsets, starts)
+    length = tf.gather(offsets, tf.gather(tf.concat([next_start, [count]], 0), starts)) - token_start
+
+    position = tf.range(max_seq_length, dtype=tf.int64)[tf.newaxis, :]
+    inside = (position >= 1) & (position <= length[:, tf.newaxis])
+    source = tf.where(inside, token_start[:, tf.newaxis] + position - 1, 0)
+    input_ids = tf.where(inside, tf.gather(stream, source), 0)
+    input_ids = tf.where(position == 0, tf.constant(cls_id, tf.int64), input_ids)
+    input_ids = tf.where(position == length[:, tf.newaxis] + 1, tf.constant(sep_id, tf.int64), input_ids)
+    result = {
+        "input_ids": input_ids,
+        "input_mask": tf.cast(position <= length[:, tf.newaxis] + 1, tf.int64),
+        "segment_ids": tf.zeros_like(input_ids),
+        "next_sentence_labels": tf.zeros_like(length),
+        "empty_sentences": empty_sentences,
+        "empty_documents": empty_documents,
+        "single_sentence_documents": tf.constant(0, tf.int64),
+    }
+    if word_continues is not None:
+        marks = tf.RaggedTensor.from_row_lengths(
+            tf.cast(word_continues, tf.bool), document_pieces.row_lengths()
+        )
+        stream_marks = tf.concat([marks, tf.zeros([num_documents, 1], tf.bool)], axis=1).flat_values
+        result["word_continues"] = inside & tf.gather(stream_marks, source)
+    return result
+
+
 def build_pairs(
     documents: tf.RaggedTensor,
     seed: tf.Tensor,
@@ -193,25 +294,11 @@ def build_pairs(
     next_start = tf.where(is_random, a_end, actual_next)
 
     # The chunk starts actually visited: everything reachable from the first sentence of
-    # each document by following next_start. Pointer jumping finds them in
-    # log2(longest document) vectorized rounds instead of one round per chunk.
-    sink = num_sentences
-    jump = tf.concat([tf.where(next_start > last, sink, next_start), [sink]], axis=0)  # [sentences + 1]
+    # each document by following next_start.
+    next_start = tf.where(next_start > last, num_sentences, next_start)
     first_starts = tf.boolean_mask(document_start, has_pairs)
-    visited = tf.scatter_nd(first_starts[:, tf.newaxis], tf.ones_like(first_starts), [num_sentences + 1]) > 0
     longest = tf.reduce_max(tf.concat([sentence_counts, [1]], axis=0))
-
-    def jump_round(reach, visited, jump):
-        # visited holds the starts at distance < reach; extend it to < 2 × reach.
-        landed = tf.math.unsorted_segment_max(tf.cast(visited, tf.int32), jump, num_sentences + 1) > 0
-        return reach * 2, visited | landed, tf.gather(jump, jump)
-
-    _, visited, _ = tf.while_loop(
-        lambda reach, visited, jump: reach < longest,
-        jump_round,
-        (tf.constant(1, tf.int64), visited, jump),
-    )
-    chunk_start = tf.where(visited[:-1])[:, 0]
+    chunk_start = _chain_starts(next_start, first_starts, longest)
     record = {name: tf.gather(value, chunk_start) for name, value in record.items()}
 
     a_token_start = tf.gather(offsets, record["a_start"])

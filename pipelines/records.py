@@ -46,14 +46,22 @@ class RecordFormatError(BertTfError, ValueError):
     """A TFRecord file does not hold the pretraining features the caller asked for."""
 
 
-def feature_spec(max_seq_length: int, max_predictions_per_seq: int = 20, *, masked: bool = True) -> dict:
-    """The `tf.io.parse_example` spec of either format."""
+def feature_spec(
+    max_seq_length: int,
+    max_predictions_per_seq: int = 20,
+    *,
+    masked: bool = True,
+    next_sentence_prediction: bool = True,
+) -> dict:
+    """The `tf.io.parse_example` spec of either format (masked-LM-only records have no
+    `next_sentence_labels`)."""
     spec = {name: tf.io.FixedLenFeature([max_seq_length], tf.int64) for name in SEQUENCE_FEATURES}
     if masked:
         spec["masked_lm_positions"] = tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64)
         spec["masked_lm_ids"] = tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64)
         spec["masked_lm_weights"] = tf.io.FixedLenFeature([max_predictions_per_seq], tf.float32)
-    spec["next_sentence_labels"] = tf.io.FixedLenFeature([1], tf.int64)
+    if next_sentence_prediction:
+        spec["next_sentence_labels"] = tf.io.FixedLenFeature([1], tf.int64)
     return spec
 
 
@@ -208,14 +216,40 @@ def peek_format(path: str) -> dict[str, int] | None:
     return {}
 
 
-def check_format(
-    path: str, lengths: dict[str, int], max_seq_length: int, max_predictions_per_seq: int
-) -> bool:
-    """Checks a record's features against the requested lengths; returns whether it is masked.
+def check_task(path: str, lengths: dict[str, int], next_sentence_prediction: bool) -> None:
+    """Records for masked-LM-only training (`create_pretraining_data --next_sentence_prediction=false`)
+    have no `next_sentence_labels`, and pairs have them: each is refused for the other task."""
+    has_labels = "next_sentence_labels" in lengths
+    if next_sentence_prediction and not has_labels and all(name in lengths for name in SEQUENCE_FEATURES):
+        raise RecordFormatError(
+            f"{path}: records hold masked-LM-only segments (no next_sentence_labels); pass "
+            "--next_sentence_prediction=false to train on them, or regenerate them without it"
+        )
+    if not next_sentence_prediction and has_labels:
+        raise RecordFormatError(
+            f"{path}: records hold next-sentence pairs (next_sentence_labels), but --next_sentence_prediction="
+            "false trains the masked LM alone on full-length segments; regenerate the records with "
+            "create_pretraining_data --next_sentence_prediction=false, or leave the flag out to train both tasks"
+        )
 
-    Raises RecordFormatError with what was found and what to do.
+
+def check_format(
+    path: str,
+    lengths: dict[str, int],
+    max_seq_length: int,
+    max_predictions_per_seq: int,
+    next_sentence_prediction: bool = True,
+) -> bool:
+    """Checks a record's features against the requested lengths and task; returns whether
+    it is masked.
+
+    Raises RecordFormatError with what was found and what to do. Records for masked-LM-only
+    training (`create_pretraining_data --next_sentence_prediction=false`) have no
+    `next_sentence_labels`, and pairs have them: each is refused for the other task.
     """
-    missing = [name for name in (*SEQUENCE_FEATURES, "next_sentence_labels") if name not in lengths]
+    check_task(path, lengths, next_sentence_prediction)
+    required = (*SEQUENCE_FEATURES, "next_sentence_labels") if next_sentence_prediction else SEQUENCE_FEATURES
+    missing = [name for name in required if name not in lengths]
     if missing:
         raise RecordFormatError(
             f"{path}: records lack the pretraining features {missing} (found {sorted(lengths)}); "

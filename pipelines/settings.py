@@ -12,14 +12,28 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from bert_tf.cli import setting
 from bert_tf.errors import UsageError
-from pipelines import segmenters
+from pipelines import segmenters, text_input
 
 # Records shuffled together (serialized, ~0.7 KB each at length 128): the bound on memory
 # that replaces the original's shuffle of all instances in memory.
 DEFAULT_SHUFFLE_BUFFER_SIZE = 50_000
+# Beyond half the tokens masked there is too little context left to predict them from.
+MAX_MASKED_LM_PROB = 0.5
+ORIGINAL_MAX_PREDICTIONS = 20  # the original generator's default
+
+
+def predictions_for(max_seq_length: int, masked_lm_prob: float) -> int:
+    """The default max_predictions_per_seq: what `masked_lm_prob` of a full sequence masks,
+    rounded up (20 at 128 and 0.15, as the original recipe; 39 at 128 and 0.3).
+
+    >>> predictions_for(128, 0.15), predictions_for(512, 0.15), predictions_for(128, 0.3)
+    (20, 77, 39)
+    """
+    return max(1, math.ceil(round(max_seq_length * masked_lm_prob, 6)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,10 +53,19 @@ class GenerationConfig:
     do_lower_case: bool = setting(True, "Lower-case the input (True for uncased models).")
     do_whole_word_mask: bool = setting(False, "Mask whole words (a piece and its ## continuations).")
     max_seq_length: int = setting(128, "Maximum sequence length.")
-    max_predictions_per_seq: int = setting(20, "Maximum number of masked-LM predictions per sequence.")
+    max_predictions_per_seq: int | None = setting(
+        None,
+        "Maximum number of masked-LM predictions per sequence (default: the original's 20, or max_seq_length x "
+        "masked_lm_prob rounded up where that is more).",
+    )
     random_seed: int = setting(12345, "Random seed: the same flags and seed give byte-identical files.")
     dupe_factor: int = setting(10, "Number of passes over the input (each with different pairs and masks).")
-    masked_lm_prob: float = setting(0.15, "Masked LM probability.")
+    masked_lm_prob: float = setting(0.15, "Masked LM probability (at most 0.5).")
+    next_sentence_prediction: bool = setting(
+        True,
+        "Make next-sentence pairs (the original); false: masked-LM-only records of whole sentences across "
+        "documents filling --max_seq_length (RoBERTa's FULL-SENTENCES), with no next_sentence_labels.",
+    )
     short_seq_prob: float = setting(0.1, "Probability of a target length shorter than the maximum.")
     # Ours: write unmasked records that pretraining_dataset masks afresh every epoch.
     dynamic_masking: bool = setting(
@@ -51,8 +74,15 @@ class GenerationConfig:
     shuffle_buffer_size: int = setting(
         DEFAULT_SHUFFLE_BUFFER_SIZE, "Records shuffled together (bounds memory)."
     )
+    input_encoding: str | None = setting(
+        None,
+        "The input's text encoding (latin-1, cp1252, ...; default UTF-8, and input that is not UTF-8 is refused "
+        "with the fix).",
+    )
     accept_non_text: bool = setting(
-        False, "Use the input even if most of its lines are not text (invalid UTF-8, or no word pieces)."
+        False,
+        "Use the input even if some lines do not decode (their bad bytes dropped) or most of them are not "
+        "text (no word pieces).",
     )
     overwrite: bool = setting(False, "Replace existing --output_file files.")
     # Ours: a name from pipelines.segmenters.SEGMENTERS, or (from Python) a callable from
@@ -73,18 +103,32 @@ class GenerationConfig:
         0, "With --runner: the number of output shards (0: one per 100 MB of input text per pass)."
     )
 
+    def __post_init__(self) -> None:
+        if self.max_predictions_per_seq is None and 0 < self.masked_lm_prob <= MAX_MASKED_LM_PROB:
+            # frozen: the default follows the length and the masking rate
+            predictions = max(
+                ORIGINAL_MAX_PREDICTIONS, predictions_for(self.max_seq_length, self.masked_lm_prob)
+            )
+            object.__setattr__(self, "max_predictions_per_seq", predictions)
+
     def validate(self) -> None:
         problems = []
         if self.max_seq_length < 5:
             problems.append(f"max_seq_length must be >= 5 ([CLS] A [SEP] B [SEP]), got {self.max_seq_length}")
-        if not 1 <= self.max_predictions_per_seq <= self.max_seq_length:
+        if (
+            self.max_predictions_per_seq is not None
+            and not 1 <= self.max_predictions_per_seq <= self.max_seq_length
+        ):
             problems.append(
                 f"max_predictions_per_seq must be in [1, max_seq_length={self.max_seq_length}], got {self.max_predictions_per_seq}"
             )
         if self.dupe_factor < 1:
             problems.append(f"dupe_factor must be >= 1, got {self.dupe_factor}")
-        if not 0.0 < self.masked_lm_prob < 1.0:
-            problems.append(f"masked_lm_prob must be in (0, 1), got {self.masked_lm_prob}")
+        if not 0.0 < self.masked_lm_prob <= MAX_MASKED_LM_PROB:
+            problems.append(
+                f"masked_lm_prob must be in (0, {MAX_MASKED_LM_PROB}], got {self.masked_lm_prob} (the original "
+                "masks 0.15; MosaicBERT 0.3)"
+            )
         if not 0.0 <= self.short_seq_prob <= 1.0:
             problems.append(f"short_seq_prob must be in [0, 1], got {self.short_seq_prob}")
         if self.shuffle_buffer_size < 1:
@@ -102,3 +146,4 @@ class GenerationConfig:
         )
         if problems:
             raise UsageError("; ".join(problems))
+        text_input.line_encoding(self.input_encoding)

@@ -58,6 +58,7 @@ class _Reading:
     shard_index: int
     held_out: str | None
     later_stats: text_input.ReadStats | None = None
+    encoding: str = "utf-8"
 
     def pass_stats(self, pass_index) -> text_input.ReadStats:
         """Where a pass counts what it reads: `stats` for the first, `later_stats` after
@@ -88,6 +89,7 @@ def _block_stream(reading: _Reading) -> tf.data.Dataset:
             (int(file_index), int(offset)),
             min_documents=reading.min_documents,
             stats=reading.pass_stats(pass_index),
+            encoding=reading.encoding,
         )
         encoded = np.array([line.encode("utf-8") for line in lines], dtype=object).reshape([-1])
         return encoded, np.array(lengths, np.int64), np.int64(next_file), np.int64(next_offset)
@@ -135,6 +137,11 @@ def _graph_block_stream(reading: _Reading) -> tf.data.Dataset:
     """
     if reading.held_out is not None or reading.num_shards != 1:
         raise ValueError("the graph reader reads every block of every file: no held_out, no shards")
+    if reading.encoding != "utf-8":
+        raise ValueError(
+            f"tf.data service workers read raw text as UTF-8: convert the corpus from {reading.encoding} "
+            f"(iconv -f {reading.encoding} -t utf-8 IN > OUT) and leave --input_encoding out"
+        )
     files = tf.constant([str(path) for path in reading.files])
     num_files = len(reading.files)
     passes = (1 << 62) // num_files if reading.num_passes is None else reading.num_passes
@@ -204,7 +211,10 @@ def _document_stream(reading: _Reading, word_marker: segmenters.WordMarker | Non
         pass_index = 0
         while reading.num_passes is None or pass_index < reading.num_passes:
             blocks = text_input.document_blocks(
-                reading.files, min_documents=reading.min_documents, stats=reading.pass_stats(pass_index)
+                reading.files,
+                min_documents=reading.min_documents,
+                stats=reading.pass_stats(pass_index),
+                encoding=reading.encoding,
             )
             for block_index, (lines, lengths) in enumerate(blocks):
                 if reading.wants(block_index):
@@ -266,18 +276,25 @@ def block_pairs(
     cls_id: int,
     sep_id: int,
     continues: tf.Tensor | None = None,
+    next_sentence_prediction: bool = True,
 ) -> dict[str, tf.Tensor]:
-    """The unmasked pairs of one block of tokenized lines: an element of `pair_blocks`."""
+    """The unmasked pairs of one block of tokenized lines: an element of `pair_blocks`
+    (`next_sentence_prediction=False`: full-length segments, `instances.build_segments`)."""
     block = tf.RaggedTensor.from_row_lengths(pieces, sentences_per_document)  # [docs, (sentences), (pieces)]
-    pairs = instances.build_pairs(
-        block,
-        seed_of_block,
-        max_seq_length=max_seq_length,
-        cls_id=cls_id,
-        sep_id=sep_id,
-        short_seq_prob=short_seq_prob,
-        word_continues=continues,
-    )
+    if next_sentence_prediction:
+        pairs = instances.build_pairs(
+            block,
+            seed_of_block,
+            max_seq_length=max_seq_length,
+            cls_id=cls_id,
+            sep_id=sep_id,
+            short_seq_prob=short_seq_prob,
+            word_continues=continues,
+        )
+    else:
+        pairs = instances.build_segments(
+            block, max_seq_length=max_seq_length, cls_id=cls_id, sep_id=sep_id, word_continues=continues
+        )
     result = {
         "input_ids": pairs["input_ids"],
         "input_mask": pairs["input_mask"],
@@ -310,6 +327,8 @@ def pair_blocks(
     word_marker: segmenters.WordMarker | None = None,
     later_stats: text_input.ReadStats | None = None,
     graph_reader: bool = False,
+    encoding: str = "utf-8",
+    next_sentence_prediction: bool = True,
 ) -> tf.data.Dataset:
     """A dataset of blocks of unmasked pairs (num_passes=None: forever).
 
@@ -321,11 +340,14 @@ def pair_blocks(
     `stats` is filled by the first pass over the files, `later_stats` by the passes after
     it (their bytes tell how far a run of several passes has read). `graph_reader` reads
     the files with graph ops only (`_graph_block_stream`), so that tf.data service workers
-    can run the pipeline.
+    can run the pipeline. `encoding`: the files' text encoding (Python's name; see
+    `text_input.line_encoding`). `next_sentence_prediction=False` makes masked-LM-only
+    instances of whole sentences across documents (`instances.build_segments`) instead of
+    pairs; their `next_sentence_labels` are 0.
     """
     cls_id, sep_id = int(tokenizer.cls_id), int(tokenizer.sep_id)
     reading = _Reading(
-        files, num_passes, stats, min_documents, num_shards, shard_index, held_out, later_stats
+        files, num_passes, stats, min_documents, num_shards, shard_index, held_out, later_stats, encoding
     )
     if graph_reader:  # no Python in the graph: it can run on tf.data service workers
         if word_marker is not None:
@@ -359,6 +381,7 @@ def pair_blocks(
             cls_id=cls_id,
             sep_id=sep_id,
             continues=continues,
+            next_sentence_prediction=next_sentence_prediction,
         )
 
     return documents.map(make_pairs, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).with_options(

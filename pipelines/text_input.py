@@ -24,14 +24,32 @@ import unicodedata
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, BinaryIO
 
-from bert_tf import fileio
-from bert_tf.errors import InputFileError
+from bert_tf import fileio, text_encoding
+from bert_tf.errors import InputFileError, UsageError
 
 # A line longer than this is cut (at a character boundary) and counted: one sentence of
 # a training pair never uses more than a few hundred word pieces, so nothing a pair
 # could use is lost, and a file without newlines cannot exhaust memory.
 DEFAULT_MAX_LINE_BYTES = 1 << 20
 DEFAULT_MIN_DOCUMENTS = 256
+# Lines whose encoding is checked before a run: a file in another encoding shows itself
+# in a few accented words, which may be rare.
+ENCODING_SAMPLE_LINES = 50_000
+# At most this share of a file's lines may fail to decode and be used (with a warning): a
+# stray byte is damage; more is a file in another encoding, refused with the fix.
+MAX_STRAY_LINES_SHARE = 0.001
+
+
+def line_encoding(encoding: str | None, flag: str = text_encoding.FLAG) -> str:
+    """The Python name of a raw-text encoding (None: UTF-8). Lines are split at b"\\n",
+    which UTF-16 and UTF-32 do not end lines with: those are refused with the fix."""
+    name = text_encoding.check_encoding(encoding, flag)
+    if name.startswith(("utf-16", "utf-32")):
+        raise UsageError(
+            f"{flag}={encoding}: raw text is read line by line, which {name} files cannot be; convert "
+            f"them to UTF-8 (iconv -f {name} -t utf-8 IN > OUT) and leave {flag} out"
+        )
+    return name
 
 
 @dataclasses.dataclass
@@ -42,7 +60,7 @@ class ReadStats:
     bytes: int = 0
     lines: int = 0
     documents: int = 0
-    invalid_utf8_lines: int = 0
+    invalid_utf8_lines: int = 0  # lines not valid in the encoding read (UTF-8 unless named)
     long_lines_cut: int = 0
     empty_files: list[str] = dataclasses.field(default_factory=list)
 
@@ -55,14 +73,19 @@ def check_mostly_text(
     sample_lines: int = 2000,
     *,
     filesystem: Any = None,
+    encoding: str = text_encoding.UTF8,
 ) -> None:
-    """Refuses input that is mostly not text, from a sample of its first lines.
+    """Refuses input that is mostly not text, or not in `encoding`, from a sample of its lines.
 
-    A line is not text if it has invalid UTF-8 or gives no word piece. When over half of
-    the first `sample_lines` non-blank lines (across `files`, in order) are not text (a
-    binary file, a wrong encoding, a vocab of another script), an `InputFileError` gives the
-    counts; `accept` lets the run go on (and says what it found). Without a `tokenizer`
-    (a vocab is still to be learnt) invalid UTF-8 alone decides.
+    A line is not text if it does not decode or gives no word piece. When over half of the
+    first `sample_lines` non-blank lines (across `files`, in order) are not text (a binary
+    file, a vocab of another script), an `InputFileError` gives the counts. Then any line of
+    the first `ENCODING_SAMPLE_LINES` of each file that do not decode as `encoding` (a
+    Latin-1 file read as UTF-8, whose "für" the tokenizer would read as "fr") are refused
+    with the file, the first such line, the share of such lines and the fix (`iconv`, or
+    `--input_encoding`), unless they are at most `MAX_STRAY_LINES_SHARE` of the lines (a
+    stray byte: a warning says so). `accept` lets the run go on (saying what it found). Without a
+    `tokenizer` (a vocab is still to be learnt) decoding alone decides.
 
     `tokenizer` is a `BertTokenizer` or a function that makes one: only a line without a
     letter, digit, punctuation or symbol can give no word piece, so it is made (and
@@ -70,18 +93,28 @@ def check_mostly_text(
     are read, a module with `bert_tf.fileio`'s `open_binary` (`pipelines.beam.files`).
     """
     open_binary = fileio.open_binary if filesystem is None else filesystem.open_binary
-    stats = ReadStats()
     lines: list[str] = []
-    invalid = 0
+    invalid = 0  # among `lines`
+    first_bad = None  # (path, line number, raw bytes) of the first line that does not decode
+    bad_lines = read_lines = 0  # in the encoding sample
     for path in files:
-        for line, _ in _read_lines(path, DEFAULT_MAX_LINE_BYTES, stats, open_binary=open_binary):
-            if line:
+        stats = ReadStats()
+        for number, (line, raw) in enumerate(
+            _read_lines(
+                path, DEFAULT_MAX_LINE_BYTES, stats, open_binary=open_binary, encoding=encoding, raw=True
+            ),
+            start=1,
+        ):
+            bad = raw is not None
+            if bad and first_bad is None:
+                first_bad = (path, number, raw)
+            if line and len(lines) < sample_lines:
                 lines.append(line)
-                invalid = stats.invalid_utf8_lines
-            if len(lines) >= sample_lines:
+                invalid += bad
+            bad_lines += bad
+            read_lines += bool(line)
+            if number >= ENCODING_SAMPLE_LINES:
                 break
-        if len(lines) >= sample_lines:
-            break
     if not lines:
         return
     empty = 0
@@ -95,21 +128,42 @@ def check_mostly_text(
         empty = int((pieces == 0).sum())
     # An invalid line may also give no piece: count each line once.
     not_text = min(len(lines), invalid + empty)
-    if 2 * not_text <= len(lines):
-        return
-    message = (
-        f"{flag}: {not_text} of the first {len(lines)} lines of {files[0]}"
-        f"{' and the next files' if len(files) > 1 and stats.files > 1 else ''} are not text "
-        f"({invalid} have invalid UTF-8"
-        f"{'' if tokenizer is None else f', {empty} give no word piece with this vocab'})"
-    )
-    if not accept:
-        raise InputFileError(
-            f"{message}; pass a UTF-8 text corpus (one sentence per line), or --accept_non_text to use it anyway"
+    named = "UTF-8" if encoding == text_encoding.UTF8 else encoding
+    if 2 * not_text > len(lines):
+        message = (
+            f"{flag}: {not_text} of the first {len(lines)} lines of {files[0]}"
+            f"{' and the next files' if len(files) > 1 and not_text > invalid else ''} are not text "
+            f"({invalid} have invalid {named}"
+            f"{'' if tokenizer is None else f', {empty} give no word piece with this vocab'})"
         )
+        _refuse_or_warn(
+            message,
+            accept,
+            "pass a UTF-8 text corpus (one sentence per line), or --accept_non_text to use it anyway",
+        )
+    elif first_bad is not None:
+        path, number, raw = first_bad
+        message = (
+            f"{flag}: {path} is not {named} text: {bad_lines} of the {read_lines:,} lines read ({bad_lines / read_lines:.1%}) "
+            f"hold bytes that are not {named}, the first at line {number} ({raw.rstrip()[:60]!r}); the tokenizer "
+            'would drop those bytes ("für" would train as "fr")'
+        )
+        fix = (
+            text_encoding.conversion_hint(path)
+            if encoding == text_encoding.UTF8
+            else (f"pass the encoding the files were written in as {text_encoding.FLAG}")
+        )
+        # A stray byte or two in a large file is damage, not an encoding: said, and dropped.
+        rare = bad_lines <= MAX_STRAY_LINES_SHARE * read_lines
+        _refuse_or_warn(message, accept or rare, f"{fix}; or --accept_non_text to train without those bytes")
+
+
+def _refuse_or_warn(message: str, accept: bool, fix: str) -> None:
+    if not accept:
+        raise InputFileError(f"{message}; {fix}")
     import logging
 
-    logging.getLogger(__name__).warning("%s; used anyway (--accept_non_text)", message)
+    logging.getLogger(__name__).warning("%s; used anyway", message)
 
 
 # The Unicode categories (first letters) of letters, digits, punctuation and symbols.
@@ -129,20 +183,25 @@ def _read_lines(
     stats: ReadStats,
     start: int = 0,
     open_binary: Callable[[str], BinaryIO] = fileio.open_binary,
-) -> Iterator[tuple[str, int]]:
+    encoding: str = text_encoding.UTF8,
+    raw: bool = False,
+) -> Iterator[tuple[str, Any]]:
     """Yields the decoded, stripped lines of one file ("" for blank lines) from byte `start`,
-    each with the byte offset just after it."""
+    each with the byte offset just after it (`raw=True`: instead, the line's bytes if they
+    did not decode, else None). A line that does not decode as `encoding` is counted in
+    `stats.invalid_utf8_lines` and decoded with U+FFFD for its bad bytes, which the
+    tokenizer deletes, as the original drops undecodable bytes."""
     size = 0
     with open_binary(path) as handle:
         if start:
             handle.seek(start)
         while True:
-            raw = handle.readline(max_line_bytes + 1)
-            if not raw:
+            data = handle.readline(max_line_bytes + 1)
+            if not data:
                 break
-            size += len(raw)
-            stats.bytes += len(raw)
-            if len(raw) > max_line_bytes and not raw.endswith(b"\n"):
+            size += len(data)
+            stats.bytes += len(data)
+            if len(data) > max_line_bytes and not data.endswith(b"\n"):
                 # Skip the rest of the over-long line without holding it in memory.
                 stats.long_lines_cut += 1
                 while True:
@@ -152,15 +211,16 @@ def _read_lines(
                     if not rest or rest.endswith(b"\n"):
                         break
                 # A cut may fall inside a UTF-8 character: drop that partial character.
-                raw = raw[:max_line_bytes].decode("utf-8", "ignore").encode("utf-8")
+                data = data[:max_line_bytes].decode(encoding, "ignore").encode(encoding)
             stats.lines += 1
+            undecoded = None
             try:
-                line = raw.decode("utf-8")
+                line = data.decode(encoding)
             except UnicodeDecodeError:
                 stats.invalid_utf8_lines += 1
-                # U+FFFD is deleted by the tokenizer, as the original drops undecodable bytes.
-                line = raw.decode("utf-8", "replace")
-            yield line.strip(), start + size
+                undecoded = data
+                line = data.decode(encoding, "replace")
+            yield line.strip(), (undecoded if raw else start + size)
     stats.files += 1
     if size == 0 and start == 0:
         stats.empty_files.append(path)
@@ -177,6 +237,7 @@ def documents_from(
     *,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     stats: ReadStats | None = None,
+    encoding: str = text_encoding.UTF8,
 ) -> Iterator[tuple[list[str], Position]]:
     """Yields (document, the position just after it) from `position` on.
 
@@ -189,7 +250,7 @@ def documents_from(
     for index in range(file_index, len(files)):
         document: list[str] = []
         for line, end in _read_lines(
-            files[index], max_line_bytes, stats, offset if index == file_index else 0
+            files[index], max_line_bytes, stats, offset if index == file_index else 0, encoding=encoding
         ):
             if line:
                 document.append(line)
@@ -209,6 +270,7 @@ def documents_in_range(
     *,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     stats: ReadStats | None = None,
+    encoding: str = text_encoding.UTF8,
 ) -> Iterator[list[str]]:
     """Yields the documents of one file that belong to its byte range [start, end).
 
@@ -225,7 +287,7 @@ def documents_in_range(
     line_start = max(start - 1, 0)
     owning = start == 0
     document: list[str] = []
-    for line, line_end in _read_lines(path, max_line_bytes, seen, line_start):
+    for line, line_end in _read_lines(path, max_line_bytes, seen, line_start, encoding=encoding):
         ours = start <= line_start < end
         if ours:
             stats.lines += 1
@@ -252,10 +314,14 @@ def documents_in_range(
 
 
 def iter_documents(
-    files: Sequence[str], *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, stats: ReadStats | None = None
+    files: Sequence[str],
+    *,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    stats: ReadStats | None = None,
+    encoding: str = text_encoding.UTF8,
 ) -> Iterator[list[str]]:
     """Yields documents (lists of non-blank stripped lines) from files, in order."""
-    for document, _ in documents_from(files, max_line_bytes=max_line_bytes, stats=stats):
+    for document, _ in documents_from(files, max_line_bytes=max_line_bytes, stats=stats, encoding=encoding):
         yield document
 
 
@@ -266,6 +332,7 @@ def read_block(
     min_documents: int = DEFAULT_MIN_DOCUMENTS,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     stats: ReadStats | None = None,
+    encoding: str = text_encoding.UTF8,
 ) -> tuple[list[str], list[int], Position]:
     """The block `(lines, sentences_per_document, next position)` starting at `position`.
 
@@ -283,7 +350,7 @@ def read_block(
     lengths: list[int] = []
     after = end
     for document, position_after in documents_from(
-        files, position, max_line_bytes=max_line_bytes, stats=stats
+        files, position, max_line_bytes=max_line_bytes, stats=stats, encoding=encoding
     ):
         lines.extend(document)
         lengths.append(len(document))
@@ -295,7 +362,9 @@ def read_block(
     # Look ahead: a short remainder of the stream belongs to this block.
     ahead_stats = ReadStats()
     ahead = []
-    for document, _ in documents_from(files, after, max_line_bytes=max_line_bytes, stats=ahead_stats):
+    for document, _ in documents_from(
+        files, after, max_line_bytes=max_line_bytes, stats=ahead_stats, encoding=encoding
+    ):
         ahead.append(document)
         if len(ahead) == min_documents:
             return lines, lengths, after
@@ -339,13 +408,19 @@ def document_blocks(
     min_documents: int = DEFAULT_MIN_DOCUMENTS,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     stats: ReadStats | None = None,
+    encoding: str = text_encoding.UTF8,
 ) -> Iterator[tuple[list[str], list[int]]]:
     """Yields blocks `(lines, sentences_per_document)` of the whole stream (see `read_block`)."""
     stats = stats if stats is not None else ReadStats()
     position: Position = (0, 0)
     while position[0] < len(files):
         lines, lengths, position = read_block(
-            files, position, min_documents=min_documents, max_line_bytes=max_line_bytes, stats=stats
+            files,
+            position,
+            min_documents=min_documents,
+            max_line_bytes=max_line_bytes,
+            stats=stats,
+            encoding=encoding,
         )
         if lengths:
             yield lines, lengths

@@ -254,6 +254,25 @@ class BadInputTest(tf.test.TestCase):
             out,
         )
 
+    def test_pretrain_a_latin1_corpus(self):
+        # A new user's first corpus in Latin-1: refused before anything is written, naming the
+        # file, the first bad line, the share of bad lines and the fix.
+        corpus = os.path.join(self.root, "latin1_corpus.txt")
+        lines = [
+            f"zeile {i} über die größe." if i % 5 == 0 else f"line {i} of plain text." for i in range(50)
+        ]
+        with open(corpus, "wb") as file:
+            file.write("\n".join(lines).encode("latin-1") + b"\n")
+        out = self.output("pretrain_latin1")
+        self.assert_refused(
+            "bert_tf.pretrain",
+            [f"--model_dir={out}", f"--corpus={corpus}", f"--vocab_file={self.paths['vocab.txt']}"],
+            1,
+            f"{corpus} is not UTF-8 text: 10 of the 50 lines read (20.0%) hold bytes that are not UTF-8, the "
+            f"first at line 1 (b'zeile 0 \\xfcber die gr\\xf6\\xdfe.'); the tokenizer would drop those bytes",
+            out,
+        )
+
     def test_export_quantize_a_kind_that_cannot_be(self):
         out = self.output("export_quantize_preprocessor")
         self.assert_refused(

@@ -141,18 +141,45 @@ def from_pretrained(
     return model, tokenizer_settings
 
 
-def load_weights(model: keras.Model, path: str | os.PathLike, head: TaskHead | None = None) -> None:
+# A BertPretrainer's two heads, by the prefix of their original names.
+PRETRAINING_HEADS = {"masked_lm": "cls/predictions/", "next_sentence": "cls/seq_relationship/"}
+
+
+def load_weights(
+    model: keras.Model, path: str | os.PathLike, head: TaskHead | None = None, skip_heads: Sequence[str] = ()
+) -> None:
     """Loads a Google or Hugging Face checkpoint or a keras-hub preset into an existing model.
 
     `model` is a `BertPretrainer`, a `BertEncoder`, or a task model (its `.encoder` is
     loaded; with `head`, its head too, see `find_head`). Nothing is assigned unless every
-    variable is found with the right shape.
+    variable is found with the right shape. `skip_heads` names pretraining heads
+    (`PRETRAINING_HEADS`) that a checkpoint lacks and the model keeps as they are.
     """
-    _load(model, _locate(os.fspath(path)), head)
+    _load(model, _locate(os.fspath(path)), head, skip_heads)
 
 
-def _load(model: keras.Model, source: _Source, head: TaskHead | None = None) -> None:
+def pretraining_heads(path: str | os.PathLike) -> set[str]:
+    """The pretraining heads (`PRETRAINING_HEADS`' names) that the checkpoint at `path` carries:
+    a Google release has both, transformers' BertForMaskedLM the masked LM's, a
+    sentence-transformers folder, a fine-tuned model or a keras-hub backbone none."""
+    source = _locate(os.fspath(path))
+    if source.kind in ("keras", "keras_hub"):
+        return set()
+    if source.kind == "huggingface":
+        names = {name.replace(".", "/") for name in huggingface.read(source.weights)}
+    else:
+        names = set(google.read_shapes(source.weights))
+    return {
+        head for head, prefix in PRETRAINING_HEADS.items() if any(name.startswith(prefix) for name in names)
+    }
+
+
+def _load(
+    model: keras.Model, source: _Source, head: TaskHead | None = None, skip_heads: Sequence[str] = ()
+) -> None:
     slots = model_slots(model, head)
+    skipped = tuple(PRETRAINING_HEADS[name] for name in skip_heads)
+    slots = [slot for slot in slots if not slot.name.startswith(skipped)] if skipped else slots
     if source.kind == "google":
         arrays = _read_google(source.weights, slots)
     elif source.kind == "keras":
@@ -503,7 +530,8 @@ def _without_absent_pooler(slots: list[Slot], has_pooler: bool, source: str) -> 
     """`slots` without the pooler when the checkpoint has none (transformers' token and span
     models): it keeps its initial weights, read by no head but a pooled-output one."""
     what = _what(slots)
-    if has_pooler or what == "BertPretrainer":
+    with_next_sentence_head = any(slot.name.startswith(PRETRAINING_HEADS["next_sentence"]) for slot in slots)
+    if has_pooler or (what == "BertPretrainer" and with_next_sentence_head):
         return slots
     # A new head on this encoder may read the pooler: said louder than for a task head without one.
     log = logger.warning if what == "BertEncoder" else logger.info

@@ -40,7 +40,7 @@ import math
 import keras
 import tensorflow as tf
 
-from bert_tf import fileio
+from bert_tf import fileio, text_encoding
 from bert_tf.checkpoints import from_pretrained
 from bert_tf.config import load_config
 from bert_tf.errors import UsageError
@@ -246,7 +246,8 @@ def run(settings: FinetuneSettings) -> dict[str, float]:
         _check_resumable(settings)
     strategy = get_strategy(settings.strategy, settings.tpu, settings.num_gpus)
     policy = precision.resolve(settings.mixed_precision, strategy)
-    with _dtype_policy(policy):
+    # The readers decode the data files in --input_encoding (bert_tf.fileio.open_text).
+    with _dtype_policy(policy), text_encoding.reading_as(settings.input_encoding):
         return _run(settings, strategy, policy, fresh=state == "overwrite" or settings.overwrite)
 
 

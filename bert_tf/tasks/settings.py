@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from bert_tf import text_encoding
 from bert_tf.cli import setting
 from bert_tf.errors import UsageError
 from bert_tf.training import precision
@@ -48,6 +49,9 @@ class FinetuneSettings:
     eval_file: str | None = setting(None, "Evaluation data with labels; scored into eval_results.json.")
     predict_file: str | None = setting(
         None, "Data to predict (labels not needed); written in the official format."
+    )
+    input_encoding: str | None = setting(
+        None, "Text encoding of the data files (latin-1, cp1252, ...; default UTF-8, checked line by line)."
     )
     data_dir: str | None = setting(
         None, "GLUE task directory as distributed (train.tsv, dev*.tsv, test*.tsv)."
@@ -195,3 +199,4 @@ class FinetuneSettings:
             )
         if not self.output_dir:
             raise UsageError("--output_dir is empty; name the folder the results go to")
+        text_encoding.check_encoding(self.input_encoding)

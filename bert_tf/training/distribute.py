@@ -99,7 +99,19 @@ def get_strategy(
 
 def _tpu_strategy(tpu: str) -> tf.distribute.Strategy:
     # "" lets the resolver find the TPU from the environment (e.g. TPU_NAME on GCE).
-    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu)
+    try:
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu)
+    except (OSError, ValueError, RuntimeError) as error:  # urllib's URLError is an OSError
+        # A name is looked up through Google Cloud's metadata server and TPU API: off
+        # Google Cloud (or without credentials) that fails with a network error that
+        # never says it was about the TPU.
+        raise StrategyError(
+            f"--tpu={tpu or '(from $TPU_NAME)'}: the TPU could not be found ({error}); a TPU name is "
+            "resolved through Google Cloud (its metadata server and the Cloud TPU API), which this machine "
+            "cannot reach. On a TPU VM pass --tpu=local; elsewhere pass the TPU's address "
+            "(--tpu=grpc://10.0.0.2:8470), or run on a Google Cloud VM with credentials "
+            "(gcloud auth application-default login) in the TPU's project and zone"
+        ) from None
     tf.config.experimental_connect_to_cluster(resolver)
     tf.tpu.experimental.initialize_tpu_system(resolver)
     return tf.distribute.TPUStrategy(resolver)

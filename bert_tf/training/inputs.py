@@ -37,9 +37,15 @@ def record_lengths(path: str) -> dict[str, int]:
 
 
 def check_record_shapes(
-    files: list[str], max_seq_length: int, max_predictions_per_seq: int, flag: str, packing: bool = False
+    files: list[str],
+    max_seq_length: int,
+    max_predictions_per_seq: int,
+    flag: str,
+    packing: bool = False,
+    next_sentence_prediction: bool = True,
 ) -> None:
-    """TFRecords hold fixed-length features; they must match the flags (checked on the first file).
+    """TFRecords hold fixed-length features; they must match the flags (checked on the first file),
+    and hold next-sentence pairs or masked-LM-only segments as `next_sentence_prediction` says.
 
     With `packing`, records may be shorter than the rows, never longer.
     """
@@ -48,6 +54,10 @@ def check_record_shapes(
     for path in files:  # a file cut short is named now, not when training reaches it
         records.check_framing(path)
     lengths = record_lengths(files[0])
+    try:
+        records.check_task(files[0], lengths, next_sentence_prediction)
+    except records.RecordFormatError as error:
+        raise InputError(f"--{flag}: {error}") from None
     seq_length = lengths.get("input_ids")
     if packing and seq_length is not None and seq_length > max_seq_length:
         raise InputError(
@@ -196,6 +206,8 @@ def pretraining_dataset_fn(
             max_instances_per_row=settings.max_instances_per_row,
             held_out=held_out,
             for_data_service=service_job is not None,
+            input_encoding=settings.input_encoding,
+            next_sentence_prediction=settings.next_sentence_prediction,
         )
         if service_job is not None:
             return data_service.from_service(dataset, settings.data_service_address, service_job)

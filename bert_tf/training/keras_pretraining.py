@@ -340,7 +340,9 @@ def load_init_checkpoint(pretrainer: BertPretrainer, path: str) -> None:
             f"pass its export: --init_checkpoint={fileio.join(path, 'export')} (to continue that run, "
             "pass it as --model_dir instead)"
         )
-    load_weights(pretrainer, path)
+    from bert_tf.checkpoints.pretrained import PRETRAINING_HEADS, pretraining_heads
+
+    load_weights(pretrainer, path, skip_heads=set(PRETRAINING_HEADS) - pretraining_heads(path))
     print(f"initialized from {path}", flush=True)
 
 
@@ -382,7 +384,7 @@ class _LoopCallback(keras.callbacks.Callback):
         # The optimizer's schedule, for the progress line (the optimizer's own value is only
         # current on JAX after a state sync).
         self.schedule = optimization.WarmupLinearDecay(
-            settings.learning_rate, settings.num_train_steps, settings.num_warmup_steps
+            settings.learning_rate, settings.num_train_steps, settings.warmup_steps
         )
         self.history = history
         self.reporter = ProgressReporter(

@@ -25,12 +25,12 @@ import os
 import signal
 import threading
 
-from bert_tf.errors import BertTfError
+from bert_tf.errors import RunStopped
 
 EXIT_PREEMPTED = 128 + signal.SIGTERM  # 143
 
 
-class Preempted(BertTfError):
+class Preempted(RunStopped):
     """The run stopped on a signal after saving a checkpoint; rerunning resumes it.
 
     The command-line programs print its message and exit with `exit_code`: 128 + the

@@ -14,12 +14,17 @@ Example:
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import json
+
 import keras
 import tensorflow as tf
 
 from bert_tf import fileio
 from bert_tf.checkpoints import export_pretrained, inspect_checkpoint, load_weights
 from bert_tf.checkpoints.google import is_object_based
+from bert_tf.checkpoints.pretrained import PRETRAINING_HEADS, pretraining_heads
 from bert_tf.config import BertConfig, load_config
 from bert_tf.errors import UsageError
 from bert_tf.models import BertPretrainer
@@ -27,7 +32,7 @@ from bert_tf.models.losses import next_sentence_weights, pretraining_losses
 from bert_tf.models.pretrainer import example_features
 from bert_tf.outputs import check_output
 from bert_tf.tokenization import BertTokenizer, load_vocab
-from bert_tf.training import distribute, inputs, keras_pretraining
+from bert_tf.training import distribute, domain_vocab, inputs, keras_pretraining
 from bert_tf.training.evaluation import PeriodicEvaluator
 from bert_tf.training.fill_mask import fill_mask_demo
 from bert_tf.training.loop import Phase, PretrainingResult, Trainer
@@ -40,31 +45,51 @@ from bert_tf.training.settings import (
 )
 from pipelines import corpus, data_service
 from pipelines.build_vocab import build_vocab
-from pipelines.text_input import check_mostly_text
+from pipelines.text_input import check_mostly_text, line_encoding
 
 # --- the pieces ------------------------------------------------------------------
 
 
-def embedded_corpus_and_vocab(
-    settings: PretrainingConfig, vocab_size: int, vocab_file: str | None = None
-) -> tuple[str, str]:
-    """The embedded corpus as a file, and `vocab_file` or else a vocab learnt from it (both cached)."""
-    directory = cache_dir(settings)
-    corpus_file = directory / "pydoc_corpus.txt"
+def embedded_corpus(settings: PretrainingConfig) -> str:
+    """The embedded corpus as a file (cached)."""
+    corpus_file = cache_dir(settings) / "pydoc_corpus.txt"
     if not corpus_file.exists():
         corpus.write_corpus(str(corpus_file))
-    if vocab_file:
-        return str(corpus_file), vocab_file
+    return str(corpus_file)
+
+
+def learnt_vocab(settings: PretrainingConfig, files: list[str], vocab_size: int, what: str) -> str:
+    """A vocab of up to `vocab_size` tokens learnt from `files` (`pipelines.build_vocab`).
+
+    A run that has one in its model_dir (an earlier run of the same command) uses it;
+    otherwise it is learnt into the cache, keyed by the files (names, sizes, times), the
+    size, the casing and the encoding, so reruns learn it once; the run then keeps it in
+    model_dir/vocab.txt beside its checkpoints and export.
+    """
+    stored = fileio.join(settings.model_dir or DEMO_MODEL_DIR, inputs.VOCAB_FILE)
+    if fileio.isfile(stored):
+        return stored
+    stats = [(fileio.abspath(f), tf.io.gfile.stat(f).length, tf.io.gfile.stat(f).mtime_nsec) for f in files]
+    key = json.dumps([stats, vocab_size, settings.do_lower_case, settings.input_encoding])
     casing = "uncased" if settings.do_lower_case else "cased"
-    vocab_file = directory / f"pydoc_vocab_{vocab_size}_{casing}.txt"
+    digest = hashlib.sha256(key.encode()).hexdigest()[:12]
+    vocab_file = cache_dir(settings) / f"vocab_{vocab_size}_{casing}_{digest}.txt"
     if not vocab_file.exists():
         print(
-            f"learning a vocab of up to {vocab_size} tokens from the embedded corpus -> {vocab_file}",
+            f"no --vocab_file: learning a vocab ({casing}) of up to {vocab_size} tokens from {what} (cached in "
+            f"{vocab_file}; the run keeps it as {fileio.abspath(stored)})",
             flush=True,
         )
         # build_vocab writes to a temporary name and renames: a killed run leaves no half file.
-        build_vocab([str(corpus_file)], vocab_size, str(vocab_file), settings.do_lower_case)
-    return str(corpus_file), str(vocab_file)
+        build_vocab(
+            files,
+            vocab_size,
+            str(vocab_file),
+            settings.do_lower_case,
+            input_encoding=settings.input_encoding,
+            accept_non_text=settings.accept_non_text,
+        )
+    return str(vocab_file)
 
 
 def masked_lm_totals(features) -> dict:
@@ -80,7 +105,7 @@ def masked_lm_totals(features) -> dict:
     }
 
 
-def pretraining_loss_share(features, outputs, totals) -> dict:
+def pretraining_loss_share(features, outputs, totals, next_sentence: bool = True) -> dict:
     """This batch's share of the global batch's loss and metrics (see loop.py).
 
     `pretraining_losses` averages over the local batch: the masked-LM terms over the
@@ -88,7 +113,8 @@ def pretraining_loss_share(features, outputs, totals) -> dict:
     local fraction of the global normalizer makes the shares sum (over replicas and
     micro-batches) to the values of the whole global batch. `real_tokens` (non-padding
     tokens of the global batch) and `fill_rate` (their fraction of its positions) are
-    shares in the same way.
+    shares in the same way. `next_sentence=False` (masked-LM-only batches, whose
+    `next_sentence_weights` are 0: no term of the loss) leaves the next-sentence values out.
     """
     local = pretraining_losses(features, outputs)
     local_weight = tf.reduce_sum(tf.cast(features["masked_lm_weights"], tf.float32))
@@ -100,7 +126,7 @@ def pretraining_loss_share(features, outputs, totals) -> dict:
     next_sentence_loss = tf.math.multiply_no_nan(
         tf.cast(local["next_sentence_loss"], tf.float32), examples_share
     )
-    return {
+    shares = {
         "loss": masked_lm_loss + next_sentence_loss,
         "masked_lm_loss": masked_lm_loss,
         "next_sentence_loss": next_sentence_loss,
@@ -111,6 +137,9 @@ def pretraining_loss_share(features, outputs, totals) -> dict:
         "real_tokens": real_tokens,
         "fill_rate": real_tokens / totals["positions"],
     }
+    if not next_sentence:
+        del shares["next_sentence_loss"], shares["next_sentence_accuracy"]
+    return shares
 
 
 # Evaluation weighs each batch's metrics by what they average over (padding batches weigh 0).
@@ -152,27 +181,41 @@ def _run_pretraining(settings: PretrainingConfig) -> PretrainingResult:
         # Collectives and the TPU system are configured when TensorFlow starts: the strategy
         # comes before the checks below, which run TensorFlow ops.
         strategy = distribute.get_strategy(settings.strategy, settings.tpu, settings.num_gpus)
-    config, vocab_file = model_config_and_vocab(settings)
+    config, vocab_file, settings = model_config_and_vocab(settings)
+    model_dir = settings.model_dir or DEMO_MODEL_DIR
 
     # 1. Data and vocab. Nothing is written to model_dir before every check has passed.
     if settings.train_files:
         train_files = fileio.expand_files(settings.train_files, "train_files")
-    elif settings.corpus:
-        train_files = fileio.expand_files(settings.corpus, "corpus")
-        if not vocab_file:
-            raise UsageError(
-                "--corpus (raw text) needs --vocab_file to tokenize it; learn one with "
-                "python -m pipelines.build_vocab, or pass --train_files (TFRecords)"
-            )
     else:
-        corpus_file, vocab_file = embedded_corpus_and_vocab(settings, config.vocab_size, vocab_file)
-        train_files = [corpus_file]
+        if settings.corpus:
+            train_files = fileio.expand_files(settings.corpus, "corpus")
+        else:
+            train_files = [embedded_corpus(settings)]
+        if settings.corpus or settings.input_encoding:
+            encoding = line_encoding(settings.input_encoding)
+            # The vocab's tokenizer, made only if some lines may give no word piece.
+            tokenizer = (
+                (lambda: BertTokenizer(vocab_file, lower_case=settings.do_lower_case)) if vocab_file else None
+            )
+            check_mostly_text(
+                train_files, tokenizer, "--corpus", accept=settings.accept_non_text, encoding=encoding
+            )
+        if not vocab_file:
+            what = "--corpus" if settings.corpus else "the embedded corpus"
+            vocab_file = learnt_vocab(settings, train_files, config.vocab_size, what)
+    grown = None
+    if settings.extend_vocab:
+        if keras.backend.backend() != "tensorflow":
+            raise UsageError("--extend_vocab runs on the TensorFlow backend; leave out --backend=jax for it")
+        grown = domain_vocab.extend_for_run(settings, config, vocab_file, train_files, model_dir)
+        vocab_file, config = grown.vocab_file, grown.config
     if vocab_file:
         vocab = load_vocab(vocab_file)
         if len(vocab) != config.vocab_size and not settings.init_checkpoint:
             # From scratch the vocab decides the embedding size (the demo's vocab is learnt to
             # the config's size, but the learner may stop short of it on a small corpus).
-            if settings.vocab_file:
+            if settings.vocab_file or settings.corpus:
                 named = settings.config or DEFAULT_CONFIG
                 print(
                     f"vocab_size {len(vocab)} from {vocab_file} (the config {named} says {config.vocab_size}): "
@@ -181,11 +224,8 @@ def _run_pretraining(settings: PretrainingConfig) -> PretrainingResult:
                 )
             config = config.replace(vocab_size=len(vocab))
         inputs.check_vocab(vocab, vocab_file, config)
-        if settings.corpus:
-            tokenizer = BertTokenizer(vocab_file, lower_case=settings.do_lower_case)
-            check_mostly_text(train_files, tokenizer, "--corpus", accept=settings.accept_non_text)
     if settings.init_checkpoint:
-        check_init_checkpoint(settings.init_checkpoint, config)
+        check_init_checkpoint(settings.init_checkpoint, grown.checkpoint_config if grown else config)
     for length, name in (
         (settings.max_seq_length, "max_seq_length"),
         (settings.phase2_seq_length, "phase2_seq_length"),
@@ -201,6 +241,7 @@ def _run_pretraining(settings: PretrainingConfig) -> PretrainingResult:
         settings.max_predictions_per_seq,
         "train_files",
         settings.packing,
+        settings.next_sentence_prediction,
     )
     phase2_files = train_files
     if settings.phase2_fraction:
@@ -217,6 +258,7 @@ def _run_pretraining(settings: PretrainingConfig) -> PretrainingResult:
             settings.phase2_predictions,
             "phase2_train_files",
             settings.packing,
+            settings.next_sentence_prediction,
         )
     eval_files = fileio.expand_files(settings.eval_files, "eval_files") if settings.eval_files else None
     if settings.eval_every_steps and not eval_files:
@@ -228,6 +270,7 @@ def _run_pretraining(settings: PretrainingConfig) -> PretrainingResult:
             settings.max_predictions_per_seq,
             "eval_files",
             settings.packing,
+            settings.next_sentence_prediction,
         )
 
     if settings.data_service_address:
@@ -246,7 +289,6 @@ def _run_pretraining(settings: PretrainingConfig) -> PretrainingResult:
         )
 
     # An earlier run in model_dir resumes (check_model_dir: of the same config and vocab).
-    model_dir = settings.model_dir or DEMO_MODEL_DIR
     check_output(model_dir, "--model_dir", overwrite=False)
     inputs.check_model_dir(model_dir, config, vocab_file)
     if settings.backend and settings.backend != keras.backend.backend():
@@ -265,10 +307,14 @@ def _run_pretraining(settings: PretrainingConfig) -> PretrainingResult:
             f"--train_batch_size={settings.train_batch_size} is not divisible by the {replicas} replicas of "
             f"{type(strategy).__name__}; use a multiple of {replicas}"
         )
-    return _train(settings, config, strategy, model_dir, vocab_file, train_files, phase2_files, eval_files)
+    return _train(
+        settings, config, strategy, model_dir, vocab_file, train_files, phase2_files, eval_files, grown
+    )
 
 
-def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase2_files, eval_files):
+def _train(
+    settings, config, strategy, model_dir, vocab_file, train_files, phase2_files, eval_files, grown=None
+):
     previous_policy = keras.mixed_precision.global_policy()
     keras.mixed_precision.set_global_policy(settings.mixed_precision)
     try:
@@ -286,11 +332,12 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
             instances = settings.max_instances_per_row if settings.packing else None
             model(example_features(1, settings.max_seq_length, settings.max_predictions_per_seq, instances))
             optimizer = settings.create_optimizer(presummed_gradients=True)
+        next_sentence = settings.next_sentence_prediction
         trainer = Trainer(
             strategy,
             model,
             optimizer,
-            pretraining_loss_share,
+            functools.partial(pretraining_loss_share, next_sentence=next_sentence),
             model_dir,
             global_batch_size=settings.train_batch_size,
             totals_fn=masked_lm_totals,
@@ -300,15 +347,24 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
             gradient_accumulation_steps=settings.gradient_accumulation_steps,
             jit_compile=settings.jit_compile,
             loop_end_every_steps=settings.eval_every_steps,
-            metric_weights=EVALUATION_WEIGHTS,
+            metric_weights={
+                name: total
+                for name, total in EVALUATION_WEIGHTS.items()
+                if next_sentence or not name.startswith("next_sentence")
+            },
         )
 
         def evaluate(dataset_fn, steps: int) -> dict:
             metrics = trainer.evaluate(dataset_fn, steps)
-            return {"loss": metrics["masked_lm_loss"] + metrics["next_sentence_loss"], **metrics}
+            return {"loss": metrics["masked_lm_loss"] + metrics.get("next_sentence_loss", 0.0), **metrics}
 
         if settings.init_checkpoint and not tf.train.latest_checkpoint(model_dir):
-            _load_init_checkpoint(model, settings.init_checkpoint)
+            if grown and grown.new_rows:
+                domain_vocab.load_grown(
+                    model, grown, lambda source: _load_init_checkpoint(source, settings.init_checkpoint)
+                )
+            else:
+                _load_init_checkpoint(model, settings.init_checkpoint)
 
         seed = settings.seed
 
@@ -409,7 +465,14 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
             and vocab_file
             and not (settings.train_files or settings.corpus)
         ):
-            fill_mask = fill_mask_demo(model, vocab_file, settings.do_lower_case, train_files[0])
+            last = result.history[-1] if result.history else {}
+            fill_mask = fill_mask_demo(
+                model,
+                vocab_file,
+                settings.do_lower_case,
+                train_files[0],
+                masked_lm_accuracy=last.get("masked_lm_accuracy"),
+            )
         return PretrainingResult(
             model_dir,
             export_dir,
@@ -423,25 +486,48 @@ def _train(settings, config, strategy, model_dir, vocab_file, train_files, phase
         keras.mixed_precision.set_global_policy(previous_policy)
 
 
-def model_config_and_vocab(settings: PretrainingConfig) -> tuple[BertConfig, str | None]:
-    """(BertConfig, vocab file or None): --config and --vocab_file, or, for those not given,
-    the --init_checkpoint's own (said in one line), else the demo config."""
+def model_config_and_vocab(settings: PretrainingConfig) -> tuple[BertConfig, str | None, PretrainingConfig]:
+    """(BertConfig, vocab file or None, the settings resolved): --config and --vocab_file, or,
+    for those not given, the --init_checkpoint's own (said in one line), else the demo
+    config; the settings' defaults that follow the model (`PretrainingConfig.resolved`):
+    the checkpoint's casing, and next-sentence prediction only if it has that head."""
     if settings.config or not settings.init_checkpoint:
-        return load_config(settings.config or DEFAULT_CONFIG), settings.vocab_file
+        return load_config(settings.config or DEFAULT_CONFIG), settings.vocab_file, settings.resolved()
 
     path = settings.init_checkpoint
     ours = tf.train.latest_checkpoint(path) if fileio.isdir(path) else None
+    lower_case, heads = True, set(PRETRAINING_HEADS)
     if ours and is_object_based(ours):  # another run's model_dir: its config and vocab beside
         config = load_config(fileio.join(path, inputs.CONFIG_FILE))
         vocab = fileio.join(path, inputs.VOCAB_FILE)
         vocab_file = vocab if fileio.isfile(vocab) else None
     else:
         config, tokenizer_settings = inspect_checkpoint(path)
-        vocab_file = tokenizer_settings.vocab_file
+        vocab_file, lower_case = tokenizer_settings.vocab_file, tokenizer_settings.lower_case
+        heads = pretraining_heads(path)
+        if settings.do_lower_case is None:
+            print(
+                f"--init_checkpoint is {'un' if lower_case else ''}cased: {tokenizer_settings.lower_case_reason}"
+            )
+        if "masked_lm" not in heads:
+            print(
+                f"--init_checkpoint={path} has no masked-LM head: a new one is trained (on its tied word embeddings)"
+            )
+        if "next_sentence" not in heads and settings.next_sentence_prediction is None:
+            print(
+                f"--init_checkpoint={path} has no next-sentence head: the masked LM is trained alone "
+                "(--next_sentence_prediction=true trains a new head)"
+            )
+    if not (vocab_file or settings.vocab_file) and settings.corpus:
+        raise inputs.InputError(
+            f"--init_checkpoint={path} has no vocab.txt (nor tokenizer.json) beside it, and the checkpoint's "
+            "embeddings mean nothing without the vocab they were trained with; copy its vocab.txt there, or pass "
+            "it as --vocab_file"
+        )
     vocab_file = settings.vocab_file or vocab_file
     own = "config and vocab" if vocab_file and not settings.vocab_file else "config"
     print(f"using the {own} of --init_checkpoint={path} (no --config given)", flush=True)
-    return config, vocab_file
+    return config, vocab_file, settings.resolved(lower_case, "next_sentence" in heads)
 
 
 def check_init_checkpoint(path: str, config) -> None:
@@ -476,7 +562,8 @@ def check_init_checkpoint(path: str, config) -> None:
 
 
 def _load_init_checkpoint(model, path: str) -> None:
-    """Starts from a Google or Hugging Face checkpoint, an export, or another run's model_dir."""
+    """Starts from a Google or Hugging Face checkpoint, an export, or another run's model_dir;
+    a pretraining head the checkpoint lacks keeps its initial weights."""
     # A run's model_dir holds object-based checkpoints; a Google directory a name-based one.
     ours = tf.train.latest_checkpoint(path) if fileio.isdir(path) else None
     if ours and not is_object_based(ours):
@@ -484,5 +571,5 @@ def _load_init_checkpoint(model, path: str) -> None:
     if ours:
         tf.train.Checkpoint(model=model).restore(ours).expect_partial().assert_existing_objects_matched()
     else:
-        load_weights(model, path)
+        load_weights(model, path, skip_heads=set(PRETRAINING_HEADS) - pretraining_heads(path))
     print(f"initialized from {ours or path}", flush=True)

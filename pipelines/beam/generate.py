@@ -73,13 +73,14 @@ def _counter(name: str):
 class _ReadDocuments(beam.DoFn):
     """(path, start, end) → (the document's hash, its lines) for each document of the range."""
 
-    def __init__(self, seed: int):
+    def __init__(self, seed: int, encoding: str = "utf-8"):
         self.seed = seed
+        self.encoding = encoding
 
     def process(self, file_range: tuple[str, int, int]) -> Iterable[tuple[int, tuple[str, ...]]]:
         path, start, end = file_range
         stats = text_input.ReadStats()
-        for document in text_input.documents_in_range(path, start, end, stats=stats):
+        for document in text_input.documents_in_range(path, start, end, stats=stats, encoding=self.encoding):
             yield document_hash(self.seed, document), tuple(document)
         for name in _READ_COUNTERS:
             _counter(name).inc(getattr(stats, name))
@@ -135,6 +136,7 @@ class _BlockRecords(beam.DoFn):
                 cls_id=int(tokenizer.cls_id),
                 sep_id=int(tokenizer.sep_id),
                 continues=continues,
+                next_sentence_prediction=config.next_sentence_prediction,
             )
             return generate.finish_block(block, config, masking_vocab)
 
@@ -250,7 +252,12 @@ def create_pretraining_data(
         return BertTokenizer(config.vocab_file, lower_case=config.do_lower_case)
 
     text_input.check_mostly_text(
-        input_files, tokenizer, "--input_file", accept=config.accept_non_text, filesystem=files
+        input_files,
+        tokenizer,
+        "--input_file",
+        accept=config.accept_non_text,
+        filesystem=files,
+        encoding=text_input.line_encoding(config.input_encoding),
     )
     if config.word_segmenter is not None:
         segmenters.WordMarker(config.word_segmenter)  # installed and working, before the workers need it
@@ -277,7 +284,8 @@ def create_pretraining_data(
         pipeline
         | "Ranges" >> beam.Create(ranges)
         | "Spread" >> beam.Reshuffle()
-        | "ReadDocuments" >> beam.ParDo(_ReadDocuments(config.random_seed))
+        | "ReadDocuments"
+        >> beam.ParDo(_ReadDocuments(config.random_seed, text_input.line_encoding(config.input_encoding)))
     )
     num_blocks = (
         documents

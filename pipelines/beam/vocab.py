@@ -27,8 +27,9 @@ BATCH_LINES = 1024
 class _CountWords(beam.DoFn):
     """(path, start, end) → (word, count) for the words of the lines of the range."""
 
-    def __init__(self, lower_case: bool):
+    def __init__(self, lower_case: bool, encoding: str = "utf-8"):
         self.lower_case = lower_case
+        self.encoding = encoding
 
     def setup(self) -> None:
         # In the worker: the launcher imports none of TensorFlow.
@@ -50,7 +51,7 @@ class _CountWords(beam.DoFn):
         stats = text_input.ReadStats()
         batch: list[str] = []
         # Blank lines have no words: the documents' lines are all the words of the range.
-        for document in text_input.documents_in_range(path, start, end, stats=stats):
+        for document in text_input.documents_in_range(path, start, end, stats=stats, encoding=self.encoding):
             batch.extend(document)
             if len(batch) >= BATCH_LINES:
                 counts.update(self.words(batch))
@@ -69,6 +70,7 @@ def count_words_on_beam(
     runner_name: str,
     beam_args: Sequence[str] = (),
     lower_case: bool = True,
+    encoding: str = "utf-8",
 ) -> collections.Counter:
     """The BasicTokenizer word counts of `paths`, counted on Beam (as `build_vocab.count_words`).
 
@@ -84,7 +86,7 @@ def count_words_on_beam(
         pipeline
         | "Ranges" >> beam.Create(ranges)
         | "Spread" >> beam.Reshuffle()
-        | "CountWords" >> beam.ParDo(_CountWords(lower_case))
+        | "CountWords" >> beam.ParDo(_CountWords(lower_case, encoding))
         | "SumCounts" >> beam.CombinePerKey(sum)
         | "ToJson" >> beam.Map(json.dumps)
         | "Write" >> beam.io.WriteToText(counts_prefix)

@@ -138,6 +138,20 @@ class AttentionTest(tf.test.TestCase):
         layer.probs_dropout.rate = 0.0  # keeps the explicit softmax path, without dropout
         self.assertAllClose(layer(HIDDEN_STATES, bias, training=True), fused, atol=1e-5)
 
+    def test_training_without_attention_dropout_runs_through_dot_product_attention(self):
+        from unittest import mock
+
+        import keras
+
+        layer = BertSelfAttention(HIDDEN, 4, dropout_rate=0.0)
+        bias = attention_bias(INPUT_MASK)
+        expected = layer(HIDDEN_STATES, bias, training=False)
+        original = keras.ops.dot_product_attention
+        with mock.patch.object(keras.ops, "dot_product_attention", side_effect=original) as fused:
+            trained = layer(HIDDEN_STATES, bias, training=True)
+        self.assertEqual(fused.call_count, 1)  # the op a GPU backend may fuse, in training too
+        self.assertAllClose(trained, expected, atol=1e-6)
+
     def test_dropout_acts_in_training_only(self):
         layer = BertSelfAttention(HIDDEN, 4, dropout_rate=0.5)
         bias = attention_bias(INPUT_MASK)

@@ -145,3 +145,25 @@ class BuildVocabTest(tf.test.TestCase):
             build_vocab.learn_vocab({"a": 1}, vocab_size=5)
         with self.assertRaisesRegex(ValueError, "no words"):
             build_vocab.learn_vocab({}, vocab_size=100)
+
+
+class EncodingTest(tf.test.TestCase):
+    def test_a_latin1_corpus_is_refused_and_learnt_whole_with_its_encoding(self):
+        # "für" and "größe" often enough to be learnt as words: read as UTF-8 they would be
+        # learnt as "fr" and "gre" (the bytes dropped), which is what the refusal prevents.
+        text = "\n".join(["die größe ist für alle da", "und noch mehr text hier"] * 30) + "\n"
+        path = os.path.join(self.get_temp_dir(), "latin1.txt")
+        with open(path, "wb") as file:
+            file.write(text.encode("latin-1"))
+        output = os.path.join(self.get_temp_dir(), "vocab_latin1.txt")
+        with self.assertRaisesRegex(InputFileError, "is not UTF-8 text: 30 of the 60 lines read"):
+            build_vocab.build_vocab(
+                path, vocab_size=200, output_file=output, lower_case=False, progress=False
+            )
+        self.assertFalse(os.path.exists(output))
+        vocab = build_vocab.build_vocab(
+            path, 200, output, lower_case=False, progress=False, input_encoding="latin-1"
+        )
+        self.assertIn("größe", vocab)
+        self.assertIn("für", vocab)
+        self.assertNotIn("fr", vocab)

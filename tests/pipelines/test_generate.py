@@ -34,6 +34,11 @@ def _read(path: str, max_seq_length: int = 128, masked: bool = True) -> dict[str
     return {name: np.stack([row[name].numpy() for row in rows]) for name in spec}
 
 
+def _read_spec(path: str, spec: dict) -> dict[str, np.ndarray]:
+    rows = [tf.io.parse_single_example(r, spec) for r in tf.data.TFRecordDataset(path)]
+    return {name: np.stack([row[name].numpy() for row in rows]) for name in spec}
+
+
 class GenerateTest(tf.test.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -63,6 +68,43 @@ class GenerateTest(tf.test.TestCase):
         )
         values.update(overrides)
         return generate.GenerationConfig(**values)
+
+    def test_masked_lm_only_records_have_no_nsp_labels_and_train_only_as_such(self):
+        from pipelines.dataset import pretraining_dataset
+
+        mlm_only = os.path.join(self.directory, "mlm_only.tfrecord")
+        summary = self._run(output_file=mlm_only, next_sentence_prediction=False, masked_lm_prob=0.3)
+        lengths = records.peek_format(mlm_only)
+        self.assertNotIn("next_sentence_labels", lengths)
+        self.assertEqual(lengths["masked_lm_positions"], 39)  # follows the rate: ceil(128 x 0.3)
+        data = _read_spec(mlm_only, records.feature_spec(128, 39, next_sentence_prediction=False))
+        self.assertAllEqual(data["segment_ids"], np.zeros_like(data["segment_ids"]))
+        # Full-length segments of whole sentences: each ends where the next sentence would not fit
+        # (measured 89% here; the same corpus' pairs fill their rows less, below).
+        mlm_only_fill = data["input_mask"].sum() / data["input_mask"].size
+        self.assertGreater(mlm_only_fill, 0.85)
+        self.assertEqual(summary.random_next, 0)
+        # 30% of each segment is predicted (Python's round, capped at 39).
+        self.assertAllEqual(
+            data["masked_lm_weights"].sum(axis=1),
+            np.minimum(39, np.round(data["input_mask"].sum(axis=1) * 0.3)),
+        )
+        batch = next(
+            iter(
+                pretraining_dataset(
+                    mlm_only, batch_size=4, max_predictions_per_seq=39, next_sentence_prediction=False, seed=1
+                )
+            )
+        )
+        self.assertAllEqual(batch["next_sentence_weights"], np.zeros([4, 1]))  # the loss leaves NSP out
+        with self.assertRaisesRegex(records.RecordFormatError, "records hold masked-LM-only segments"):
+            pretraining_dataset(mlm_only, batch_size=4, max_predictions_per_seq=39)
+        pairs = os.path.join(self.directory, "pairs.tfrecord")
+        self._run(output_file=pairs)
+        pairs_mask = _read(pairs)["input_mask"]
+        self.assertLess(pairs_mask.sum() / pairs_mask.size, mlm_only_fill)  # measured 81%
+        with self.assertRaisesRegex(records.RecordFormatError, "records hold next-sentence pairs"):
+            pretraining_dataset(pairs, batch_size=4, next_sentence_prediction=False)
 
     def test_shards_round_robin_deterministic_and_readable(self):
         outputs = [os.path.join(self.directory, f"shard-{i}.tfrecord") for i in range(3)]
@@ -159,7 +201,8 @@ class GenerateTest(tf.test.TestCase):
             + long_line
             + b"\nthe end of the story.\n\nsecond document here.\nand its second line.\n"
         )
-        summary = self._run(input_file=messy, dupe_factor=1)
+        # One line of eight not UTF-8 is refused (test_text_input); accepted, it is counted.
+        summary = self._run(input_file=messy, dupe_factor=1, accept_non_text=True)
         self.assertEqual(summary.invalid_utf8_lines, 1)
         self.assertEqual(summary.long_lines_cut, 1)
         self.assertEqual(summary.empty_sentences, 2)  # "\x00\x01\x02" and a zero-width space

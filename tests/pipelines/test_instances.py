@@ -176,3 +176,54 @@ class PairsByHandTest(tf.test.TestCase):
 
 if __name__ == "__main__":
     tf.test.main()
+
+
+def _greedy_segments(documents, max_seq_length):
+    """A plain-Python reference of full-sentence segments: the sentences of all documents in
+    order, a [SEP] after every document but the last, each unit (sentence or [SEP]) longer
+    than the room cut into pieces that fit, then units taken greedily while they fit."""
+    room = max_seq_length - 2
+    units = []
+    for index, document in enumerate(documents):
+        units += [sentence for sentence in document if sentence]
+        if index < len(documents) - 1:
+            units.append([SEP])
+    pieces = [unit[start : start + room] for unit in units for start in range(0, len(unit), room)]
+    segments, current = [], []
+    for piece in pieces:
+        if len(current) + len(piece) > room:
+            segments.append(current)
+            current = []
+        current = current + piece
+    if current:
+        segments.append(current)
+    return [[CLS, *segment, SEP] for segment in segments]
+
+
+class SegmentsTest(tf.test.TestCase):
+    def test_segments_match_the_greedy_reference_on_random_blocks(self):
+        rng = random.Random(5)
+        builders = {
+            length: tf.function(
+                lambda documents, length=length: instances.build_segments(
+                    documents, max_seq_length=length, cls_id=CLS, sep_id=SEP
+                ),
+                reduce_retracing=True,
+            )
+            for length in (5, 8, 16, 64)
+        }
+        for trial in range(30):
+            max_seq_length = rng.choice([5, 8, 16, 64])
+            documents = [
+                [
+                    [rng.randrange(1000, 2000) for _ in range(rng.choice([0, 1, 3, 7, 20]))]
+                    for _ in range(rng.randrange(1, 5))
+                ]
+                for _ in range(rng.randrange(1, 6))
+            ]
+            out = builders[max_seq_length](tf.ragged.constant(documents, dtype=tf.int64, ragged_rank=2))
+            ids, mask = out["input_ids"].numpy(), out["input_mask"].numpy()
+            got = [row[: int(length)].tolist() for row, length in zip(ids, mask.sum(axis=1), strict=True)]
+            self.assertEqual(got, _greedy_segments(documents, max_seq_length), f"trial {trial}")
+            self.assertAllEqual(out["segment_ids"], np.zeros_like(ids))
+            self.assertAllEqual(ids[mask == 0], np.zeros(int((mask == 0).sum())))

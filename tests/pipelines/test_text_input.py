@@ -81,9 +81,12 @@ class MostlyTextTest(tf.test.TestCase):
             check_mostly_text([self.write(b"the cat sat.\n\x01\n\x02\n")], tokenizer, "--input_file")
         self.assertEqual(made, [True])
 
-    def test_text_with_a_few_bad_lines_passes(self):
-        path = self.write(b"the cat sat on the mat.\n\nit was \xff good.\nthe dog ran.\n")
-        check_mostly_text([path], self.tokenizer, "--input_file")
+    def test_text_with_a_stray_bad_byte_passes_with_a_warning(self):
+        # One line in 2,000 (0.05%) is damage, not another encoding: used, and said.
+        path = self.write(b"the cat sat on the mat.\n" * 1999 + b"it was \xff good.\n")
+        with self.assertLogs("pipelines.text_input", "WARNING") as logs:
+            check_mostly_text([path], self.tokenizer, "--input_file")
+        self.assertIn("1 of the 2,000 lines read (0.1%)", logs.output[0])
 
 
 class DocumentsInRangeTest(tf.test.TestCase):
@@ -123,3 +126,37 @@ class DocumentsInRangeTest(tf.test.TestCase):
 
 if __name__ == "__main__":
     tf.test.main()
+
+
+class EncodingTest(tf.test.TestCase):
+    """A Latin-1 corpus whose every fifth line has an accent, as a new user's first corpus."""
+
+    LINES = [f"line {i} über die Größe" if i % 5 == 2 else f"line {i} plain text" for i in range(100)]
+
+    def setUp(self):
+        super().setUp()
+        self.path = os.path.join(tempfile.mkdtemp(), "latin1.txt")
+        with open(self.path, "wb") as file:
+            file.write("\n".join(self.LINES).encode("latin-1") + b"\n")
+
+    def test_a_fifth_of_lines_not_utf8_is_refused_with_the_line_the_share_and_the_fix(self):
+        with self.assertRaises(InputFileError) as caught:
+            check_mostly_text([self.path], None, "--corpus")
+        message = str(caught.exception)
+        self.assertIn(f"{self.path} is not UTF-8 text: 20 of the 100 lines read (20.0%)", message)
+        self.assertIn("the first at line 3 (b'line 2 \\xfcber die Gr\\xf6\\xdfe')", message)
+        self.assertIn(f"iconv -f latin1 -t utf-8 {self.path}", message)
+        self.assertIn("--input_encoding=latin-1", message)
+        with self.assertLogs("pipelines.text_input", "WARNING"):
+            check_mostly_text([self.path], None, "--corpus", accept=True)
+
+    def test_read_in_the_encoding_named_the_lines_are_the_text(self):
+        check_mostly_text([self.path], None, "--corpus", encoding="iso8859-1")
+        stats = text_input.ReadStats()
+        (document,) = text_input.iter_documents([self.path], stats=stats, encoding="iso8859-1")
+        self.assertEqual(document, self.LINES)
+        self.assertEqual(stats.invalid_utf8_lines, 0)
+        # Read as UTF-8 (accepted), the accented letters are what the tokenizer drops.
+        (damaged,) = text_input.iter_documents([self.path], stats=stats)
+        self.assertEqual(damaged[2], "line 2 \ufffdber die Gr\ufffd\ufffde")
+        self.assertEqual(stats.invalid_utf8_lines, 20)

@@ -94,6 +94,7 @@ class BadInputTest(tf.test.TestCase):
         self.run_and_expect(
             "holds sequences of length 32, but --max_seq_length=64; pass --max_seq_length=32",
             max_seq_length=64,
+            packing=False,  # packed, shorter records fill longer rows
         )
 
     def test_predictions_disagree_with_records(self):
@@ -180,7 +181,7 @@ class BadInputTest(tf.test.TestCase):
             eval_every_steps=5,
         )
 
-    def test_lengths_above_the_position_embeddings_and_a_corpus_without_vocab_are_usage_errors(self):
+    def test_lengths_above_the_position_embeddings_are_usage_errors(self):
         for changes, message in (
             (
                 dict(max_seq_length=1024, max_predictions_per_seq=5),
@@ -192,7 +193,6 @@ class BadInputTest(tf.test.TestCase):
                 "--phase2_seq_length=1024 is above the config's max_position_embeddings=512; "
                 "pass --phase2_seq_length=512 or less",
             ),
-            (dict(train_files=None, corpus=self.records), "--corpus \\(raw text\\) needs --vocab_file"),
         ):
             with self.subTest(changes=changes):
                 error = self.run_and_expect(message, **changes)
@@ -219,19 +219,24 @@ class BadInputTest(tf.test.TestCase):
         # No --config: the checkpoint's config and vocab, said in one line.
         printed = io.StringIO()
         with contextlib.redirect_stdout(printed):
-            config, vocab_file = model_config_and_vocab(PretrainingConfig(init_checkpoint=export))
+            config, vocab_file, settings = model_config_and_vocab(PretrainingConfig(init_checkpoint=export))
         self.assertEqual((config, vocab_file), (theirs, os.path.join(export, "vocab.txt")))
         self.assertEqual(
-            printed.getvalue(),
-            f"using the config and vocab of --init_checkpoint={export} (no --config given)\n",
+            printed.getvalue().splitlines()[-1],
+            f"using the config and vocab of --init_checkpoint={export} (no --config given)",
+        )
+        # Its casing (its vocab has no upper-case token) and its heads (both) decide the defaults.
+        self.assertIn("--init_checkpoint is uncased", printed.getvalue())
+        self.assertEqual(
+            (settings.do_lower_case, settings.next_sentence_prediction, settings.packing), (True,) * 3
         )
         with contextlib.redirect_stdout(io.StringIO()):
-            config, vocab_file = model_config_and_vocab(
+            config, vocab_file, _ = model_config_and_vocab(
                 PretrainingConfig(init_checkpoint=export, vocab_file=str(vocab))
             )
         self.assertEqual((config, vocab_file), (theirs, str(vocab)))
         # Without --init_checkpoint the default is the demo config.
-        self.assertEqual(model_config_and_vocab(PretrainingConfig()), (load_config("demo"), None))
+        self.assertEqual(model_config_and_vocab(PretrainingConfig())[:2], (load_config("demo"), None))
 
     def test_errors_are_input_errors(self):
         self.assertTrue(issubclass(inputs.InputError, ValueError))

@@ -51,3 +51,13 @@ class GetStrategyTest(tf.test.TestCase):
                 distribute.StrategyError, "TF_CONFIG environment variable, which is not set"
             ):
                 distribute.get_strategy("multi_worker")
+
+    def test_tpu_name_that_cannot_be_resolved_says_how_to_name_the_tpu(self):
+        # Off Google Cloud a TPU name cannot be resolved: the real resolver's lookup fails
+        # with a network error (no metadata server here), which must become one line naming
+        # --tpu and the ways to reach a TPU.
+        with self.assertRaises(distribute.StrategyError) as caught:
+            distribute.get_strategy(tpu="my-tpu")
+        message = str(caught.exception)
+        for part in ("--tpu=my-tpu", "--tpu=local", "grpc://", "credentials"):
+            self.assertIn(part, message)

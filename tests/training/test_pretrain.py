@@ -5,9 +5,11 @@ import dataclasses
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 from unittest import mock
@@ -25,6 +27,7 @@ from bert_tf.training.settings import PretrainingConfig
 from tests.harness import processes
 from tests.harness.data import (
     CORPUS_TOKENS,
+    SENTENCES,
     corpus_config,
     write_config,
     write_corpus,
@@ -64,7 +67,9 @@ class FlagsTest(tf.test.TestCase):
                 continue
             name = cli.flag_name(field)  # --do_whole_word_mask for whole_word_mask
             self.assertIn(name, self.flag_values, field.name)
-            self.assertEqual(self.flag_values[name].default, getattr(defaults, field.name), field.name)
+            # Defaults that follow other settings (the length, the predictions) are None in both.
+            self.assertEqual(self.flag_values[name].default, field.default, field.name)
+        self.assertEqual((defaults.max_seq_length, defaults.max_predictions_per_seq), (64, 10))  # the demo's
 
     def test_tpu_flag_gives_the_loop_a_tpu_strategy(self):
         work = Path(tempfile.mkdtemp())
@@ -178,6 +183,76 @@ class PretrainingRunTest(tf.test.TestCase):
         # Rerunning the finished command trains nothing more and keeps the checkpoint.
         again = pretraining.run_pretraining(settings)
         self.assertEqual((again.train.step, again.train.history), (6, []))
+
+    def test_a_corpus_without_a_vocab_learns_one_keeps_it_and_a_rerun_resumes_with_it(self):
+        work = Path(tempfile.mkdtemp())
+        settings = PretrainingConfig(
+            model_dir=str(work / "model"),
+            config="bert_tiny",
+            corpus=write_corpus(work / "corpus.txt", documents=60),
+            cache_dir=str(work / "cache"),
+            train_batch_size=8,
+            max_seq_length=32,
+            max_predictions_per_seq=5,
+            num_train_steps=2,
+            steps_per_loop=2,
+        )
+        result = pretraining.run_pretraining(settings)
+        learnt = (work / "model" / "vocab.txt").read_text().split()
+        # The corpus' own words, learnt by the vocab learner (independent: its words are the
+        # corpus' whitespace words, lower-cased, with "." split off).
+        words = {w for line in SENTENCES for w in line.replace(".", " .").split()}
+        self.assertEqual(learnt[:5], ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
+        self.assertContainsSubset(words, set(learnt))
+        self.assertEqual(
+            json.loads((work / "model" / "bert_config.json").read_text())["vocab_size"], len(learnt)
+        )
+        self.assertEqual((Path(result.export_dir) / "vocab.txt").read_text().split(), learnt)
+        # The rerun with more steps resumes with the run's own vocab (the cache may be gone).
+        shutil.rmtree(work / "cache")
+        again = pretraining.run_pretraining(dataclasses.replace(settings, num_train_steps=4))
+        self.assertEqual([entry["step"] for entry in again.train.history], [4])
+        self.assertFalse((work / "cache").exists() and list((work / "cache").glob("vocab_*")))
+
+    def test_masked_lm_only_run_reports_and_trains_no_next_sentence_task(self):
+        work = Path(tempfile.mkdtemp())
+        settings = PretrainingConfig(
+            model_dir=str(work / "model"),
+            config=write_config(work / "config.json", corpus_config()),
+            corpus=write_corpus(work / "corpus.txt", documents=40),
+            vocab_file=write_vocab(work / "vocab.txt"),
+            next_sentence_prediction=False,
+            masked_lm_prob=0.3,
+            train_batch_size=8,
+            max_seq_length=32,
+            num_train_steps=4,
+            steps_per_loop=2,
+        )
+        self.assertEqual(settings.max_predictions_per_seq, 10)  # ceil(32 x 0.3)
+        result = pretraining.run_pretraining(settings)
+        for entry in result.train.history:
+            self.assertNotIn("next_sentence_loss", entry)
+            self.assertAlmostEqual(entry["loss"], entry["masked_lm_loss"], places=5)
+            self.assertGreater(entry["fill_rate"], 0.8)  # full-length segments across documents
+        # The loss leaves the next-sentence labels out: random labels of weight 0 change nothing.
+        rng = np.random.default_rng(0)
+        features = {
+            "masked_lm_ids": rng.integers(0, 50, (4, 3)),
+            "masked_lm_weights": np.ones((4, 3), "float32"),
+            "next_sentence_labels": rng.integers(0, 2, (4, 1)),
+            "next_sentence_weights": np.zeros((4, 1), "float32"),
+            "input_mask": np.ones((4, 8), "int32"),
+        }
+        outputs = {
+            "mlm_logits": rng.normal(size=(4, 3, 50)).astype("float32"),
+            "nsp_logits": rng.normal(size=(4, 2)),
+        }
+        totals = pretraining.masked_lm_totals(features)
+        shares = pretraining.pretraining_loss_share(features, outputs, totals, next_sentence=False)
+        logits = outputs["mlm_logits"] - outputs["mlm_logits"].max(-1, keepdims=True)
+        log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+        expected = -np.take_along_axis(log_probs, features["masked_lm_ids"][..., None], -1).mean()
+        self.assertAllClose(float(shares["loss"]), expected, rtol=1e-4)
 
     @pytest.mark.slow
     def test_overfitting_a_tiny_corpus_drives_masked_lm_accuracy_near_one(self):
@@ -331,6 +406,38 @@ def _assert_same_weights(test: tf.test.TestCase, expected_dir: Path, actual_dir:
         test.assertAllClose(
             actual[weight], expected[weight], atol=1e-5, rtol=0, msg=f"{actual_dir.name} {weight}"
         )
+
+
+class CtrlCTest(tf.test.TestCase):
+    def test_ctrl_c_is_reported_as_a_stop_and_the_process_is_gone_within_seconds(self):
+        work = Path(tempfile.mkdtemp())
+        args = _resumable_run_args(work, save_checkpoints_steps=1000)
+        args = [arg for arg in args if not arg.startswith(("--num_train_steps", "--steps_per_loop"))]
+        process = _pretrain(
+            *args, "--num_train_steps=100000", "--steps_per_loop=2", f"--model_dir={work / 'run'}"
+        )
+        lines: list[tuple[float, str]] = []
+
+        def read() -> None:
+            for line in process.stdout:
+                lines.append((time.monotonic(), line.rstrip()))
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        deadline = time.monotonic() + 120
+        while not any(line.startswith("step ") for _, line in lines) and time.monotonic() < deadline:
+            self.assertIsNone(process.poll(), "\n".join(line for _, line in lines)[-3000:])
+            time.sleep(0.05)
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=60)
+        exited = time.monotonic()
+        reader.join(timeout=10)
+        output = "\n".join(line for _, line in lines)
+        self.assertEqual(process.returncode, 130, output[-3000:])
+        last_time, last_line = lines[-1]
+        self.assertRegex(last_line, r"^bert_tf\.pretrain: stopped on SIGINT at step \d+; saved .*ckpt-\d+")
+        self.assertNotIn("error", last_line)
+        self.assertLess(exited - last_time, 5.0, "the process lived on after saying it stopped")
 
 
 @pytest.mark.slow
