@@ -3,14 +3,15 @@
 Keras reads `KERAS_BACKEND` once, when it is first imported, so `--backend=jax` has to
 be read from the command line (and the `--flagfile`s it names) before any module that
 imports Keras: `bert_tf.cli.run` calls `select_backend` first. This module imports nothing
-heavier than absl's flags.
+heavier than absl's flags (`dtype_policy` imports Keras when it is used).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from bert_tf.errors import UsageError
 
@@ -57,3 +58,17 @@ def select_backend(argv: Sequence[str]) -> None:
     os.environ.update(backend_from_argv(argv))
     if os.environ.get("KERAS_BACKEND") == "jax" and importlib.util.find_spec("jax") is None:
         raise UsageError('the jax backend needs JAX, which is not installed: pip install "bert_tf[jax]"')
+
+
+@contextlib.contextmanager
+def dtype_policy(name: str) -> Iterator[None]:
+    """Keras' global dtype policy for the block (models built in it compute in `name`,
+    e.g. "mixed_bfloat16"); the previous one is back after it, however the block ends."""
+    import keras
+
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(name)
+    try:
+        yield
+    finally:
+        keras.config.set_dtype_policy(previous)

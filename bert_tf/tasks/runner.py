@@ -32,7 +32,6 @@ Example (a tiny random-init model on a two-row CSV):
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import math
@@ -41,6 +40,7 @@ import keras
 import tensorflow as tf
 
 from bert_tf import fileio, text_encoding
+from bert_tf.backend import dtype_policy
 from bert_tf.checkpoints import from_pretrained
 from bert_tf.config import load_config
 from bert_tf.errors import UsageError
@@ -247,7 +247,7 @@ def run(settings: FinetuneSettings) -> dict[str, float]:
     strategy = get_strategy(settings.strategy, settings.tpu, settings.num_gpus)
     policy = precision.resolve(settings.mixed_precision, strategy)
     # The readers decode the data files in --input_encoding (bert_tf.fileio.open_text).
-    with _dtype_policy(policy), text_encoding.reading_as(settings.input_encoding):
+    with dtype_policy(policy), text_encoding.reading_as(settings.input_encoding):
         return _run(settings, strategy, policy, fresh=state == "overwrite" or settings.overwrite)
 
 
@@ -574,14 +574,3 @@ def _check_resumable(settings: FinetuneSettings) -> None:
             f"training settings ({'; '.join(changed)}); rerun it with its own flags to continue it, pass "
             "--overwrite to start again, or choose another folder"
         )
-
-
-@contextlib.contextmanager
-def _dtype_policy(name: str):
-    """Keras' global dtype policy for the block (models built in it compute in `name`)."""
-    previous = keras.config.dtype_policy()
-    keras.config.set_dtype_policy(name)
-    try:
-        yield
-    finally:
-        keras.config.set_dtype_policy(previous)

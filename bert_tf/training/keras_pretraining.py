@@ -158,10 +158,11 @@ def check_settings(settings, model_dir: str) -> None:
 def train(settings, config, model_dir, vocab_file, train_files, phase2_files, eval_files):
     """The `model.fit` half of `run_pretraining` (everything is checked before it is called)."""
     # lazy: no TensorFlow at import (bench/gpu/pretrain_jax.py runs where it is absent)
-    from bert_tf import fileio
-    from bert_tf.checkpoints import export_pretrained
+    from bert_tf.backend import dtype_policy
     from bert_tf.training import inputs
-    from bert_tf.training.loop import PretrainingResult, TrainResult
+    from bert_tf.training.loop import PretrainingResult
+    from bert_tf.training.run_files import export_and_fill_mask, print_eval, write_run_files
+    from bert_tf.training.settings import phase_data
 
     check_settings(settings, model_dir)
     if keras.backend.backend() == "jax" and os.environ.get("KERAS_DISTRIBUTION_JOB_ADDRESSES"):
@@ -176,151 +177,134 @@ def train(settings, config, model_dir, vocab_file, train_files, phase2_files, ev
             f"multiple of {devices * accumulation}"
         )
     chief = is_chief()
-    previous_policy = keras.mixed_precision.global_policy()
-    keras.mixed_precision.set_global_policy(settings.mixed_precision)
-    try:
+    phases = phase_data(settings, train_files, phase2_files)
+    with dtype_policy(settings.mixed_precision):
         if settings.seed is not None:
             keras.utils.set_random_seed(settings.seed)
         if chief:
-            fileio.makedirs(model_dir)
-            config.to_json_file(fileio.join(model_dir, inputs.CONFIG_FILE))
-            if vocab_file and not fileio.exists(fileio.join(model_dir, inputs.VOCAB_FILE)):
-                fileio.copy(vocab_file, fileio.join(model_dir, inputs.VOCAB_FILE))
+            write_run_files(model_dir, config, vocab_file)
             print(
                 f"model_dir: {model_dir} (Keras {keras.backend.backend()} backend, {devices} device{'s' if devices != 1 else ''})"
             )
         with distribution.scope():
-            model = PretrainingModel(BertPretrainer(config, packed=settings.packing))
-            instances = settings.max_instances_per_row if settings.packing else None
-            model(example_features(1, settings.max_seq_length, settings.max_predictions_per_seq, instances))
-            # Keras' accumulation: the optimizer averages the micro-batches' gradients and
-            # updates every `accumulation` batches (the TensorFlow loop sums shares of the
-            # global batch's loss instead: the same when the masked-LM weights are even).
-            optimizer = settings.create_optimizer(
-                gradient_accumulation_steps=accumulation if accumulation > 1 else None
-            )
-            # JAX runs nothing but compiled steps well; on TensorFlow the flag decides.
-            jit_compile = True if keras.backend.backend() == "jax" else settings.jit_compile
-            model.compile(optimizer=optimizer, jit_compile=jit_compile)
-            optimizer.build(model.trainable_variables)
-            # lazy: no TensorFlow at import (bench/gpu/pretrain_jax.py runs where it is absent)
-            from bert_tf.training.callbacks import TrainingBackup
-
-            signals = StopSignals(when="after this step, then stopping")
-            # SIGTERM or Ctrl-C: a backup at the step reached, then Preempted (exit 143/130).
-            backup = TrainingBackup(
-                fileio.join(model_dir, BACKUP_DIR),
-                every_steps=settings.save_checkpoints_steps,
-                signals=signals,
-                writer=chief,
-            )
-            step = backup.restore(model)
-            if step:
-                print(f"resumed from {backup.latest()} at step {step}", flush=True)
-            elif settings.init_checkpoint:
-                load_init_checkpoint(model.pretrainer, settings.init_checkpoint)
-
-            phases = [(f"1 (seq {settings.max_seq_length})", 0, settings.phase1_steps)]
-            lengths = {
-                0: (
-                    train_files,
-                    settings.max_seq_length,
-                    settings.max_predictions_per_seq,
-                    settings.seed,
-                    settings.row_predictions(1),
-                )
-            }
-            if settings.phase1_steps < settings.num_train_steps:
-                phases.append(
-                    (f"2 (seq {settings.phase2_seq_length})", settings.phase1_steps, settings.num_train_steps)
-                )
-                lengths[1] = (
-                    phase2_files,
-                    settings.phase2_seq_length,
-                    settings.phase2_predictions,
-                    None if settings.seed is None else settings.seed + 1,
-                    settings.row_predictions(2),
-                )
-            history: list[dict] = []
-            # Progress and the non-finite loss check first: a NaN stops before it is backed up.
-            loop = _LoopCallback(settings, model_dir, chief, history, backup)
-            for index, (name, start, end) in enumerate(phases):
-                if step >= end:
-                    continue
-                files, seq_length, predictions, seed, row_predictions = lengths[index]
-                dataset = _global_dataset(
-                    settings,
-                    files,
-                    vocab_file,
-                    seq_length,
-                    predictions,
-                    seed,
-                    row_predictions=row_predictions,
-                )
-                if accumulation > 1:  # each global batch as `accumulation` micro-batches, in order
-                    dataset = dataset.rebatch(settings.train_batch_size // accumulation)
-                dataset = dataset.skip((step - start) * accumulation)
-                if chief:
-                    print(f"phase {name}: steps {step}..{end}", flush=True)
-                loop.start_phase(step, end)
-                per_epoch = min(settings.steps_per_loop, end - step)
-                with signals:
-                    model.fit(
-                        dataset,
-                        epochs=math.ceil((end - step) / per_epoch),
-                        steps_per_epoch=per_epoch * accumulation,
-                        callbacks=[loop, backup],
-                        shuffle=False,  # the pipeline shuffles
-                        verbose=0,
-                    )
-                if backup.interrupted:
-                    raise Preempted(
-                        f"stopped on {signals.received}; saved {backup.latest()}; rerun to resume",
-                        signals.received,
-                    )
-                step = loop.step
-            loop.close()
-            result = TrainResult(step=step, history=history, checkpoint=backup.latest())
-
+            model = _compiled_model(settings, config)
+            result = _fit_phases(model, settings, model_dir, vocab_file, phases, chief)
             eval_metrics = None
             if eval_files:
-                dataset = _global_dataset(
-                    settings,
-                    eval_files,
-                    vocab_file,
-                    settings.max_seq_length,
-                    settings.max_predictions_per_seq,
-                    settings.seed,
-                    training=False,
-                    row_predictions=settings.row_predictions(1),
-                )
-                values = model.evaluate(dataset, steps=settings.eval_steps, return_dict=True, verbose=0)
-                eval_metrics = {name: float(values[name]) for name in METRIC_NAMES}
-                # Keras' own "loss" averages the batches, padding ones too: the sum of the exact parts.
-                eval_metrics["loss"] = eval_metrics["masked_lm_loss"] + eval_metrics["next_sentence_loss"]
+                eval_metrics = _evaluate(model, settings, vocab_file, eval_files)
                 if chief:
-                    print("eval: " + "  ".join(f"{k} {v:.4f}" for k, v in eval_metrics.items()), flush=True)
-
-        export_dir = None
-        fill_mask = None
+                    print_eval(eval_metrics)
+        export_dir = fill_mask = None
         if chief:
-            export_dir = export_pretrained(
+            last = result.history[-1] if result.history else {}
+            export_dir, fill_mask = export_and_fill_mask(
                 model.pretrainer,
-                fileio.join(model_dir, "export"),
-                vocab_file=vocab_file,
-                lower_case=settings.do_lower_case,
+                settings,
+                model_dir,
+                vocab_file,
+                train_files[0],
+                last.get("masked_lm_accuracy"),
             )
-            print(f"saved the pretrained model for from_pretrained: {fileio.abspath(export_dir)}", flush=True)
-            if settings.fill_mask_demo and vocab_file and not (settings.train_files or settings.corpus):
-                # lazy: no TensorFlow at import (bench/gpu/pretrain_jax.py runs where it is absent)
-                from bert_tf.training.fill_mask import fill_mask_demo
-
-                fill_mask = fill_mask_demo(
-                    model.pretrainer, vocab_file, settings.do_lower_case, train_files[0]
-                )
         return PretrainingResult(model_dir, export_dir, result, eval_metrics, fill_mask)
-    finally:
-        keras.mixed_precision.set_global_policy(previous_policy)
+
+
+def _compiled_model(settings, config) -> PretrainingModel:
+    """The run's model, built and compiled with its optimizer (in the distribution's scope)."""
+    model = PretrainingModel(BertPretrainer(config, packed=settings.packing))
+    instances = settings.max_instances_per_row if settings.packing else None
+    model(example_features(1, settings.max_seq_length, settings.max_predictions_per_seq, instances))
+    # Keras' accumulation: the optimizer averages the micro-batches' gradients and
+    # updates every `accumulation` batches (the TensorFlow loop sums shares of the
+    # global batch's loss instead: the same when the masked-LM weights are even).
+    accumulation = settings.gradient_accumulation_steps
+    optimizer = settings.create_optimizer(
+        gradient_accumulation_steps=accumulation if accumulation > 1 else None
+    )
+    # JAX runs nothing but compiled steps well; on TensorFlow the flag decides.
+    jit_compile = True if keras.backend.backend() == "jax" else settings.jit_compile
+    model.compile(optimizer=optimizer, jit_compile=jit_compile)
+    optimizer.build(model.trainable_variables)
+    return model
+
+
+def _fit_phases(model: PretrainingModel, settings, model_dir: str, vocab_file, phases, chief: bool):
+    """Trains `model` through `phases` (`settings.PhaseData`) from the last backup, or from
+    --init_checkpoint on a first run; a TrainResult."""
+    # lazy: no TensorFlow at import (bench/gpu/pretrain_jax.py runs where it is absent)
+    from bert_tf import fileio
+    from bert_tf.training.callbacks import TrainingBackup
+    from bert_tf.training.loop import TrainResult
+
+    signals = StopSignals(when="after this step, then stopping")
+    # SIGTERM or Ctrl-C: a backup at the step reached, then Preempted (exit 143/130).
+    backup = TrainingBackup(
+        fileio.join(model_dir, BACKUP_DIR),
+        every_steps=settings.save_checkpoints_steps,
+        signals=signals,
+        writer=chief,
+    )
+    step = backup.restore(model)
+    if step:
+        print(f"resumed from {backup.latest()} at step {step}", flush=True)
+    elif settings.init_checkpoint:
+        load_init_checkpoint(model.pretrainer, settings.init_checkpoint)
+    accumulation = settings.gradient_accumulation_steps
+    history: list[dict] = []
+    # Progress and the non-finite loss check first: a NaN stops before it is backed up.
+    loop = _LoopCallback(settings, model_dir, chief, history, backup)
+    for phase in phases:
+        if step >= phase.end_step:
+            continue
+        dataset = _global_dataset(
+            settings,
+            phase.files,
+            vocab_file,
+            phase.seq_length,
+            phase.predictions,
+            phase.seed,
+            row_predictions=phase.row_predictions,
+        )
+        if accumulation > 1:  # each global batch as `accumulation` micro-batches, in order
+            dataset = dataset.rebatch(settings.train_batch_size // accumulation)
+        dataset = dataset.skip((step - phase.start_step) * accumulation)
+        if chief:
+            print(f"phase {phase.name}: steps {step}..{phase.end_step}", flush=True)
+        loop.start_phase(step, phase.end_step)
+        per_epoch = min(settings.steps_per_loop, phase.end_step - step)
+        with signals:
+            model.fit(
+                dataset,
+                epochs=math.ceil((phase.end_step - step) / per_epoch),
+                steps_per_epoch=per_epoch * accumulation,
+                callbacks=[loop, backup],
+                shuffle=False,  # the pipeline shuffles
+                verbose=0,
+            )
+        if backup.interrupted:
+            raise Preempted(
+                f"stopped on {signals.received}; saved {backup.latest()}; rerun to resume", signals.received
+            )
+        step = loop.step
+    loop.close()
+    return TrainResult(step=step, history=history, checkpoint=backup.latest())
+
+
+def _evaluate(model: PretrainingModel, settings, vocab_file, eval_files) -> dict:
+    dataset = _global_dataset(
+        settings,
+        eval_files,
+        vocab_file,
+        settings.max_seq_length,
+        settings.max_predictions_per_seq,
+        settings.seed,
+        training=False,
+        row_predictions=settings.row_predictions(1),
+    )
+    values = model.evaluate(dataset, steps=settings.eval_steps, return_dict=True, verbose=0)
+    metrics = {name: float(values[name]) for name in METRIC_NAMES}
+    # Keras' own "loss" averages the batches, padding ones too: the sum of the exact parts.
+    metrics["loss"] = metrics["masked_lm_loss"] + metrics["next_sentence_loss"]
+    return metrics
 
 
 def load_init_checkpoint(pretrainer: BertPretrainer, path: str) -> None:

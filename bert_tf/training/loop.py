@@ -141,24 +141,9 @@ class Trainer:
         metric_weights: Mapping[str, str] | None = None,
         verbose: bool = True,
     ):
-        replicas = strategy.num_replicas_in_sync
-        if global_batch_size % replicas:
-            raise ValueError(
-                f"the global batch size {global_batch_size} is not divisible by the {replicas} replicas "
-                f"of {type(strategy).__name__}; use a multiple of {replicas} "
-                f"(e.g. {max(replicas, global_batch_size // replicas * replicas)})"
-            )
-        per_replica = global_batch_size // replicas
-        if gradient_accumulation_steps < 1 or per_replica % gradient_accumulation_steps:
-            raise ValueError(
-                f"gradient_accumulation_steps={gradient_accumulation_steps} must be >= 1 and divide the "
-                f"per-replica batch of {per_replica} (global batch {global_batch_size} / {replicas} replicas)"
-            )
-        if steps_per_loop < 1 or save_checkpoints_steps < 1:
-            raise ValueError(
-                f"steps_per_loop ({steps_per_loop}) and save_checkpoints_steps "
-                f"({save_checkpoints_steps}) must be >= 1"
-            )
+        _check_steps(
+            strategy, global_batch_size, gradient_accumulation_steps, steps_per_loop, save_checkpoints_steps
+        )
         self.strategy = strategy
         self.model = model
         self.optimizer = optimizer
@@ -180,7 +165,7 @@ class Trainer:
         self.verbose = verbose and self.is_chief
 
         inner = getattr(optimizer, "inner_optimizer", optimizer)
-        if replicas > 1 and not getattr(inner, "presummed_gradients", False):
+        if strategy.num_replicas_in_sync > 1 and not getattr(inner, "presummed_gradients", False):
             raise ValueError(
                 "the loop sums gradients over replicas before the optimizer sees them; build the "
                 "optimizer with bert_tf.training.optimization.create_optimizer(..., presummed_gradients=True)"
@@ -207,19 +192,25 @@ class Trainer:
         )
         self._train_loop = self._build_train_loop()
         self._feed: InputFeed | None = None
-        self._preemption_handler = None
-        if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) and (
-            distribute.input_pipeline(strategy)[0] > 1
-        ):
-            # A SIGTERM reaches one worker; every worker must save at the same step, which
-            # TensorFlow's handler agrees on through the cluster's coordination service.
-            self._preemption_handler = tf.distribute.experimental.PreemptionCheckpointHandler(
-                strategy.cluster_resolver,
-                self.manager,
-                termination_config=tf.distribute.experimental.TerminationConfig(
-                    exit_fn=self._stop_preempted, save_fn=self.save
-                ),
-            )
+        self._preemption_handler = self._cluster_preemption_handler()
+
+    def _cluster_preemption_handler(self):
+        """TensorFlow's preemption handler for a cluster of several workers, else None.
+
+        A SIGTERM reaches one worker; every worker must save at the same step, which
+        TensorFlow's handler agrees on through the cluster's coordination service."""
+        strategy = self.strategy
+        if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+            return None
+        if distribute.input_pipeline(strategy)[0] <= 1:
+            return None
+        return tf.distribute.experimental.PreemptionCheckpointHandler(
+            strategy.cluster_resolver,
+            self.manager,
+            termination_config=tf.distribute.experimental.TerminationConfig(
+                exit_fn=self._stop_preempted, save_fn=self.save
+            ),
+        )
 
     # --- checkpoints ---------------------------------------------------------
 
@@ -386,25 +377,10 @@ class Trainer:
                         continue
                     if self.verbose:
                         print(f"phase {phase.name}: steps {step}..{phase.end_step}", flush=True)
-                    self._feed = InputFeed(
-                        self.strategy,
-                        phase.dataset_fn,
-                        self.model_dir,
-                        phase_index,
-                        self.max_checkpoints_to_keep,
-                        served=phase.served,
-                    )
-                    how = self._feed.start(step, step - phase.start_step, verbose=self.verbose)
-                    if how == "restored" and self.verbose:
-                        print(f"input position restored at step {step}", flush=True)
-                    iterator = self._feed.iterator
+                    iterator = self._start_feed(phase_index, phase, step)
                     reporter.start(step)
                     while step < phase.end_step:
-                        next_save = (step // self.save_checkpoints_steps + 1) * self.save_checkpoints_steps
-                        num_steps = min(self.steps_per_loop, phase.end_step - step, next_save - step)
-                        if self.loop_end_every_steps:
-                            every = self.loop_end_every_steps
-                            num_steps = min(num_steps, (step // every + 1) * every - step)
+                        num_steps = self._loop_length(step, phase.end_step)
                         metrics = self._train_loop(iterator, tf.constant(num_steps, tf.int32))
                         metrics = {name: float(value.numpy()) for name, value in metrics.items()}
                         if not np.isfinite(metrics["loss"]):
@@ -442,6 +418,59 @@ class Trainer:
                 reporter.close()
                 self._feed = None
         return TrainResult(step=step, history=history, checkpoint=tf.train.latest_checkpoint(self.model_dir))
+
+    def _start_feed(self, phase_index: int, phase: Phase, step: int):
+        """The iterator of `phase`'s input at `step`, its position restored where saved."""
+        self._feed = InputFeed(
+            self.strategy,
+            phase.dataset_fn,
+            self.model_dir,
+            phase_index,
+            self.max_checkpoints_to_keep,
+            served=phase.served,
+        )
+        how = self._feed.start(step, step - phase.start_step, verbose=self.verbose)
+        if how == "restored" and self.verbose:
+            print(f"input position restored at step {step}", flush=True)
+        return self._feed.iterator
+
+    def _loop_length(self, step: int, end_step: int) -> int:
+        """The steps of the next loop from `step`: it ends at `end_step`, at the next
+        checkpoint, and at the next multiple of `loop_end_every_steps`."""
+        next_save = (step // self.save_checkpoints_steps + 1) * self.save_checkpoints_steps
+        num_steps = min(self.steps_per_loop, end_step - step, next_save - step)
+        if self.loop_end_every_steps:
+            every = self.loop_end_every_steps
+            num_steps = min(num_steps, (step // every + 1) * every - step)
+        return num_steps
+
+
+def _check_steps(
+    strategy: tf.distribute.Strategy,
+    global_batch_size: int,
+    gradient_accumulation_steps: int,
+    steps_per_loop: int,
+    save_checkpoints_steps: int,
+) -> None:
+    """The batch splits evenly over the replicas and micro-batches; the step counts are >= 1."""
+    replicas = strategy.num_replicas_in_sync
+    if global_batch_size % replicas:
+        raise ValueError(
+            f"the global batch size {global_batch_size} is not divisible by the {replicas} replicas "
+            f"of {type(strategy).__name__}; use a multiple of {replicas} "
+            f"(e.g. {max(replicas, global_batch_size // replicas * replicas)})"
+        )
+    per_replica = global_batch_size // replicas
+    if gradient_accumulation_steps < 1 or per_replica % gradient_accumulation_steps:
+        raise ValueError(
+            f"gradient_accumulation_steps={gradient_accumulation_steps} must be >= 1 and divide the "
+            f"per-replica batch of {per_replica} (global batch {global_batch_size} / {replicas} replicas)"
+        )
+    if steps_per_loop < 1 or save_checkpoints_steps < 1:
+        raise ValueError(
+            f"steps_per_loop ({steps_per_loop}) and save_checkpoints_steps "
+            f"({save_checkpoints_steps}) must be >= 1"
+        )
 
 
 def _current_learning_rate(optimizer: keras.optimizers.Optimizer):

@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -22,7 +23,8 @@ import keras
 import tensorflow as tf
 
 from bert_tf import fileio
-from bert_tf.checkpoints import export_pretrained, inspect_checkpoint, load_weights
+from bert_tf.backend import dtype_policy
+from bert_tf.checkpoints import inspect_checkpoint, load_weights
 from bert_tf.checkpoints.google import is_object_based
 from bert_tf.checkpoints.pretrained import PRETRAINING_HEADS, pretraining_heads
 from bert_tf.config import BertConfig, load_config
@@ -34,14 +36,16 @@ from bert_tf.outputs import check_output
 from bert_tf.tokenization import BertTokenizer, load_vocab
 from bert_tf.training import distribute, domain_vocab, inputs, keras_pretraining
 from bert_tf.training.evaluation import PeriodicEvaluator
-from bert_tf.training.fill_mask import fill_mask_demo
 from bert_tf.training.loop import Phase, PretrainingResult, Trainer
+from bert_tf.training.run_files import export_and_fill_mask, print_eval, write_run_files
 from bert_tf.training.settings import (
     DEFAULT_CONFIG,
     DEMO_MODEL_DIR,
     MODEL_INPUTS,
+    PhaseData,
     PretrainingConfig,
     cache_dir,
+    phase_data,
 )
 from pipelines import corpus, data_service
 from pipelines.build_vocab import build_vocab
@@ -184,26 +188,8 @@ def _run_pretraining(settings: PretrainingConfig) -> PretrainingResult:
     config, vocab_file, settings = model_config_and_vocab(settings)
     model_dir = settings.model_dir or DEMO_MODEL_DIR
 
-    # 1. Data and vocab. Nothing is written to model_dir before every check has passed.
-    if settings.train_files:
-        train_files = fileio.expand_files(settings.train_files, "train_files")
-    else:
-        if settings.corpus:
-            train_files = fileio.expand_files(settings.corpus, "corpus")
-        else:
-            train_files = [embedded_corpus(settings)]
-        if settings.corpus or settings.input_encoding:
-            encoding = line_encoding(settings.input_encoding)
-            # The vocab's tokenizer, made only if some lines may give no word piece.
-            tokenizer = (
-                (lambda: BertTokenizer(vocab_file, lower_case=settings.do_lower_case)) if vocab_file else None
-            )
-            check_mostly_text(
-                train_files, tokenizer, "--corpus", accept=settings.accept_non_text, encoding=encoding
-            )
-        if not vocab_file:
-            what = "--corpus" if settings.corpus else "the embedded corpus"
-            vocab_file = learnt_vocab(settings, train_files, config.vocab_size, what)
+    # Nothing is written to model_dir before every check has passed.
+    train_files, vocab_file = _training_text(settings, config, vocab_file)
     grown = None
     if settings.extend_vocab:
         if keras.backend.backend() != "tensorflow":
@@ -211,82 +197,12 @@ def _run_pretraining(settings: PretrainingConfig) -> PretrainingResult:
         grown = domain_vocab.extend_for_run(settings, config, vocab_file, train_files, model_dir)
         vocab_file, config = grown.vocab_file, grown.config
     if vocab_file:
-        vocab = load_vocab(vocab_file)
-        if len(vocab) != config.vocab_size and not settings.init_checkpoint:
-            # From scratch the vocab decides the embedding size (the demo's vocab is learnt to
-            # the config's size, but the learner may stop short of it on a small corpus).
-            if settings.vocab_file or settings.corpus:
-                named = settings.config or DEFAULT_CONFIG
-                print(
-                    f"vocab_size {len(vocab)} from {vocab_file} (the config {named} says {config.vocab_size}): "
-                    "pretraining from scratch, the vocab decides",
-                    flush=True,
-                )
-            config = config.replace(vocab_size=len(vocab))
-        inputs.check_vocab(vocab, vocab_file, config)
+        config = _config_for_vocab(settings, config, vocab_file)
     if settings.init_checkpoint:
         check_init_checkpoint(settings.init_checkpoint, grown.checkpoint_config if grown else config)
-    for length, name in (
-        (settings.max_seq_length, "max_seq_length"),
-        (settings.phase2_seq_length, "phase2_seq_length"),
-    ):
-        if (name == "max_seq_length" or settings.phase2_fraction) and length > config.max_position_embeddings:
-            raise UsageError(
-                f"--{name}={length} is above the config's max_position_embeddings="
-                f"{config.max_position_embeddings}; pass --{name}={config.max_position_embeddings} or less"
-            )
-    inputs.check_record_shapes(
-        train_files,
-        settings.max_seq_length,
-        settings.max_predictions_per_seq,
-        "train_files",
-        settings.packing,
-        settings.next_sentence_prediction,
-    )
-    phase2_files = train_files
-    if settings.phase2_fraction:
-        if settings.phase2_train_files:
-            phase2_files = fileio.expand_files(settings.phase2_train_files, "phase2_train_files")
-        elif settings.train_files and inputs.is_tfrecord(train_files[0]):
-            raise inputs.InputError(
-                f"--phase2_fraction={settings.phase2_fraction} with TFRecords needs --phase2_train_files made "
-                f"at --max_seq_length={settings.phase2_seq_length} (TFRecords have a fixed length)"
-            )
-        inputs.check_record_shapes(
-            phase2_files,
-            settings.phase2_seq_length,
-            settings.phase2_predictions,
-            "phase2_train_files",
-            settings.packing,
-            settings.next_sentence_prediction,
-        )
-    eval_files = fileio.expand_files(settings.eval_files, "eval_files") if settings.eval_files else None
-    if settings.eval_every_steps and not eval_files:
-        inputs.check_holdout(train_files, "train_files" if settings.train_files else "corpus")
-    if eval_files:
-        inputs.check_record_shapes(
-            eval_files,
-            settings.max_seq_length,
-            settings.max_predictions_per_seq,
-            "eval_files",
-            settings.packing,
-            settings.next_sentence_prediction,
-        )
-
+    phase2_files, eval_files = _checked_records(settings, config, train_files)
     if settings.data_service_address:
-        if keras.backend.backend() != "tensorflow":
-            raise UsageError(
-                f"--data_service_address feeds the TensorFlow loop, not --backend={keras.backend.backend()}; "
-                "leave one of them out"
-            )
-        address = data_service.check_reachable(settings.data_service_address)
-        print(
-            f"training batches from the tf.data service at {address}: the input position lives in the "
-            "service, so a resume reads on in its job (batches since the last checkpoint are not "
-            "replayed, those buffered by a stopped run are skipped; a job the service no longer holds "
-            "starts again at the first pass)",
-            flush=True,
-        )
+        _announce_data_service(settings)
 
     # An earlier run in model_dir resumes (check_model_dir: of the same config and vocab).
     check_output(model_dir, "--model_dir", overwrite=False)
@@ -307,129 +223,148 @@ def _run_pretraining(settings: PretrainingConfig) -> PretrainingResult:
             f"--train_batch_size={settings.train_batch_size} is not divisible by the {replicas} replicas of "
             f"{type(strategy).__name__}; use a multiple of {replicas}"
         )
-    return _train(
-        settings, config, strategy, model_dir, vocab_file, train_files, phase2_files, eval_files, grown
+    data = _RunData(vocab_file, phase_data(settings, train_files, phase2_files), eval_files, grown)
+    return _train(settings, config, strategy, model_dir, data)
+
+
+def _training_text(
+    settings: PretrainingConfig, config: BertConfig, vocab_file: str | None
+) -> tuple[list[str], str | None]:
+    """(the files phase 1 trains on, the vocab file): TFRecords, or raw text checked to be
+    text, with a vocab learnt from it where none is given."""
+    if settings.train_files:
+        return fileio.expand_files(settings.train_files, "train_files"), vocab_file
+    if settings.corpus:
+        train_files = fileio.expand_files(settings.corpus, "corpus")
+    else:
+        train_files = [embedded_corpus(settings)]
+    if settings.corpus or settings.input_encoding:
+        encoding = line_encoding(settings.input_encoding)
+        # The vocab's tokenizer, made only if some lines may give no word piece.
+        tokenizer = (
+            (lambda: BertTokenizer(vocab_file, lower_case=settings.do_lower_case)) if vocab_file else None
+        )
+        check_mostly_text(
+            train_files, tokenizer, "--corpus", accept=settings.accept_non_text, encoding=encoding
+        )
+    if not vocab_file:
+        what = "--corpus" if settings.corpus else "the embedded corpus"
+        vocab_file = learnt_vocab(settings, train_files, config.vocab_size, what)
+    return train_files, vocab_file
+
+
+def _config_for_vocab(settings: PretrainingConfig, config: BertConfig, vocab_file: str) -> BertConfig:
+    """`config`, sized to the vocab when pretraining from scratch; the vocab checked against it."""
+    vocab = load_vocab(vocab_file)
+    if len(vocab) != config.vocab_size and not settings.init_checkpoint:
+        # From scratch the vocab decides the embedding size (the demo's vocab is learnt to
+        # the config's size, but the learner may stop short of it on a small corpus).
+        if settings.vocab_file or settings.corpus:
+            named = settings.config or DEFAULT_CONFIG
+            print(
+                f"vocab_size {len(vocab)} from {vocab_file} (the config {named} says {config.vocab_size}): "
+                "pretraining from scratch, the vocab decides",
+                flush=True,
+            )
+        config = config.replace(vocab_size=len(vocab))
+    inputs.check_vocab(vocab, vocab_file, config)
+    return config
+
+
+def _checked_records(
+    settings: PretrainingConfig, config: BertConfig, train_files: list[str]
+) -> tuple[list[str], list[str] | None]:
+    """(phase 2's files, the evaluation files or None), every file's shapes checked against
+    the lengths the run reads them at, and those lengths against the config's."""
+    for length, name in (
+        (settings.max_seq_length, "max_seq_length"),
+        (settings.phase2_seq_length, "phase2_seq_length"),
+    ):
+        if (name == "max_seq_length" or settings.phase2_fraction) and length > config.max_position_embeddings:
+            raise UsageError(
+                f"--{name}={length} is above the config's max_position_embeddings="
+                f"{config.max_position_embeddings}; pass --{name}={config.max_position_embeddings} or less"
+            )
+
+    def check_shapes(files: list[str], seq_length: int, predictions: int, what: str) -> None:
+        inputs.check_record_shapes(
+            files, seq_length, predictions, what, settings.packing, settings.next_sentence_prediction
+        )
+
+    check_shapes(train_files, settings.max_seq_length, settings.max_predictions_per_seq, "train_files")
+    phase2_files = train_files
+    if settings.phase2_fraction:
+        if settings.phase2_train_files:
+            phase2_files = fileio.expand_files(settings.phase2_train_files, "phase2_train_files")
+        elif settings.train_files and inputs.is_tfrecord(train_files[0]):
+            raise inputs.InputError(
+                f"--phase2_fraction={settings.phase2_fraction} with TFRecords needs --phase2_train_files made "
+                f"at --max_seq_length={settings.phase2_seq_length} (TFRecords have a fixed length)"
+            )
+        check_shapes(
+            phase2_files, settings.phase2_seq_length, settings.phase2_predictions, "phase2_train_files"
+        )
+    eval_files = fileio.expand_files(settings.eval_files, "eval_files") if settings.eval_files else None
+    if settings.eval_every_steps and not eval_files:
+        inputs.check_holdout(train_files, "train_files" if settings.train_files else "corpus")
+    if eval_files:
+        check_shapes(eval_files, settings.max_seq_length, settings.max_predictions_per_seq, "eval_files")
+    return phase2_files, eval_files
+
+
+def _announce_data_service(settings: PretrainingConfig) -> None:
+    if keras.backend.backend() != "tensorflow":
+        raise UsageError(
+            f"--data_service_address feeds the TensorFlow loop, not --backend={keras.backend.backend()}; "
+            "leave one of them out"
+        )
+    address = data_service.check_reachable(settings.data_service_address)
+    print(
+        f"training batches from the tf.data service at {address}: the input position lives in the "
+        "service, so a resume reads on in its job (batches since the last checkpoint are not "
+        "replayed, those buffered by a stopped run are skipped; a job the service no longer holds "
+        "starts again at the first pass)",
+        flush=True,
     )
 
 
-def _train(
-    settings, config, strategy, model_dir, vocab_file, train_files, phase2_files, eval_files, grown=None
-):
-    previous_policy = keras.mixed_precision.global_policy()
-    keras.mixed_precision.set_global_policy(settings.mixed_precision)
-    try:
+@dataclasses.dataclass(frozen=True)
+class _RunData:
+    """What the TensorFlow loop's run reads: its vocab, its phases, its evaluation files, and
+    the grown vocab (`domain_vocab`) where --extend_vocab grew one."""
+
+    vocab_file: str | None
+    phases: list[PhaseData]
+    eval_files: list[str] | None
+    grown: domain_vocab.GrownVocab | None = None
+
+
+def _train(settings, config, strategy, model_dir: str, data: _RunData) -> PretrainingResult:
+    with dtype_policy(settings.mixed_precision):
         if settings.seed is not None:
             keras.utils.set_random_seed(settings.seed)
         is_chief = distribute.is_chief(strategy)
         if is_chief:
-            fileio.makedirs(model_dir)
-            config.to_json_file(fileio.join(model_dir, inputs.CONFIG_FILE))
-            if vocab_file and not fileio.exists(fileio.join(model_dir, inputs.VOCAB_FILE)):
-                fileio.copy(vocab_file, fileio.join(model_dir, inputs.VOCAB_FILE))
-
+            write_run_files(model_dir, config, data.vocab_file)
         with strategy.scope():
             model = BertPretrainer(config, packed=settings.packing)
             instances = settings.max_instances_per_row if settings.packing else None
             model(example_features(1, settings.max_seq_length, settings.max_predictions_per_seq, instances))
             optimizer = settings.create_optimizer(presummed_gradients=True)
-        next_sentence = settings.next_sentence_prediction
-        trainer = Trainer(
-            strategy,
-            model,
-            optimizer,
-            functools.partial(pretraining_loss_share, next_sentence=next_sentence),
-            model_dir,
-            global_batch_size=settings.train_batch_size,
-            totals_fn=masked_lm_totals,
-            model_inputs=model_inputs,
-            steps_per_loop=settings.steps_per_loop,
-            save_checkpoints_steps=settings.save_checkpoints_steps,
-            gradient_accumulation_steps=settings.gradient_accumulation_steps,
-            jit_compile=settings.jit_compile,
-            loop_end_every_steps=settings.eval_every_steps,
-            metric_weights={
-                name: total
-                for name, total in EVALUATION_WEIGHTS.items()
-                if next_sentence or not name.startswith("next_sentence")
-            },
-        )
+        trainer = _trainer(settings, strategy, model, optimizer, model_dir)
 
         def evaluate(dataset_fn, steps: int) -> dict:
             metrics = trainer.evaluate(dataset_fn, steps)
             return {"loss": metrics["masked_lm_loss"] + metrics.get("next_sentence_loss", 0.0), **metrics}
 
         if settings.init_checkpoint and not tf.train.latest_checkpoint(model_dir):
-            if grown and grown.new_rows:
+            if data.grown and data.grown.new_rows:
                 domain_vocab.load_grown(
-                    model, grown, lambda source: _load_init_checkpoint(source, settings.init_checkpoint)
+                    model, data.grown, lambda source: _load_init_checkpoint(source, settings.init_checkpoint)
                 )
             else:
                 _load_init_checkpoint(model, settings.init_checkpoint)
-
-        seed = settings.seed
-
-        served = settings.data_service_address is not None
-
-        def service_job(phase_index: int) -> str | None:
-            return data_service.job_name(fileio.abspath(model_dir), phase_index) if served else None
-
-        # Without --eval_files, periodic evaluation reads a slice held out of phase 1's data.
-        holdout = bool(settings.eval_every_steps and not eval_files)
-        phases = [
-            Phase(
-                f"1 (seq {settings.max_seq_length})",
-                0,
-                settings.phase1_steps,
-                inputs.pretraining_dataset_fn(
-                    settings,
-                    train_files,
-                    vocab_file,
-                    settings.max_seq_length,
-                    settings.max_predictions_per_seq,
-                    seed,
-                    row_predictions=settings.row_predictions(1),
-                    held_out="exclude" if holdout else None,
-                    service_job=service_job(0),
-                ),
-                served=served,
-            )
-        ]
-        if settings.phase1_steps < settings.num_train_steps:
-            phases.append(
-                Phase(
-                    f"2 (seq {settings.phase2_seq_length})",
-                    settings.phase1_steps,
-                    settings.num_train_steps,
-                    inputs.pretraining_dataset_fn(
-                        settings,
-                        phase2_files,
-                        vocab_file,
-                        settings.phase2_seq_length,
-                        settings.phase2_predictions,
-                        None if seed is None else seed + 1,
-                        row_predictions=settings.row_predictions(2),
-                        # Phase 2 on the same raw text must not train on the evaluation slice.
-                        held_out="exclude" if holdout and phase2_files == train_files else None,
-                        service_job=service_job(1),
-                    ),
-                    served=served,
-                )
-            )
-        if phases[0].end_step == 0:
-            phases = phases[1:]
-        eval_fn = None
-        if eval_files or holdout:
-            eval_fn = inputs.pretraining_dataset_fn(
-                settings,
-                eval_files or train_files,
-                vocab_file,
-                settings.max_seq_length,
-                settings.max_predictions_per_seq,
-                seed,
-                training=False,
-                row_predictions=settings.row_predictions(1),
-                held_out="only" if holdout else None,
-            )
+        phases, eval_fn = _loop_phases(settings, model_dir, data)
         evaluator = None
         if settings.eval_every_steps:
             evaluator = PeriodicEvaluator(
@@ -447,31 +382,17 @@ def _train(
         elif eval_fn is not None:
             eval_metrics = evaluate(eval_fn, settings.eval_steps)
             if is_chief:
-                print("eval: " + "  ".join(f"{k} {v:.4f}" for k, v in eval_metrics.items()), flush=True)
-
-        export_dir = None
+                print_eval(eval_metrics)
+        export_dir = fill_mask = None
         if is_chief:
-            export_dir = export_pretrained(
-                model,
-                fileio.join(model_dir, "export"),
-                vocab_file=vocab_file,
-                lower_case=settings.do_lower_case,
-            )
-            print(f"saved the pretrained model for from_pretrained: {fileio.abspath(export_dir)}", flush=True)
-        fill_mask = None
-        if (
-            settings.fill_mask_demo
-            and is_chief
-            and vocab_file
-            and not (settings.train_files or settings.corpus)
-        ):
             last = result.history[-1] if result.history else {}
-            fill_mask = fill_mask_demo(
+            export_dir, fill_mask = export_and_fill_mask(
                 model,
-                vocab_file,
-                settings.do_lower_case,
-                train_files[0],
-                masked_lm_accuracy=last.get("masked_lm_accuracy"),
+                settings,
+                model_dir,
+                data.vocab_file,
+                data.phases[0].files,
+                last.get("masked_lm_accuracy"),
             )
         return PretrainingResult(
             model_dir,
@@ -482,8 +403,69 @@ def _train(
             evaluator.history if evaluator else [],
             is_chief=is_chief,
         )
-    finally:
-        keras.mixed_precision.set_global_policy(previous_policy)
+
+
+def _trainer(settings: PretrainingConfig, strategy, model, optimizer, model_dir: str) -> Trainer:
+    next_sentence = settings.next_sentence_prediction
+    return Trainer(
+        strategy,
+        model,
+        optimizer,
+        functools.partial(pretraining_loss_share, next_sentence=next_sentence),
+        model_dir,
+        global_batch_size=settings.train_batch_size,
+        totals_fn=masked_lm_totals,
+        model_inputs=model_inputs,
+        steps_per_loop=settings.steps_per_loop,
+        save_checkpoints_steps=settings.save_checkpoints_steps,
+        gradient_accumulation_steps=settings.gradient_accumulation_steps,
+        jit_compile=settings.jit_compile,
+        loop_end_every_steps=settings.eval_every_steps,
+        metric_weights={
+            name: total
+            for name, total in EVALUATION_WEIGHTS.items()
+            if next_sentence or not name.startswith("next_sentence")
+        },
+    )
+
+
+def _loop_phases(settings: PretrainingConfig, model_dir: str, data: _RunData) -> tuple[list[Phase], object]:
+    """The loop's phases with their input pipelines, and the evaluation's (None: no evaluation).
+
+    Without --eval_files, periodic evaluation reads a slice held out of phase 1's data,
+    which no phase on the same files trains on."""
+    served = settings.data_service_address is not None
+    holdout = bool(settings.eval_every_steps and not data.eval_files)
+    first = data.phases[0]
+    phases = []
+    for index, phase in enumerate(data.phases):
+        dataset_fn = inputs.pretraining_dataset_fn(
+            settings,
+            phase.files,
+            data.vocab_file,
+            phase.seq_length,
+            phase.predictions,
+            phase.seed,
+            row_predictions=phase.row_predictions,
+            held_out="exclude" if holdout and phase.files == first.files else None,
+            service_job=data_service.job_name(fileio.abspath(model_dir), index) if served else None,
+        )
+        if phase.end_step > phase.start_step:
+            phases.append(Phase(phase.name, phase.start_step, phase.end_step, dataset_fn, served=served))
+    eval_fn = None
+    if data.eval_files or holdout:
+        eval_fn = inputs.pretraining_dataset_fn(
+            settings,
+            data.eval_files or first.files,
+            data.vocab_file,
+            first.seq_length,
+            first.predictions,
+            first.seed,
+            training=False,
+            row_predictions=first.row_predictions,
+            held_out="only" if holdout else None,
+        )
+    return phases, eval_fn
 
 
 def model_config_and_vocab(settings: PretrainingConfig) -> tuple[BertConfig, str | None, PretrainingConfig]:

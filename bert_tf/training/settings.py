@@ -186,6 +186,12 @@ class PretrainingConfig:
     )
 
     def __post_init__(self) -> None:
+        self._fill_length_defaults()
+        self._check_choices()
+        self._check_data_options()
+        self._check_numbers()
+
+    def _fill_length_defaults(self) -> None:
         if self.max_seq_length is None:  # frozen: the default follows what is trained on
             own_data = self.corpus or self.train_files or self.init_checkpoint
             object.__setattr__(self, "max_seq_length", RECIPE_SEQ_LENGTH if own_data else DEMO_SEQ_LENGTH)
@@ -193,6 +199,8 @@ class PretrainingConfig:
             # frozen: the default follows the length and the masking rate
             predictions = predictions_for(self.max_seq_length, self.masked_lm_prob)
             object.__setattr__(self, "max_predictions_per_seq", predictions)
+
+    def _check_choices(self) -> None:
         if not 0.0 < self.masked_lm_prob <= MAX_MASKED_LM_PROB:
             raise UsageError(
                 f"--masked_lm_prob must be in (0, {MAX_MASKED_LM_PROB}], got {self.masked_lm_prob} (the original "
@@ -211,6 +219,9 @@ class PretrainingConfig:
             )
         if self.optimizer not in optimization.OPTIMIZERS:
             raise UsageError(f"unknown --optimizer={self.optimizer}; use adamw or lamb")
+
+    def _check_data_options(self) -> None:
+        """The options of the data: vocab extension, encoding, word segmenter, tf.data service."""
         if self.train_files and self.corpus:
             raise UsageError("pass --train_files (TFRecords) or --corpus (raw text), not both")
         if self.extend_vocab < 0:
@@ -256,6 +267,8 @@ class PretrainingConfig:
                     "--data_service_address with --eval_every_steps needs --eval_files: the service reads "
                     "the whole corpus, so no slice of it is held out"
                 )
+
+    def _check_numbers(self) -> None:
         if not 0.0 <= self.phase2_fraction < 1.0:
             raise UsageError(f"--phase2_fraction must be in [0, 1), got {self.phase2_fraction}")
         for name in (
@@ -354,6 +367,56 @@ class PretrainingConfig:
         if phase == 1:
             return self.max_predictions_per_row
         return max(1, round(self.max_predictions_per_row * self.phase2_seq_length / self.max_seq_length))
+
+
+@dataclasses.dataclass(frozen=True)
+class PhaseData:
+    """What one phase of a run reads: steps [start_step, end_step) of `files` at
+    `seq_length` with `predictions` masked positions per sequence (`row_predictions` per
+    packed row), shuffled from `seed`."""
+
+    name: str
+    start_step: int
+    end_step: int
+    files: list[str]
+    seq_length: int
+    predictions: int
+    seed: int | None
+    row_predictions: int | None
+
+
+def phase_data(
+    settings: PretrainingConfig, train_files: list[str], phase2_files: list[str]
+) -> list[PhaseData]:
+    """The run's phases, both drivers': phase 1 at --max_seq_length (its first entry also
+    says how evaluation reads), then phase 2 at --phase2_seq_length where the run has one.
+    Phase 1 may be empty (`end_step` 0) when every step is phase 2's."""
+    phases = [
+        PhaseData(
+            f"1 (seq {settings.max_seq_length})",
+            0,
+            settings.phase1_steps,
+            train_files,
+            settings.max_seq_length,
+            settings.max_predictions_per_seq,
+            settings.seed,
+            settings.row_predictions(1),
+        )
+    ]
+    if settings.phase1_steps < settings.num_train_steps:
+        phases.append(
+            PhaseData(
+                f"2 (seq {settings.phase2_seq_length})",
+                settings.phase1_steps,
+                settings.num_train_steps,
+                phase2_files,
+                settings.phase2_seq_length,
+                settings.phase2_predictions,
+                None if settings.seed is None else settings.seed + 1,
+                settings.row_predictions(2),
+            )
+        )
+    return phases
 
 
 def cache_dir(settings: PretrainingConfig) -> Path:
