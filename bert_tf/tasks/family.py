@@ -49,6 +49,18 @@ TEXT = tf.TensorSpec([], tf.string)  # one text of a raw record
 SERVING_PAD_TO_MULTIPLE_OF = 1
 
 
+def serving_doc_stride(info: FinetunedModelInfo, seq_length: int) -> int | None:
+    """The windows' stride of a model fine-tuned on windows of long texts (task.json's
+    `doc_stride`, None for one window), checked to fit the export's `seq_length`."""
+    doc_stride = info.option("doc_stride")
+    if doc_stride is not None and doc_stride >= seq_length - 2:
+        raise UsageError(
+            f"the model reads windows every doc_stride={doc_stride} pieces (task.json), which "
+            f"--max_seq_length={seq_length} cannot hold; export with --max_seq_length={doc_stride + 3} or more"
+        )
+    return doc_stride
+
+
 def serving_input(name: str) -> tf.TensorSpec:
     """A [batch] string input of a served model's signature."""
     return tf.TensorSpec([None], tf.string, name=name)

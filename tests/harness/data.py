@@ -262,12 +262,12 @@ SENTENCES = [
 ]
 
 
-def write_corpus(path: Path, documents: int = 6) -> str:
-    """The pretraining tests' corpus: documents of three of `SENTENCES` each."""
+def write_corpus(path: Path, documents: int = 6, sentences: list[str] = SENTENCES) -> str:
+    """The pretraining tests' corpus: documents of three of `sentences` each."""
     # Documents of three sentences each, so NSP pairs and random next both occur.
     lines = []
     for index in range(documents):
-        lines += [SENTENCES[(index + k) % len(SENTENCES)] for k in range(3)] + [""]
+        lines += [sentences[(index + k) % len(sentences)] for k in range(3)] + [""]
     path.write_text("\n".join(lines) + "\n")
     return str(path)
 

@@ -15,9 +15,9 @@ from bert_tf.tokenization import BertTokenizer, load_vocab
 from bert_tf.training import domain_vocab, pretraining
 from bert_tf.training.settings import PretrainingConfig
 from pipelines import build_vocab, vocab_extension
+from tests.harness import data
+from tests.harness.data import UNCASED_VOCAB as VOCAB
 
-ROOT = Path(__file__).resolve().parents[2]
-VOCAB = str(ROOT / "tests" / "fixtures" / "bert_uncased_vocab.txt")
 # Words bert-base-uncased's vocab splits into pieces, used often in this "domain".
 DOMAIN_WORDS = ["kubectl", "etcd", "kubelet"]
 SENTENCES = [
@@ -29,11 +29,7 @@ SENTENCES = [
 
 
 def write_corpus(path: Path, documents: int = 20) -> str:
-    lines = []
-    for index in range(documents):
-        lines += [SENTENCES[(index + k) % len(SENTENCES)] for k in range(3)] + [""]
-    path.write_text("\n".join(lines) + "\n")
-    return str(path)
+    return data.write_corpus(path, documents, sentences=SENTENCES)
 
 
 def tiny_masked_lm(directory: Path) -> str:

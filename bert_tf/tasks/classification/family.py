@@ -48,6 +48,7 @@ from bert_tf.tasks.family import (
     Predictions,
     TaskData,
     TaskFamily,
+    serving_doc_stride,
     softmax_cross_entropy_args,
     split_file,
 )
@@ -624,12 +625,7 @@ class ClassificationFamily(TaskFamily):
     # -- serving ---------------------------------------------------------------------------
     @classmethod
     def serving_preprocessor(cls, tokenizer, info: FinetunedModelInfo, seq_length: int):
-        doc_stride = info.option("doc_stride")
-        if doc_stride is not None and doc_stride >= seq_length - 2:
-            raise UsageError(
-                f"the model reads windows every doc_stride={doc_stride} pieces (task.json), which "
-                f"--max_seq_length={seq_length} cannot hold; export with --max_seq_length={doc_stride + 3} or more"
-            )
+        doc_stride = serving_doc_stride(info, seq_length)
         return preprocessing.TextClassifierPreprocessor(
             tokenizer, seq_length, pad_to_multiple_of=SERVING_PAD_TO_MULTIPLE_OF, doc_stride=doc_stride
         )

@@ -21,7 +21,14 @@ from bert_tf.checkpoints import TaskHead
 from bert_tf.cli import setting
 from bert_tf.errors import UsageError
 from bert_tf.tasks import python_inputs
-from bert_tf.tasks.family import SERVING_PAD_TO_MULTIPLE_OF, Predictions, TaskData, TaskFamily, split_file
+from bert_tf.tasks.family import (
+    SERVING_PAD_TO_MULTIPLE_OF,
+    Predictions,
+    TaskData,
+    TaskFamily,
+    serving_doc_stride,
+    split_file,
+)
 from bert_tf.tasks.features import ConversionStats, TaskDataError
 from bert_tf.tasks.info import FinetunedModelInfo
 from bert_tf.tasks.token import conll, signatures
@@ -223,12 +230,7 @@ class TokenFamily(TaskFamily):
     # -- serving ---------------------------------------------------------------------------
     @classmethod
     def serving_preprocessor(cls, tokenizer, info: FinetunedModelInfo, seq_length: int):
-        doc_stride = info.option("doc_stride")
-        if doc_stride is not None and doc_stride >= seq_length - 2:
-            raise UsageError(
-                f"the model reads windows every doc_stride={doc_stride} pieces (task.json), which "
-                f"--max_seq_length={seq_length} cannot hold; export with --max_seq_length={doc_stride + 3} or more"
-            )
+        doc_stride = serving_doc_stride(info, seq_length)
         return preprocessing.TokenTaggerPreprocessor(
             tokenizer, seq_length, pad_to_multiple_of=SERVING_PAD_TO_MULTIPLE_OF, doc_stride=doc_stride
         )
