@@ -33,7 +33,7 @@ import h5py
 import numpy as np
 
 from bert_tf import fileio
-from bert_tf.checkpoints.names import CheckpointError
+from bert_tf.checkpoints.names import CheckpointError, transformers_problem_type
 from bert_tf.config import BertConfig
 from bert_tf.errors import damaged
 
@@ -328,7 +328,7 @@ def read_head(directory: str) -> PresetHead | None:
     activation = config.get("activation") or "linear"
     # Our logits are the dense's output; keras-hub's outputs are them after `activation`.
     problem_types = {
-        "linear": "regression" if units == 1 else "single_label_classification",  # transformers' rule
+        "linear": transformers_problem_type(None, units),
         "softmax": "single_label_classification",
         "sigmoid": "multi_label_classification",
     }

@@ -113,6 +113,12 @@ class TaskHead:
     hf_module: str = "classifier"
 
 
+def transformers_problem_type(problem_type: str | None, units: int) -> str:
+    """A sequence classifier's `problem_type` as transformers reads its config: when it is
+    missing, "regression" for one output, else "single_label_classification"."""
+    return problem_type or ("regression" if units == 1 else "single_label_classification")
+
+
 def head_slots(model, head: TaskHead) -> list[Slot]:
     """The slots of a task model's encoder and its head."""
     dense = model.get_layer(head.layer)

@@ -33,6 +33,7 @@ from bert_tf.checkpoints.names import (
     hf_name,
     hf_transposed,
     model_slots,
+    transformers_problem_type,
 )
 from bert_tf.config import BertConfig
 from bert_tf.errors import damaged
@@ -247,14 +248,13 @@ def find_head(path: str | os.PathLike, heads: Sequence[TaskHead]) -> FoundHead |
     found = google.read_shapes(source.weights) if not google.is_object_based(source.weights) else {}
     for head in heads:
         shape = found.get(f"{head.name}_weights")
-        if shape and len(shape) == 2 and head.problem_type in (None, _problem_type(None, shape[0])):
+        if (
+            shape
+            and len(shape) == 2
+            and head.problem_type in (None, transformers_problem_type(None, shape[0]))
+        ):
             return FoundHead(head, int(shape[0]), None)
     return None
-
-
-def _problem_type(problem_type: str | None, units: int) -> str:
-    """transformers' rule for a sequence classifier whose config has no problem_type."""
-    return problem_type or ("regression" if units == 1 else "single_label_classification")
 
 
 def _huggingface_head(source: _Source, heads: Sequence[TaskHead]) -> FoundHead | None:
@@ -274,7 +274,7 @@ def _huggingface_head(source: _Source, heads: Sequence[TaskHead]) -> FoundHead |
     units = len(labels) if labels else int(values.get("num_labels", 2))
     problem_type = values.get("problem_type")
     for head in matching:
-        if head.problem_type is None or head.problem_type == _problem_type(problem_type, units):
+        if head.problem_type is None or head.problem_type == transformers_problem_type(problem_type, units):
             return FoundHead(head, units, labels)
     known = ", ".join(head.problem_type for head in matching)
     raise CheckpointError(
