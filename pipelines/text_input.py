@@ -101,9 +101,7 @@ def check_mostly_text(
     not_text = min(len(sample.lines), sample.invalid + empty)
     named = "UTF-8" if encoding == text_encoding.UTF8 else encoding
     if 2 * not_text > len(sample.lines):
-        _refuse_not_text(
-            sample, files, flag, accept, named, not_text, empty, with_tokenizer=tokenizer is not None
-        )
+        _refuse_not_text(sample, files, flag, accept, named, not_text, None if tokenizer is None else empty)
     elif sample.first_bad is not None:
         _refuse_other_encoding(sample, flag, accept, named, encoding)
 
@@ -114,9 +112,8 @@ class _TextSample:
 
     lines: list[str] = dataclasses.field(default_factory=list)
     invalid: int = 0  # among `lines`
-    first_bad: tuple[str, int, bytes] | None = (
-        None  # (path, line number, raw bytes) of the first undecodable line
-    )
+    # (path, line number, raw bytes) of the first line that does not decode
+    first_bad: tuple[str, int, bytes] | None = None
     bad_lines: int = 0  # in the encoding sample
     read_lines: int = 0  # in the encoding sample
 
@@ -169,16 +166,15 @@ def _refuse_not_text(
     accept: bool,
     named: str,
     not_text: int,
-    empty: int,
-    *,
-    with_tokenizer: bool,
+    empty: int | None,
 ) -> None:
-    """Over half the sampled lines are not text: refused (or, with `accept`, a warning)."""
+    """Over half the sampled lines are not text: refused (or, with `accept`, a warning). `empty`:
+    the lines that give no word piece (None without a tokenizer)."""
     message = (
         f"{flag}: {not_text} of the first {len(sample.lines)} lines of {files[0]}"
         f"{' and the next files' if len(files) > 1 and not_text > sample.invalid else ''} are not text "
         f"({sample.invalid} have invalid {named}"
-        f"{'' if not with_tokenizer else f', {empty} give no word piece with this vocab'})"
+        f"{'' if empty is None else f', {empty} give no word piece with this vocab'})"
     )
     _refuse_or_warn(
         message,
