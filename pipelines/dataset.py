@@ -37,8 +37,10 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import tensorflow as tf
 
@@ -194,34 +196,106 @@ def pretraining_dataset(
         `next_sentence_weights` 0 (the loss leaves them out). Not with `packing` (the
         segments fill their rows already).
     """
-    if packing and not next_sentence_prediction:
+    settings = _Settings(**locals())  # the first statement: locals() holds just the arguments
+    row_predictions = _check_settings(settings)
+    share = _share(fileio.expand_files(input_files, "input_files"), input_context, batch_size)
+    seed = random.SystemRandom().randrange(1 << 62) if seed is None else seed
+    packed_rows = max_seq_length if packing else None
+    input_format, record_length = _detect_format(
+        share.files, max_seq_length, max_predictions_per_seq, packed_rows, next_sentence_prediction
+    )
+    _check_input(settings, share.files, input_format)
+    tokenizer = _tokenizer(settings, share.files[0], input_format)
+    mask = _masker(settings, tokenizer)
+    if input_format == "text":
+        dataset = _text_instances(settings, share, tokenizer, mask, seed)
+    else:
+        dataset = _record_instances(settings, share, input_format, record_length, mask, seed)
+    dataset = _model_batches(dataset, settings, share.batch_size, row_predictions, seed)
+    return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Settings:
+    """The arguments of `pretraining_dataset`, as its steps read them."""
+
+    input_files: str | Sequence[str]
+    vocab_file: str | None
+    lower_case: bool
+    batch_size: int
+    max_seq_length: int
+    max_predictions_per_seq: int
+    masked_lm_prob: float
+    short_seq_prob: float
+    whole_word_mask: bool
+    dupe_factor: int
+    shuffle: bool
+    seed: int | None
+    repeat: bool
+    drop_remainder: bool
+    input_context: tf.distribute.InputContext | None
+    shuffle_buffer_size: int
+    held_out: str | None
+    word_segmenter: str | segmenters.Segmenter | None
+    packing: bool
+    max_predictions_per_row: int | None
+    max_instances_per_row: int
+    packing_buffer_size: int
+    for_data_service: bool
+    input_encoding: str | None
+    next_sentence_prediction: bool
+
+
+class _Share(NamedTuple):
+    """What one input pipeline reads: its files, and its share of their records or blocks."""
+
+    files: list[str]
+    num_pipelines: int
+    pipeline_id: int
+    shard_files: bool  # each pipeline reads its own files (else its share of every file's data)
+    batch_size: int  # per replica
+
+
+def _check_settings(settings: _Settings) -> int | None:
+    """Refuses settings that cannot work together; returns the predictions per packed row."""
+    if settings.packing and not settings.next_sentence_prediction:
         raise ValueError(
             "packing packs next-sentence pairs; masked-LM-only segments fill their rows already: drop packing"
         )
-    if held_out not in (None, "exclude", "only"):
-        raise ValueError(f"held_out must be None, 'exclude' or 'only', got {held_out!r}")
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    if dupe_factor < 1:
-        raise ValueError(f"dupe_factor must be >= 1, got {dupe_factor}")
+    if settings.held_out not in (None, "exclude", "only"):
+        raise ValueError(f"held_out must be None, 'exclude' or 'only', got {settings.held_out!r}")
+    if settings.batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {settings.batch_size}")
+    if settings.dupe_factor < 1:
+        raise ValueError(f"dupe_factor must be >= 1, got {settings.dupe_factor}")
+    max_seq_length, max_predictions_per_seq = settings.max_seq_length, settings.max_predictions_per_seq
     if not 1 <= max_predictions_per_seq <= max_seq_length:
         raise ValueError(
             f"max_predictions_per_seq must be in [1, max_seq_length={max_seq_length}], got {max_predictions_per_seq}"
         )
     problems = segmenters.setting_problems(
-        word_segmenter, whole_word_mask=whole_word_mask, whole_word_setting="whole_word_mask=True"
+        settings.word_segmenter,
+        whole_word_mask=settings.whole_word_mask,
+        whole_word_setting="whole_word_mask=True",
     )
     if problems:
         raise segmenters.SegmenterError("; ".join(problems))
-    row_predictions = max_predictions_per_row
-    if packing:
+    row_predictions = settings.max_predictions_per_row
+    if settings.packing:
         row_predictions = row_predictions or packer.default_max_predictions_per_row(
-            max_predictions_per_seq, max_instances_per_row
+            max_predictions_per_seq, settings.max_instances_per_row
         )
         check_packing_budget(
-            max_predictions_per_seq, row_predictions, max_instances_per_row, packing_buffer_size
+            max_predictions_per_seq,
+            row_predictions,
+            settings.max_instances_per_row,
+            settings.packing_buffer_size,
         )
-    files = fileio.expand_files(input_files, "input_files")
+    return row_predictions
+
+
+def _share(files: list[str], input_context: tf.distribute.InputContext | None, batch_size: int) -> _Share:
+    """This input pipeline's share: its own files when there are enough to go round."""
     num_pipelines, pipeline_id = 1, 0
     if input_context is not None:
         num_pipelines, pipeline_id = input_context.num_input_pipelines, input_context.input_pipeline_id
@@ -229,35 +303,40 @@ def pretraining_dataset(
     shard_files = num_pipelines > 1 and len(files) >= num_pipelines
     if shard_files:
         files = files[pipeline_id::num_pipelines]
-    if seed is None:
-        seed = random.SystemRandom().randrange(1 << 62)
-    input_format, record_length = _detect_format(
-        files,
-        max_seq_length,
-        max_predictions_per_seq,
-        max_seq_length if packing else None,
-        next_sentence_prediction,
-    )
-    if for_data_service and input_format == "text" and (word_segmenter is not None or held_out is not None):
+    return _Share(files, num_pipelines, pipeline_id, shard_files, batch_size)
+
+
+def _check_input(settings: _Settings, files: list[str], input_format: str) -> None:
+    """Refuses settings that the input's format cannot take."""
+    if (
+        settings.for_data_service
+        and input_format == "text"
+        and (settings.word_segmenter is not None or settings.held_out is not None)
+    ):
         raise ValueError(
             "raw text on tf.data service is read in graph ops: no word_segmenter (Python) and no held_out "
             "slice; evaluate on separate eval files"
         )
-    if word_segmenter is not None and input_format != "text":
+    if settings.word_segmenter is not None and input_format != "text":
         raise segmenters.SegmenterError(
             f"word_segmenter applies to raw text input, but {files[0]} holds {input_format} TFRecords "
             "(records keep only token ids, not word boundaries); drop word_segmenter or pass the raw text"
         )
 
-    masking_vocab = None
-    if input_format != "masked":
-        if vocab_file is None:
-            raise ValueError(
-                f"{files[0]} holds {input_format} data: pass vocab_file= to tokenize and mask it"
-            )
 
-        tokenizer = BertTokenizer(vocab_file, lower_case=lower_case)
-        masking_vocab = masking.MaskingVocab.from_vocab(tokenizer.vocab)
+def _tokenizer(settings: _Settings, first_file: str, input_format: str) -> BertTokenizer | None:
+    """The tokenizer that raw text and unmasked records need (masking needs the special ids);
+    None for masked records."""
+    if input_format == "masked":
+        return None
+    if settings.vocab_file is None:
+        raise ValueError(f"{first_file} holds {input_format} data: pass vocab_file= to tokenize and mask it")
+    return BertTokenizer(settings.vocab_file, lower_case=settings.lower_case)
+
+
+def _masker(settings: _Settings, tokenizer: BertTokenizer | None) -> Callable:
+    """The function that masks a batch of features under a stateless seed (int64 [2])."""
+    masking_vocab = None if tokenizer is None else masking.MaskingVocab.from_vocab(tokenizer.vocab)
 
     # Plain graph code: skipping AutoGraph's conversion saves seconds of start-up.
     @tf.autograph.experimental.do_not_convert
@@ -270,120 +349,153 @@ def pretraining_dataset(
                 features["input_mask"],
                 mask_seed,
                 masking_vocab=masking_vocab,
-                max_predictions_per_seq=max_predictions_per_seq,
-                masked_lm_prob=masked_lm_prob,
-                whole_word_mask=whole_word_mask,
+                max_predictions_per_seq=settings.max_predictions_per_seq,
+                masked_lm_prob=settings.masked_lm_prob,
+                whole_word_mask=settings.whole_word_mask,
                 word_continues=word_continues,
             )
         )
         return features
 
-    if input_format == "text":
-        word_marker = None
-        if word_segmenter is not None:
-            word_marker = segmenters.WordMarker(word_segmenter)
-        min_documents = text_input.DEFAULT_MIN_DOCUMENTS
-        if num_pipelines > 1 and not shard_files:
-            # Every shard must get a block (a worker with none would wait for data forever).
-            min_documents = text_input.block_size_for_shards(files, num_pipelines)
-        blocks = text_dataset.pair_blocks(
-            files,
-            tokenizer,
-            min_documents=min_documents,
-            max_seq_length=max_seq_length,
-            short_seq_prob=short_seq_prob,
-            seed=seed,
-            num_passes=None if repeat else dupe_factor,
-            num_shards=1 if shard_files else num_pipelines,
-            shard_index=0 if shard_files else pipeline_id,
-            held_out=held_out,
-            word_marker=word_marker,
-            graph_reader=for_data_service,
-            encoding=text_input.line_encoding(input_encoding),
-            next_sentence_prediction=next_sentence_prediction,
-        )
-        names = (*records.SEQUENCE_FEATURES, "next_sentence_labels")
-        if word_marker is not None:
-            names += ("word_continues",)
-        dataset = blocks.map(
-            lambda block: mask({name: block[name] for name in names}, block["seed"]),
-            num_parallel_calls=tf.data.AUTOTUNE,
-            deterministic=True,
-        ).unbatch()
-        if shuffle:
-            dataset = dataset.shuffle(shuffle_buffer_size, seed=seed)
-        buffers = (packing_buffer_size, False) if packing else (batch_size, drop_remainder)
-        dataset = dataset.batch(*buffers)
-    else:
-        file_dataset = tf.data.Dataset.from_tensor_slices(files)
-        if shuffle:
-            file_dataset = file_dataset.shuffle(len(files), seed=seed)
+    return mask
 
-        def read_file(path):
-            records = tf.data.TFRecordDataset(path)
-            if held_out is None:
-                return records
-            every = text_dataset.HELD_OUT_EVERY
-            only = held_out == "only"
-            return (
-                records.enumerate()
-                .filter(lambda index, _: tf.equal(index % every == every - 1, only))
-                .map(lambda _, record: record)
-            )
 
-        dataset = file_dataset.interleave(
-            read_file,
-            cycle_length=min(len(files), 8),
-            num_parallel_calls=tf.data.AUTOTUNE,
-            deterministic=True,
+def _text_instances(
+    settings: _Settings, share: _Share, tokenizer: BertTokenizer, mask: Callable, seed: int
+) -> tf.data.Dataset:
+    """Raw text: masked pairs (or segments) made on the fly, shuffled, in batches (the packing
+    buffers with `packing`)."""
+    word_marker = None
+    if settings.word_segmenter is not None:
+        word_marker = segmenters.WordMarker(settings.word_segmenter)
+    min_documents = text_input.DEFAULT_MIN_DOCUMENTS
+    if share.num_pipelines > 1 and not share.shard_files:
+        # Every shard must get a block (a worker with none would wait for data forever).
+        min_documents = text_input.block_size_for_shards(share.files, share.num_pipelines)
+    blocks = text_dataset.pair_blocks(
+        share.files,
+        tokenizer,
+        min_documents=min_documents,
+        max_seq_length=settings.max_seq_length,
+        short_seq_prob=settings.short_seq_prob,
+        seed=seed,
+        num_passes=None if settings.repeat else settings.dupe_factor,
+        num_shards=1 if share.shard_files else share.num_pipelines,
+        shard_index=0 if share.shard_files else share.pipeline_id,
+        held_out=settings.held_out,
+        word_marker=word_marker,
+        graph_reader=settings.for_data_service,
+        encoding=text_input.line_encoding(settings.input_encoding),
+        next_sentence_prediction=settings.next_sentence_prediction,
+    )
+    names = (*records.SEQUENCE_FEATURES, "next_sentence_labels")
+    if word_marker is not None:
+        names += ("word_continues",)
+    dataset = blocks.map(
+        lambda block: mask({name: block[name] for name in names}, block["seed"]),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=True,
+    ).unbatch()
+    if settings.shuffle:
+        dataset = dataset.shuffle(settings.shuffle_buffer_size, seed=seed)
+    buffers = (
+        (settings.packing_buffer_size, False)
+        if settings.packing
+        else (share.batch_size, settings.drop_remainder)
+    )
+    return dataset.batch(*buffers)
+
+
+def _serialized_records(files: list[str], held_out: str | None, shuffle: bool, seed: int) -> tf.data.Dataset:
+    """The serialized records of `files` (of the held-out slice, or without it), interleaved."""
+    file_dataset = tf.data.Dataset.from_tensor_slices(files)
+    if shuffle:
+        file_dataset = file_dataset.shuffle(len(files), seed=seed)
+
+    def read_file(path):
+        records = tf.data.TFRecordDataset(path)
+        if held_out is None:
+            return records
+        every = text_dataset.HELD_OUT_EVERY
+        only = held_out == "only"
+        return (
+            records.enumerate()
+            .filter(lambda index, _: tf.equal(index % every == every - 1, only))
+            .map(lambda _, record: record)
         )
-        if num_pipelines > 1 and not shard_files:
-            dataset = dataset.shard(num_pipelines, pipeline_id)
-        if shuffle:
-            dataset = dataset.shuffle(shuffle_buffer_size, seed=seed)
-        if repeat:
-            dataset = dataset.repeat()
-        spec = records.feature_spec(
-            record_length,
-            max_predictions_per_seq,
-            masked=input_format == "masked",
-            next_sentence_prediction=next_sentence_prediction,
+
+    return file_dataset.interleave(
+        read_file,
+        cycle_length=min(len(files), 8),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=True,
+    )
+
+
+def _record_instances(
+    settings: _Settings, share: _Share, input_format: str, record_length: int, mask: Callable, seed: int
+) -> tf.data.Dataset:
+    """TFRecords: parsed in batches (the packing buffers with `packing`); unmasked records get
+    fresh masks for every batch."""
+    dataset = _serialized_records(share.files, settings.held_out, settings.shuffle, seed)
+    if share.num_pipelines > 1 and not share.shard_files:
+        dataset = dataset.shard(share.num_pipelines, share.pipeline_id)
+    if settings.shuffle:
+        dataset = dataset.shuffle(settings.shuffle_buffer_size, seed=seed)
+    if settings.repeat:
+        dataset = dataset.repeat()
+    spec = records.feature_spec(
+        record_length,
+        settings.max_predictions_per_seq,
+        masked=input_format == "masked",
+        next_sentence_prediction=settings.next_sentence_prediction,
+    )
+    # With packing, the batches are the packing buffers: never dropped, every instance kept.
+    buffers = (
+        (settings.packing_buffer_size, False)
+        if settings.packing
+        else (share.batch_size, settings.drop_remainder)
+    )
+    dataset = dataset.batch(*buffers).map(
+        lambda serialized: tf.io.parse_example(serialized, spec), num_parallel_calls=tf.data.AUTOTUNE
+    )
+    if input_format == "unmasked":
+        # A fresh stateless seed for every batch: new masks every epoch.
+        mask_seeds = tf.data.Dataset.random(seed=seed).batch(2)
+        dataset = tf.data.Dataset.zip(dataset, mask_seeds).map(
+            mask, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
         )
-        # With packing, the batches are the packing buffers: never dropped, every instance kept.
-        buffers = (packing_buffer_size, False) if packing else (batch_size, drop_remainder)
-        dataset = dataset.batch(*buffers).map(
-            lambda serialized: tf.io.parse_example(serialized, spec), num_parallel_calls=tf.data.AUTOTUNE
-        )
-        if input_format == "unmasked":
-            # A fresh stateless seed for every batch: new masks every epoch.
-            mask_seeds = tf.data.Dataset.random(seed=seed).batch(2)
-            dataset = tf.data.Dataset.zip(dataset, mask_seeds).map(
-                mask, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
-            )
-    if packing:
+    return dataset
+
+
+def _model_batches(
+    dataset: tf.data.Dataset, settings: _Settings, batch_size: int, row_predictions: int | None, seed: int
+) -> tf.data.Dataset:
+    """The model's batches: the instance batches cast and shaped, or with `packing` packed
+    into rows that are shuffled and batched here."""
+    max_seq_length = settings.max_seq_length
+    if settings.packing:
         # Batches of instances above are the packing buffers; rows are shuffled and batched here.
         dataset = packer.pack_instances(
             dataset,
             max_seq_length=max_seq_length,
             max_predictions_per_row=row_predictions,
-            max_instances_per_row=max_instances_per_row,
+            max_instances_per_row=settings.max_instances_per_row,
         )
-        if shuffle:
-            dataset = dataset.shuffle(packing_buffer_size, seed=seed + 1)
-        dataset = dataset.batch(batch_size, drop_remainder=drop_remainder).map(
+        if settings.shuffle:
+            dataset = dataset.shuffle(settings.packing_buffer_size, seed=seed + 1)
+        return dataset.batch(batch_size, drop_remainder=settings.drop_remainder).map(
             lambda features: _packed_model_features(
-                features, max_seq_length, row_predictions, max_instances_per_row
+                features, max_seq_length, row_predictions, settings.max_instances_per_row
             ),
             num_parallel_calls=tf.data.AUTOTUNE,
         )
-    else:
-        dataset = dataset.map(
-            lambda features: _model_features(
-                features, max_seq_length, max_predictions_per_seq, next_sentence_prediction
-            ),
-            num_parallel_calls=tf.data.AUTOTUNE,
-        )
-    return dataset.prefetch(tf.data.AUTOTUNE)
+    return dataset.map(
+        lambda features: _model_features(
+            features, max_seq_length, settings.max_predictions_per_seq, settings.next_sentence_prediction
+        ),
+        num_parallel_calls=tf.data.AUTOTUNE,
+    )
 
 
 def fixed_evaluation_batches(dataset: tf.data.Dataset, batch_size: int) -> tf.data.Dataset:

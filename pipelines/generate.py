@@ -140,61 +140,14 @@ def create_pretraining_data(config: GenerationConfig, *, progress: bool = True, 
         encoding=encoding,
         next_sentence_prediction=config.next_sentence_prediction,
     )
-
-    # Plain graph code: skipping AutoGraph's conversion saves seconds of start-up.
-    @tf.autograph.experimental.do_not_convert
-    def finish(block):
-        serialized, counts = finish_block(block, config, masking_vocab)
-        with tf.control_dependencies([counters.assign_add(counts)]):
-            return tf.identity(serialized)
-
-    serialized = (
-        blocks.map(finish, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-        .unbatch()
-        .shuffle(config.shuffle_buffer_size, seed=config.random_seed, reshuffle_each_iteration=False)
-        .batch(1024)
-        .prefetch(2)
-    )
-    # No autotuning: the maps run one block per core anyway, and the autotuner's thread
-    # sometimes held up the iterator's teardown at the end of a run by almost two seconds.
-    options = tf.data.Options()
-    options.autotune.enabled = False
-    serialized = serialized.with_options(options)
-
-    # Each output under fileio.partial's temporary name: renamed into place once all are written.
-    published = contextlib.ExitStack()
-    temporary = [published.enter_context(fileio.partial(path)) for path in outputs]
-    writers = [tf.io.TFRecordWriter(path) for path in temporary]
-    written = 0
-    # Over the whole job: the bytes of every pass read so far (reading runs a shuffle
-    # buffer ahead of writing).
+    serialized = _serialized_records(blocks, config, masking_vocab, counters)
     display = Progress(
         f"generating ({config.dupe_factor} passes)" if config.dupe_factor > 1 else "generating",
         total=config.dupe_factor * total_bytes,
         unit="bytes",
         enabled=progress,
     )
-    try:
-        with display:
-            for batch in serialized:
-                for record in batch.numpy():
-                    writers[written % len(writers)].write(record)
-                    written += 1
-                display.update(read_stats.bytes + later_stats.bytes, note=f"{written:,} instances written")
-        for writer in writers:
-            writer.close()
-        if written == 0:
-            raise text_input.InputFileError(
-                f"no training pair could be made from {len(files)} input file(s) ({read_stats.documents} documents, "
-                f"{read_stats.lines} lines): a pair needs a document of at least two sentences (one sentence per "
-                "line, a blank line between documents)"
-            )
-        published.close()
-    except BaseException:
-        for writer in writers:
-            writer.close()
-        published.__exit__(*sys.exc_info())  # removes the temporary files
-        raise
+    written = _write_records(serialized, outputs, display, read_stats, later_stats, len(files))
 
     values = dict(zip(COUNTERS, counters.numpy().tolist(), strict=True))
     summary = Summary(
@@ -215,3 +168,76 @@ def create_pretraining_data(config: GenerationConfig, *, progress: bool = True, 
             f"internal error: wrote {written} records but counted {summary.instances} instances"
         )
     return summary
+
+
+def _serialized_records(
+    blocks: tf.data.Dataset,
+    config: GenerationConfig,
+    masking_vocab: masking.MaskingVocab,
+    counters: tf.Variable,
+) -> tf.data.Dataset:
+    """The blocks' records, shuffled, in batches of 1024 (tf.string); `counters` adds up
+    each block's counts as it is finished."""
+
+    # Plain graph code: skipping AutoGraph's conversion saves seconds of start-up.
+    @tf.autograph.experimental.do_not_convert
+    def finish(block):
+        serialized, counts = finish_block(block, config, masking_vocab)
+        with tf.control_dependencies([counters.assign_add(counts)]):
+            return tf.identity(serialized)
+
+    serialized = (
+        blocks.map(finish, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        .unbatch()
+        .shuffle(config.shuffle_buffer_size, seed=config.random_seed, reshuffle_each_iteration=False)
+        .batch(1024)
+        .prefetch(2)
+    )
+    # No autotuning: the maps run one block per core anyway, and the autotuner's thread
+    # sometimes held up the iterator's teardown at the end of a run by almost two seconds.
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return serialized.with_options(options)
+
+
+def _write_records(
+    serialized: tf.data.Dataset,
+    outputs: list[str],
+    display: Progress,
+    read_stats: text_input.ReadStats,
+    later_stats: text_input.ReadStats,
+    num_files: int,
+) -> int:
+    """Writes the records round-robin to `outputs`, returns how many.
+
+    Each output is written under fileio.partial's temporary name and renamed into place
+    once all are written; on any error (no record at all included) the temporary files
+    are removed. `display` shows the bytes of every pass read so far over the whole job
+    (reading runs a shuffle buffer ahead of writing).
+    """
+    published = contextlib.ExitStack()
+    temporary = [published.enter_context(fileio.partial(path)) for path in outputs]
+    writers = [tf.io.TFRecordWriter(path) for path in temporary]
+    written = 0
+    try:
+        with display:
+            for batch in serialized:
+                for record in batch.numpy():
+                    writers[written % len(writers)].write(record)
+                    written += 1
+                display.update(read_stats.bytes + later_stats.bytes, note=f"{written:,} instances written")
+        for writer in writers:
+            writer.close()
+        if written == 0:
+            raise text_input.InputFileError(
+                f"no training pair could be made from {num_files} input file(s) ({read_stats.documents} documents, "
+                f"{read_stats.lines} lines): a pair needs a document of at least two sentences (one sentence per "
+                "line, a blank line between documents)"
+            )
+        published.close()
+    except BaseException:
+        for writer in writers:
+            writer.close()
+        published.__exit__(*sys.exc_info())  # removes the temporary files
+        raise
+    return written

@@ -46,6 +46,8 @@ Example:
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import tensorflow as tf
 
 
@@ -207,8 +209,59 @@ def build_pairs(
         raise ValueError(f"max_seq_length must be >= 5 ([CLS] A [SEP] B [SEP]), got {max_seq_length}")
     max_num_tokens = max_seq_length - 3
     seeds = _seeds(seed, 4)
+    sentence_counts, sentence_lengths, flat_tokens, empty_sentences, empty_documents = _drop_empty(documents)
+    sentences = _locate_sentences(sentence_counts, sentence_lengths)
+    has_pairs = sentence_counts >= 2
+    target_length = _target_lengths(sentence_counts, seeds[0], seeds[1], short_seq_prob, max_num_tokens)
+    record, next_start = _pair_at_every_start(sentences, target_length, seeds[2])
 
-    # Drop sentences that tokenize to nothing, then documents left with no sentence.
+    # The chunk starts actually visited: everything reachable from the first sentence of
+    # each document by following next_start.
+    first_starts = tf.boolean_mask(sentences.document_start, has_pairs)
+    longest = tf.reduce_max(tf.concat([sentence_counts, [1]], axis=0))
+    chunk_start = _chain_starts(next_start, first_starts, longest)
+    record = {name: tf.gather(value, chunk_start) for name, value in record.items()}
+
+    a_token_start, b_token_start, length_a, length_b = _truncate_pairs(
+        record, sentences.offsets, max_num_tokens, seeds[3]
+    )
+    layout, in_a, in_b, source = _lay_out_pairs(
+        flat_tokens, a_token_start, b_token_start, length_a, length_b, max_seq_length, cls_id, sep_id
+    )
+    pairs = {
+        **layout,
+        "next_sentence_labels": record["is_random"],
+        "length_a": length_a,
+        "empty_sentences": empty_sentences,
+        "empty_documents": empty_documents,
+        "single_sentence_documents": tf.reduce_sum(tf.cast(~has_pairs, tf.int64)),
+    }
+    if word_continues is not None:
+        # Dropped sentences hold no pieces, so the marks line up with flat_tokens as they are.
+        marks = tf.ensure_shape(tf.cast(word_continues, tf.bool), [None])
+        pairs["word_continues"] = (in_a | in_b) & tf.gather(marks, source)
+    return pairs
+
+
+class _Sentences(NamedTuple):
+    """Where the kept sentences of a block lie (int64 tensors)."""
+
+    offsets: tf.Tensor  # [sentences + 1]: tokens before sentence i; strictly increasing
+    counts: tf.Tensor  # [docs]: sentences per document
+    document_start: tf.Tensor  # [docs]: its first sentence
+    last_sentence: tf.Tensor  # [docs]: its last sentence
+    document: tf.Tensor  # [sentences]: the document of each sentence
+
+
+def _drop_empty(
+    documents: tf.RaggedTensor,
+) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
+    """Drops sentences that tokenize to nothing, then documents left with no sentence.
+
+    Returns sentences per document (int64 [docs]), pieces per sentence (int64
+    [sentences]), the pieces (int64 [tokens]: the dropped sentences hold none) and the
+    counts of empty sentences and empty documents.
+    """
     sentences = documents.values  # [sentences, (pieces)]
     sentence_lengths = sentences.row_lengths()
     keep = sentence_lengths > 0
@@ -220,40 +273,69 @@ def build_pairs(
     empty_documents = tf.reduce_sum(tf.cast(kept_per_document == 0, tf.int64))
     sentence_counts = tf.boolean_mask(kept_per_document, kept_per_document > 0)  # [docs]
     sentence_lengths = tf.boolean_mask(sentence_lengths, keep)  # [sentences]
-    flat_tokens = sentences.flat_values  # [tokens]: the dropped sentences hold none
+    return sentence_counts, sentence_lengths, sentences.flat_values, empty_sentences, empty_documents
 
+
+def _locate_sentences(sentence_counts: tf.Tensor, sentence_lengths: tf.Tensor) -> _Sentences:
+    """The offsets of the sentences and the sentence ranges of the documents."""
     num_documents = tf.size(sentence_counts, out_type=tf.int64)
-    # offsets[i] = tokens before sentence i; strictly increasing.
     offsets = tf.concat([[0], tf.cumsum(sentence_lengths)], axis=0)
     document_end = tf.cumsum(sentence_counts)  # exclusive, in sentences
     document_start = document_end - sentence_counts
-    last_sentence = document_end - 1
-    has_pairs = sentence_counts >= 2
+    return _Sentences(
+        offsets=offsets,
+        counts=sentence_counts,
+        document_start=document_start,
+        last_sentence=document_end - 1,
+        document=tf.repeat(tf.range(num_documents), sentence_counts),
+    )
 
-    uniform_short = tf.random.stateless_uniform(tf.shape(sentence_counts), seeds[0], dtype=tf.float64)
-    uniform_length = tf.random.stateless_uniform(tf.shape(sentence_counts), seeds[1], dtype=tf.float64)
-    target_length = tf.where(
+
+def _target_lengths(
+    sentence_counts: tf.Tensor,
+    short_seed: tf.Tensor,
+    length_seed: tf.Tensor,
+    short_seq_prob: float,
+    max_num_tokens: int,
+) -> tf.Tensor:
+    """Per document (int64 [docs]): max_num_tokens, or with probability `short_seq_prob` a
+    uniform length in [2, max_num_tokens]."""
+    uniform_short = tf.random.stateless_uniform(tf.shape(sentence_counts), short_seed, dtype=tf.float64)
+    uniform_length = tf.random.stateless_uniform(tf.shape(sentence_counts), length_seed, dtype=tf.float64)
+    return tf.where(
         uniform_short < short_seq_prob,
         2 + _uniform_index(uniform_length, tf.constant(max_num_tokens - 1, tf.int64)),
         tf.constant(max_num_tokens, tf.int64),
-    )  # [docs]
-    num_sentences = tf.size(sentence_lengths, out_type=tf.int64)
-    sentence_document = tf.repeat(tf.range(num_documents), sentence_counts)  # [sentences]
+    )
 
-    def accumulate(start: tf.Tensor, wanted: tf.Tensor, last: tf.Tensor) -> tf.Tensor:
-        """Last sentence index of the run from `start` that reaches `wanted` tokens (or `last`)."""
-        reached = tf.searchsorted(offsets, tf.gather(offsets, start) + wanted, side="left", out_type=tf.int64)
-        return tf.minimum(reached - 1, last)
 
-    # Every sentence is treated as a possible chunk start, with its own random draws:
-    # the chunk it would start, its pair, and where the next chunk would start. Starts
-    # strictly increase along a document, so each draw is used at most once and the
-    # pairs have the distribution of the original sequential loop.
+def _accumulate(offsets: tf.Tensor, start: tf.Tensor, wanted: tf.Tensor, last: tf.Tensor) -> tf.Tensor:
+    """Last sentence index of the run from `start` that reaches `wanted` tokens (or `last`)."""
+    reached = tf.searchsorted(offsets, tf.gather(offsets, start) + wanted, side="left", out_type=tf.int64)
+    return tf.minimum(reached - 1, last)
+
+
+def _pair_at_every_start(
+    sentences: _Sentences, target_length: tf.Tensor, seed: tf.Tensor
+) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
+    """The pair each sentence would make as a chunk start, and where the next chunk would start.
+
+    Every sentence is treated as a possible chunk start, with its own random draws: the
+    chunk it would start, its pair, and where the next chunk would start. Starts strictly
+    increase along a document, so each draw is used at most once and the pairs have the
+    distribution of the original sequential loop.
+
+    Returns the pair's sentence ranges `a_start`, `a_end`, `b_start`, `b_end` and
+    `is_random` (int64 [sentences]), and the next start (int64 [sentences]; the number of
+    sentences past a document's end).
+    """
+    offsets = sentences.offsets
+    num_sentences = tf.size(sentences.document, out_type=tf.int64)
     start = tf.range(num_sentences)
-    target = tf.gather(target_length, sentence_document)
-    last = tf.gather(last_sentence, sentence_document)
-    draws = tf.random.stateless_uniform([4, num_sentences], seeds[2], dtype=tf.float64)
-    chunk_last = accumulate(start, target, last)
+    target = tf.gather(target_length, sentences.document)
+    last = tf.gather(sentences.last_sentence, sentences.document)
+    draws = tf.random.stateless_uniform([4, num_sentences], seed, dtype=tf.float64)
+    chunk_last = _accumulate(offsets, start, target, last)
     chunk_size = chunk_last - start + 1
     is_random = draws[0] < 0.5
     a_count = tf.where(
@@ -262,23 +344,14 @@ def build_pairs(
     a_end = start + a_count
     length_a = tf.gather(offsets, a_end) - tf.gather(offsets, start)
     wanted_b = tf.maximum(target - length_a, 1)
-
-    # Random next: B from another document, the chunk's unused sentences put back.
-    other = _uniform_index(draws[2], tf.maximum(num_documents - 1, 1))
-    other = tf.where(
-        num_documents > 1, other + tf.cast(other >= sentence_document, tf.int64), sentence_document
-    )
-    random_start = tf.gather(document_start, other) + _uniform_index(
-        draws[3], tf.gather(sentence_counts, other)
-    )
-    random_end = accumulate(random_start, wanted_b, tf.gather(last_sentence, other)) + 1
+    random_start, random_end = _random_next(sentences, draws[2], draws[3], wanted_b)
 
     # Actual next of a one-sentence chunk: the following sentences, or at the document
     # end the preceding sentence as A.
     single = chunk_size == 1
     at_end = chunk_last == last
     follow_start = tf.minimum(chunk_last + 1, last)
-    follow_end = accumulate(follow_start, wanted_b, last) + 1
+    follow_end = _accumulate(offsets, follow_start, wanted_b, last) + 1
     actual_next = tf.where(single & ~at_end, follow_end, chunk_last + 1)
     record = {
         "a_start": tf.where(~is_random & single & at_end, start - 1, start),
@@ -292,41 +365,73 @@ def build_pairs(
         "is_random": tf.cast(is_random, tf.int64),
     }
     next_start = tf.where(is_random, a_end, actual_next)
+    return record, tf.where(next_start > last, num_sentences, next_start)
 
-    # The chunk starts actually visited: everything reachable from the first sentence of
-    # each document by following next_start.
-    next_start = tf.where(next_start > last, num_sentences, next_start)
-    first_starts = tf.boolean_mask(document_start, has_pairs)
-    longest = tf.reduce_max(tf.concat([sentence_counts, [1]], axis=0))
-    chunk_start = _chain_starts(next_start, first_starts, longest)
-    record = {name: tf.gather(value, chunk_start) for name, value in record.items()}
 
+def _random_next(
+    sentences: _Sentences, document_draw: tf.Tensor, start_draw: tf.Tensor, wanted_b: tf.Tensor
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """Random next: B from another document (the same one in a one-document block), from a
+    uniform start sentence up to `wanted_b` tokens. Returns B's sentence range [start, end)."""
+    num_documents = tf.size(sentences.counts, out_type=tf.int64)
+    other = _uniform_index(document_draw, tf.maximum(num_documents - 1, 1))
+    other = tf.where(
+        num_documents > 1, other + tf.cast(other >= sentences.document, tf.int64), sentences.document
+    )
+    random_start = tf.gather(sentences.document_start, other) + _uniform_index(
+        start_draw, tf.gather(sentences.counts, other)
+    )
+    random_end = (
+        _accumulate(sentences.offsets, random_start, wanted_b, tf.gather(sentences.last_sentence, other)) + 1
+    )
+    return random_start, random_end
+
+
+def _truncate_pairs(
+    record: dict[str, tf.Tensor], offsets: tf.Tensor, max_num_tokens: int, seed: tf.Tensor
+) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
+    """Truncates each pair to `max_num_tokens` as the original does; each trimmed token comes
+    off the front or the back with equal probability.
+
+    Returns the token starts and lengths of A and B (int64 [pairs] each).
+    """
     a_token_start = tf.gather(offsets, record["a_start"])
     b_token_start = tf.gather(offsets, record["b_start"])
     length_a = tf.gather(offsets, record["a_end"]) - a_token_start
     length_b = tf.gather(offsets, record["b_end"]) - b_token_start
     trim_a, trim_b = truncation_counts(length_a, length_b, max_num_tokens)
-    # Each trimmed token comes off the front or the back with equal probability.
     front_a = tf.random.stateless_binomial(
         tf.shape(trim_a),
-        seeds[3],
+        seed,
         tf.cast(trim_a, tf.float64),
         tf.constant(0.5, tf.float64),
         output_dtype=tf.int64,
     )
     front_b = tf.random.stateless_binomial(
         tf.shape(trim_b),
-        tf.random.experimental.stateless_fold_in(seeds[3], 1),
+        tf.random.experimental.stateless_fold_in(seed, 1),
         tf.cast(trim_b, tf.float64),
         tf.constant(0.5, tf.float64),
         output_dtype=tf.int64,
     )
-    a_token_start += front_a
-    b_token_start += front_b
-    length_a -= trim_a
-    length_b -= trim_b
+    return a_token_start + front_a, b_token_start + front_b, length_a - trim_a, length_b - trim_b
 
-    # Lay out [CLS] A [SEP] B [SEP] and padding directly as dense [pairs, max_seq_length].
+
+def _lay_out_pairs(
+    flat_tokens: tf.Tensor,
+    a_token_start: tf.Tensor,
+    b_token_start: tf.Tensor,
+    length_a: tf.Tensor,
+    length_b: tf.Tensor,
+    max_seq_length: int,
+    cls_id: int,
+    sep_id: int,
+) -> tuple[dict[str, tf.Tensor], tf.Tensor, tf.Tensor, tf.Tensor]:
+    """Lays out [CLS] A [SEP] B [SEP] and padding directly as dense [pairs, max_seq_length].
+
+    Returns `input_ids`, `input_mask` and `segment_ids`, and where A and B lie and the
+    token each position takes (bool, bool, int64 [pairs, max_seq_length]).
+    """
     position = tf.range(max_seq_length, dtype=tf.int64)[tf.newaxis, :]
     end_a = (length_a + 1)[:, tf.newaxis]  # position of the first [SEP]
     end_b = (length_a + length_b + 2)[:, tf.newaxis]  # position of the last [SEP]
@@ -339,20 +444,9 @@ def build_pairs(
     input_ids = tf.where(in_a | in_b, tf.gather(flat_tokens, source), 0)
     input_ids = tf.where(position == 0, tf.constant(cls_id, tf.int64), input_ids)
     input_ids = tf.where((position == end_a) | (position == end_b), tf.constant(sep_id, tf.int64), input_ids)
-    input_mask = tf.cast(position <= end_b, tf.int64)
-    segment_ids = tf.cast((position > end_a) & (position <= end_b), tf.int64)
-    pairs = {
+    layout = {
         "input_ids": input_ids,
-        "input_mask": input_mask,
-        "segment_ids": segment_ids,
-        "next_sentence_labels": record["is_random"],
-        "length_a": length_a,
-        "empty_sentences": empty_sentences,
-        "empty_documents": empty_documents,
-        "single_sentence_documents": tf.reduce_sum(tf.cast(~has_pairs, tf.int64)),
+        "input_mask": tf.cast(position <= end_b, tf.int64),
+        "segment_ids": tf.cast((position > end_a) & (position <= end_b), tf.int64),
     }
-    if word_continues is not None:
-        # Dropped sentences hold no pieces, so the marks line up with flat_tokens as they are.
-        marks = tf.ensure_shape(tf.cast(word_continues, tf.bool), [None])
-        pairs["word_continues"] = (in_a | in_b) & tf.gather(marks, source)
-    return pairs
+    return layout, in_a, in_b, source

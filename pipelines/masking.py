@@ -108,10 +108,6 @@ def mask_sequences(
     padded) and `masked_lm_weights` (float32 [batch, P], 1.0 on real predictions).
     """
     input_ids = tf.convert_to_tensor(input_ids, tf.int64)
-    batch_size, seq_length = (
-        tf.shape(input_ids, out_type=tf.int64)[0],
-        tf.shape(input_ids, out_type=tf.int64)[1],
-    )
     real = tf.cast(input_mask, tf.bool)
     lengths = tf.reduce_sum(tf.cast(real, tf.int64), axis=1)
     to_predict = num_to_predict(lengths, masked_lm_prob, max_predictions_per_seq)  # [batch]
@@ -123,42 +119,9 @@ def mask_sequences(
     decision = tf.random.stateless_uniform(shape, seeds[1], dtype=tf.float32)
 
     if whole_word_mask:
-        continuation = tf.gather(tf.constant(masking_vocab.is_continuation), input_ids)
-        if word_continues is not None:
-            continuation |= tf.cast(word_continues, tf.bool)
-        previous_candidate = tf.pad(candidate[:, :-1], [[0, 0], [1, 0]])
-        word_start = candidate & ~(continuation & previous_candidate)
-        # A key per word: row × seq + index of the word within its row.
-        word_index = tf.cumsum(tf.cast(word_start, tf.int64), axis=1) - 1
-        word_key = tf.reshape(tf.range(batch_size) * seq_length, [-1, 1]) + tf.maximum(word_index, 0)
-        word_key = tf.where(candidate, word_key, batch_size * seq_length)  # non-candidates: a dump slot
-        num_keys = batch_size * seq_length + 1
-        word_length = tf.math.unsorted_segment_sum(tf.cast(candidate, tf.int64), word_key, num_keys)
-        start_length = tf.where(word_start, tf.gather(word_length, word_key), 0)  # [batch, seq]
-
-        # Words in random order; take a word unless it would pass num_to_predict.
-        order = tf.argsort(
-            tf.where(word_start, priority, tf.constant(-1.0, tf.float64)),
-            axis=1,
-            direction="DESCENDING",
-            stable=True,
+        chosen, decision = _choose_whole_words(
+            input_ids, candidate, priority, decision, to_predict, masking_vocab, word_continues
         )
-        ordered_length = tf.transpose(tf.gather(start_length, order, batch_dims=1))  # [seq, batch]
-
-        def take_word(state, word_length_at_rank):
-            count, _ = state
-            take = (word_length_at_rank > 0) & (count + word_length_at_rank <= to_predict)
-            return count + tf.where(take, word_length_at_rank, 0), take
-
-        _, taken = tf.scan(
-            take_word, ordered_length, initializer=(tf.zeros_like(to_predict), tf.zeros_like(real[:, 0]))
-        )
-        taken_at_start = tf.gather(tf.transpose(taken), tf.argsort(order, axis=1, stable=True), batch_dims=1)
-        # Spread the word's choice and its 80/10/10 draw to all its pieces.
-        word_taken = tf.math.unsorted_segment_max(tf.cast(taken_at_start, tf.int64), word_key, num_keys)
-        chosen = candidate & (tf.gather(word_taken, word_key) > 0)
-        word_decision = tf.math.unsorted_segment_max(tf.where(word_start, decision, -1.0), word_key, num_keys)
-        decision = tf.gather(word_decision, word_key)
     else:
         # The num_to_predict highest priorities among the candidates.
         top = tf.math.top_k(
@@ -167,15 +130,94 @@ def mask_sequences(
         threshold = tf.gather(top.values, tf.expand_dims(to_predict - 1, 1), batch_dims=1)  # [batch, 1]
         chosen = candidate & (priority >= threshold)
 
+    masked_ids = _replace_chosen(input_ids, chosen, decision, seeds[2], masking_vocab)
+    return {"input_ids": masked_ids, **_predictions(input_ids, chosen, max_predictions_per_seq)}
+
+
+def _word_keys(
+    input_ids: tf.Tensor, candidate: tf.Tensor, masking_vocab: MaskingVocab, word_continues: tf.Tensor | None
+) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """Where the words of the candidates start (bool [batch, seq]), a key per word (int64
+    [batch, seq]: row × seq + index of the word within its row; non-candidates share a dump
+    slot) and the number of keys."""
+    batch_size, seq_length = (
+        tf.shape(input_ids, out_type=tf.int64)[0],
+        tf.shape(input_ids, out_type=tf.int64)[1],
+    )
+    continuation = tf.gather(tf.constant(masking_vocab.is_continuation), input_ids)
+    if word_continues is not None:
+        continuation |= tf.cast(word_continues, tf.bool)
+    previous_candidate = tf.pad(candidate[:, :-1], [[0, 0], [1, 0]])
+    word_start = candidate & ~(continuation & previous_candidate)
+    word_index = tf.cumsum(tf.cast(word_start, tf.int64), axis=1) - 1
+    word_key = tf.reshape(tf.range(batch_size) * seq_length, [-1, 1]) + tf.maximum(word_index, 0)
+    word_key = tf.where(candidate, word_key, batch_size * seq_length)
+    return word_start, word_key, batch_size * seq_length + 1
+
+
+def _choose_whole_words(
+    input_ids: tf.Tensor,
+    candidate: tf.Tensor,
+    priority: tf.Tensor,
+    decision: tf.Tensor,
+    to_predict: tf.Tensor,
+    masking_vocab: MaskingVocab,
+    word_continues: tf.Tensor | None,
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """Whole-word masking: words in random order, each taken unless it would pass
+    num_to_predict. Returns the chosen positions and the 80/10/10 draws, one per word
+    (bool and float32 [batch, seq])."""
+    word_start, word_key, num_keys = _word_keys(input_ids, candidate, masking_vocab, word_continues)
+    word_length = tf.math.unsorted_segment_sum(tf.cast(candidate, tf.int64), word_key, num_keys)
+    start_length = tf.where(word_start, tf.gather(word_length, word_key), 0)  # [batch, seq]
+
+    order = tf.argsort(
+        tf.where(word_start, priority, tf.constant(-1.0, tf.float64)),
+        axis=1,
+        direction="DESCENDING",
+        stable=True,
+    )
+    ordered_length = tf.transpose(tf.gather(start_length, order, batch_dims=1))  # [seq, batch]
+
+    def take_word(state, word_length_at_rank):
+        count, _ = state
+        take = (word_length_at_rank > 0) & (count + word_length_at_rank <= to_predict)
+        return count + tf.where(take, word_length_at_rank, 0), take
+
+    _, taken = tf.scan(
+        take_word, ordered_length, initializer=(tf.zeros_like(to_predict), tf.zeros_like(candidate[:, 0]))
+    )
+    taken_at_start = tf.gather(tf.transpose(taken), tf.argsort(order, axis=1, stable=True), batch_dims=1)
+    # Spread the word's choice and its 80/10/10 draw to all its pieces.
+    word_taken = tf.math.unsorted_segment_max(tf.cast(taken_at_start, tf.int64), word_key, num_keys)
+    chosen = candidate & (tf.gather(word_taken, word_key) > 0)
+    word_decision = tf.math.unsorted_segment_max(tf.where(word_start, decision, -1.0), word_key, num_keys)
+    return chosen, tf.gather(word_decision, word_key)
+
+
+def _replace_chosen(
+    input_ids: tf.Tensor, chosen: tf.Tensor, decision: tf.Tensor, seed: tf.Tensor, masking_vocab: MaskingVocab
+) -> tf.Tensor:
+    """The chosen positions become [MASK] (decision < 0.8), a random word piece (< 0.9) or stay."""
     replacement_ids = tf.constant(masking_vocab.replacement_ids)
     random_index = tf.random.stateless_uniform(
-        shape, seeds[2], minval=0, maxval=tf.size(replacement_ids, out_type=tf.int64), dtype=tf.int64
+        tf.shape(input_ids),
+        seed,
+        minval=0,
+        maxval=tf.size(replacement_ids, out_type=tf.int64),
+        dtype=tf.int64,
     )
     random_tokens = tf.gather(replacement_ids, random_index)
     masked_ids = tf.where(chosen & (decision < 0.8), tf.constant(masking_vocab.mask_id, tf.int64), input_ids)
-    masked_ids = tf.where(chosen & (decision >= 0.8) & (decision < 0.9), random_tokens, masked_ids)
+    return tf.where(chosen & (decision >= 0.8) & (decision < 0.9), random_tokens, masked_ids)
 
-    # Chosen positions in increasing order (the top -position values), padded with 0 (weight 0.0).
+
+def _predictions(
+    input_ids: tf.Tensor, chosen: tf.Tensor, max_predictions_per_seq: int
+) -> dict[str, tf.Tensor]:
+    """masked_lm_positions, masked_lm_ids and masked_lm_weights of the chosen positions, in
+    increasing order (the top -position values), padded with 0 (weight 0.0)."""
+    seq_length = tf.shape(input_ids, out_type=tf.int64)[1]
     positions = tf.range(seq_length, dtype=tf.int64)[tf.newaxis, :]
     smallest_first = tf.math.top_k(
         tf.where(chosen, -positions, -seq_length), k=max_predictions_per_seq
@@ -185,7 +227,6 @@ def mask_sequences(
     masked_lm_positions = tf.where(weights, sorted_positions, 0)
     masked_lm_ids = tf.where(weights, tf.gather(input_ids, masked_lm_positions, batch_dims=1), 0)
     return {
-        "input_ids": masked_ids,
         "masked_lm_positions": masked_lm_positions,
         "masked_lm_ids": masked_lm_ids,
         "masked_lm_weights": tf.cast(weights, tf.float32),

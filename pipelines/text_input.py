@@ -93,10 +93,37 @@ def check_mostly_text(
     are read, a module with `bert_tf.fileio`'s `open_binary` (`pipelines.beam.files`).
     """
     open_binary = fileio.open_binary if filesystem is None else filesystem.open_binary
-    lines: list[str] = []
-    invalid = 0  # among `lines`
-    first_bad = None  # (path, line number, raw bytes) of the first line that does not decode
-    bad_lines = read_lines = 0  # in the encoding sample
+    sample = _sample_lines(files, sample_lines, open_binary, encoding)
+    if not sample.lines:
+        return
+    empty = _pieceless_lines(sample.lines, tokenizer)
+    # An invalid line may also give no piece: count each line once.
+    not_text = min(len(sample.lines), sample.invalid + empty)
+    named = "UTF-8" if encoding == text_encoding.UTF8 else encoding
+    if 2 * not_text > len(sample.lines):
+        _refuse_not_text(sample, files, flag, accept, named, not_text, None if tokenizer is None else empty)
+    elif sample.first_bad is not None:
+        _refuse_other_encoding(sample, flag, accept, named, encoding)
+
+
+@dataclasses.dataclass
+class _TextSample:
+    """The lines `check_mostly_text` judges, and what decoding them found."""
+
+    lines: list[str] = dataclasses.field(default_factory=list)
+    invalid: int = 0  # among `lines`
+    # (path, line number, raw bytes) of the first line that does not decode
+    first_bad: tuple[str, int, bytes] | None = None
+    bad_lines: int = 0  # in the encoding sample
+    read_lines: int = 0  # in the encoding sample
+
+
+def _sample_lines(
+    files: Sequence[str], sample_lines: int, open_binary: Callable, encoding: str
+) -> _TextSample:
+    """The first `sample_lines` non-blank lines across `files`, and the undecodable lines among
+    the first `ENCODING_SAMPLE_LINES` of each file."""
+    sample = _TextSample()
     for path in files:
         stats = ReadStats()
         for number, (line, raw) in enumerate(
@@ -106,56 +133,73 @@ def check_mostly_text(
             start=1,
         ):
             bad = raw is not None
-            if bad and first_bad is None:
-                first_bad = (path, number, raw)
-            if line and len(lines) < sample_lines:
-                lines.append(line)
-                invalid += bad
-            bad_lines += bad
-            read_lines += bool(line)
+            if bad and sample.first_bad is None:
+                sample.first_bad = (path, number, raw)
+            if line and len(sample.lines) < sample_lines:
+                sample.lines.append(line)
+                sample.invalid += bad
+            sample.bad_lines += bad
+            sample.read_lines += bool(line)
             if number >= ENCODING_SAMPLE_LINES:
                 break
-    if not lines:
-        return
-    empty = 0
-    doubtful = [line for line in lines if not gives_a_piece(line)]
-    if tokenizer is not None and doubtful:
-        import tensorflow as tf
+    return sample
 
-        if not hasattr(tokenizer, "tokenize"):
-            tokenizer = tokenizer()
-        pieces = tokenizer.tokenize(tf.constant(doubtful)).row_lengths().numpy()
-        empty = int((pieces == 0).sum())
-    # An invalid line may also give no piece: count each line once.
-    not_text = min(len(lines), invalid + empty)
-    named = "UTF-8" if encoding == text_encoding.UTF8 else encoding
-    if 2 * not_text > len(lines):
-        message = (
-            f"{flag}: {not_text} of the first {len(lines)} lines of {files[0]}"
-            f"{' and the next files' if len(files) > 1 and not_text > invalid else ''} are not text "
-            f"({invalid} have invalid {named}"
-            f"{'' if tokenizer is None else f', {empty} give no word piece with this vocab'})"
-        )
-        _refuse_or_warn(
-            message,
-            accept,
-            "pass a UTF-8 text corpus (one sentence per line), or --accept_non_text to use it anyway",
-        )
-    elif first_bad is not None:
-        path, number, raw = first_bad
-        message = (
-            f"{flag}: {path} is not {named} text: {bad_lines} of the {read_lines:,} lines read ({bad_lines / read_lines:.1%}) "
-            f"hold bytes that are not {named}, the first at line {number} ({raw.rstrip()[:60]!r}); the tokenizer "
-            'would drop those bytes ("für" would train as "fr")'
-        )
-        fix = (
-            text_encoding.conversion_hint(path)
-            if encoding == text_encoding.UTF8
-            else (f"pass the encoding the files were written in as {text_encoding.FLAG}")
-        )
-        # A stray byte or two in a large file is damage, not an encoding: said, and dropped.
-        rare = bad_lines <= MAX_STRAY_LINES_SHARE * read_lines
-        _refuse_or_warn(message, accept or rare, f"{fix}; or --accept_non_text to train without those bytes")
+
+def _pieceless_lines(lines: list[str], tokenizer) -> int:
+    """How many of `lines` give no word piece (0 without a tokenizer); the tokenizer is made
+    only when some line might."""
+    doubtful = [line for line in lines if not gives_a_piece(line)]
+    if tokenizer is None or not doubtful:
+        return 0
+    import tensorflow as tf
+
+    if not hasattr(tokenizer, "tokenize"):
+        tokenizer = tokenizer()
+    pieces = tokenizer.tokenize(tf.constant(doubtful)).row_lengths().numpy()
+    return int((pieces == 0).sum())
+
+
+def _refuse_not_text(
+    sample: _TextSample,
+    files: Sequence[str],
+    flag: str,
+    accept: bool,
+    named: str,
+    not_text: int,
+    empty: int | None,
+) -> None:
+    """Over half the sampled lines are not text: refused (or, with `accept`, a warning). `empty`:
+    the lines that give no word piece (None without a tokenizer)."""
+    message = (
+        f"{flag}: {not_text} of the first {len(sample.lines)} lines of {files[0]}"
+        f"{' and the next files' if len(files) > 1 and not_text > sample.invalid else ''} are not text "
+        f"({sample.invalid} have invalid {named}"
+        f"{'' if empty is None else f', {empty} give no word piece with this vocab'})"
+    )
+    _refuse_or_warn(
+        message,
+        accept,
+        "pass a UTF-8 text corpus (one sentence per line), or --accept_non_text to use it anyway",
+    )
+
+
+def _refuse_other_encoding(sample: _TextSample, flag: str, accept: bool, named: str, encoding: str) -> None:
+    """Some lines do not decode as `encoding`: refused with the fix, unless they are rare."""
+    path, number, raw = sample.first_bad
+    bad_lines, read_lines = sample.bad_lines, sample.read_lines
+    message = (
+        f"{flag}: {path} is not {named} text: {bad_lines} of the {read_lines:,} lines read ({bad_lines / read_lines:.1%}) "
+        f"hold bytes that are not {named}, the first at line {number} ({raw.rstrip()[:60]!r}); the tokenizer "
+        'would drop those bytes ("für" would train as "fr")'
+    )
+    fix = (
+        text_encoding.conversion_hint(path)
+        if encoding == text_encoding.UTF8
+        else (f"pass the encoding the files were written in as {text_encoding.FLAG}")
+    )
+    # A stray byte or two in a large file is damage, not an encoding: said, and dropped.
+    rare = bad_lines <= MAX_STRAY_LINES_SHARE * read_lines
+    _refuse_or_warn(message, accept or rare, f"{fix}; or --accept_non_text to train without those bytes")
 
 
 def _refuse_or_warn(message: str, accept: bool, fix: str) -> None:

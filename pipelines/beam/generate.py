@@ -243,6 +243,43 @@ def create_pretraining_data(
     pipeline_runner, options = runner.pipeline_options(config.runner, beam_args)
     prefix = fileio.abspath(config.output_file.strip())
     earlier = _check_output_prefix(prefix, config.overwrite)
+    input_files = _check_input(config)
+    sizes = [files.size(path) for path in input_files]
+    num_shards = config.num_output_shards or max(
+        1, math.ceil(sum(sizes) * config.dupe_factor / SHARD_TEXT_BYTES)
+    )
+    ranges = byte_ranges(input_files, sizes, range_bytes)
+    directory = fileio.dirname(prefix)
+    if directory and not files.exists(directory):
+        logger.info("creating the output folder %s", directory)
+        files.makedirs(directory)
+    logger.info(
+        "running on %s: %d file(s), %.1f MB in %d range(s), %d output shard(s)",
+        config.runner,
+        len(input_files),
+        sum(sizes) / 1e6,
+        len(ranges),
+        num_shards,
+    )
+    pipeline = beam.Pipeline(runner=pipeline_runner, options=options)
+    _add_steps(pipeline, config, ranges, prefix, num_shards, min_documents)
+    counts = runner.run(pipeline)
+
+    written = _publish_shards(prefix, num_shards, earlier, counts, len(input_files))
+    summary = Summary(
+        files=len(input_files),
+        bytes=sum(sizes),
+        empty_files=[path for path, size in zip(input_files, sizes, strict=True) if size == 0],
+        **{name: counts.get(name, 0) for name in (*_READ_COUNTERS, *COUNTERS)},
+        output_files=written,
+        seconds=time.monotonic() - started,
+    )
+    warn_if_single_document(summary)
+    return summary
+
+
+def _check_input(config: GenerationConfig) -> list[str]:
+    """The input files, once the vocab, the text and the word segmenter are checked."""
     input_files = fileio.expand_files(config.input_file, "input_file", filesystem=files)
     load_vocab(config.vocab_file, filesystem=files)
 
@@ -261,25 +298,18 @@ def create_pretraining_data(
     )
     if config.word_segmenter is not None:
         segmenters.WordMarker(config.word_segmenter)  # installed and working, before the workers need it
-    sizes = [files.size(path) for path in input_files]
-    num_shards = config.num_output_shards or max(
-        1, math.ceil(sum(sizes) * config.dupe_factor / SHARD_TEXT_BYTES)
-    )
-    ranges = byte_ranges(input_files, sizes, range_bytes)
-    directory = fileio.dirname(prefix)
-    if directory and not files.exists(directory):
-        logger.info("creating the output folder %s", directory)
-        files.makedirs(directory)
-    logger.info(
-        "running on %s: %d file(s), %.1f MB in %d range(s), %d output shard(s)",
-        config.runner,
-        len(input_files),
-        sum(sizes) / 1e6,
-        len(ranges),
-        num_shards,
-    )
+    return input_files
 
-    pipeline = beam.Pipeline(runner=pipeline_runner, options=options)
+
+def _add_steps(
+    pipeline: beam.Pipeline,
+    config: GenerationConfig,
+    ranges: Sequence[tuple[str, int, int]],
+    prefix: str,
+    num_shards: int,
+    min_documents: int,
+) -> None:
+    """The steps of the module docstring: ranges → documents → blocks → records → shards."""
     documents = (
         pipeline
         | "Ranges" >> beam.Create(ranges)
@@ -299,27 +329,23 @@ def create_pretraining_data(
         | "Records" >> beam.ParDo(_BlockRecords(config))
         | "Write" >> beam.io.Write(_TFRecordSink(prefix, num_shards))
     )
-    counts = runner.run(pipeline)
 
+
+def _publish_shards(
+    prefix: str, num_shards: int, earlier: list[str], counts: dict[str, int], num_files: int
+) -> list[str]:
+    """The shards written; refused (and removed) if they hold no instance. An earlier run's
+    shards that were not replaced are removed."""
     written = shard_names(prefix, num_shards)
     if counts.get("instances", 0) == 0:
         for path in written:
             if files.exists(path):
                 files.remove(path)
         raise text_input.InputFileError(
-            f"no training pair could be made from {len(input_files)} input file(s) ({counts.get('documents', 0)} "
+            f"no training pair could be made from {num_files} input file(s) ({counts.get('documents', 0)} "
             f"documents, {counts.get('lines', 0)} lines): a pair needs a document of at least two sentences "
             "(one sentence per line, a blank line between documents)"
         )
     for path in sorted(set(earlier) - set(written)):  # an earlier run's shards that were not replaced
         files.remove(path)
-    summary = Summary(
-        files=len(input_files),
-        bytes=sum(sizes),
-        empty_files=[path for path, size in zip(input_files, sizes, strict=True) if size == 0],
-        **{name: counts.get(name, 0) for name in (*_READ_COUNTERS, *COUNTERS)},
-        output_files=written,
-        seconds=time.monotonic() - started,
-    )
-    warn_if_single_document(summary)
-    return summary
+    return written
