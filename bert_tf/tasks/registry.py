@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from bert_tf.errors import UsageError
 
-if TYPE_CHECKING:  # a type only: the families import this module to register
+if TYPE_CHECKING:  # a type only (the families are imported by their paths, on first use)
     from bert_tf.tasks.family import TaskFamily
 
 # The built-in families, each `MODULE:CLASS`, imported on first use: a new built-in family is
