@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from bert_tf import fileio, text_encoding
 from bert_tf.errors import UsageError
-from bert_tf.tasks import classification, ner
+from bert_tf.tasks.classification import tables
 from bert_tf.tasks.settings import FinetuneSettings
 
 ROWS = [("Grüße aus Köln", "pos"), ("plain words", "neg"), ("für die Größe", "pos")]
@@ -31,7 +31,7 @@ class EncodingTest(tf.test.TestCase):
     def test_a_latin1_csv_is_refused_at_its_first_bad_line_with_the_fix(self):
         path = write("train.csv", self.csv_bytes("latin-1"))
         with self.assertRaises(text_encoding.EncodingError) as caught:
-            classification.read_table(path, "text", label_column="label")
+            tables.read_table(path, "text", label_column="label")
         message = str(caught.exception)
         self.assertIn(f"{path} line 2 is not valid UTF-8", message)  # the header is line 1
         self.assertIn(f"iconv -f latin1 -t utf-8 {path}", message)
@@ -39,11 +39,9 @@ class EncodingTest(tf.test.TestCase):
         self.assertNotIn("\n", message)
 
     def test_the_encoding_named_reads_the_same_rows_as_the_utf8_file(self):
-        utf8 = classification.read_table(
-            write("a.csv", self.csv_bytes("utf-8")), "text", label_column="label"
-        )
+        utf8 = tables.read_table(write("a.csv", self.csv_bytes("utf-8")), "text", label_column="label")
         with text_encoding.reading_as("latin-1"):
-            latin1 = classification.read_table(
+            latin1 = tables.read_table(
                 write("b.csv", self.csv_bytes("latin-1")), "text", label_column="label"
             )
         self.assertEqual([(e.text_a, e.label) for e in latin1], ROWS)
@@ -51,9 +49,9 @@ class EncodingTest(tf.test.TestCase):
         self.assertEqual(text_encoding.default_encoding(), "utf-8")  # restored after the block
 
     def test_other_readers_and_whole_file_reads_name_the_line_too(self):
-        conll = "EU B-ORG\nrejects O\n\nKöln B-LOC\n".encode("cp1252")
+        data = "EU B-ORG\nrejects O\n\nKöln B-LOC\n".encode("cp1252")
         with self.assertRaisesRegex(text_encoding.EncodingError, r"\.conll line 4 is not valid UTF-8"):
-            ner.read_conll(write("x.conll", conll))
+            conll.read_conll(write("x.conll", data))
         with fileio.open_text(write("y.json", b'{"a": 1}\n{"b": "\xe9"}\n')) as handle:
             with self.assertRaisesRegex(text_encoding.EncodingError, r"y\.json line 2 is not valid UTF-8"):
                 handle.read()
