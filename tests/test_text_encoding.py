@@ -12,6 +12,7 @@ from bert_tf import fileio, text_encoding
 from bert_tf.errors import UsageError
 from bert_tf.tasks.classification import tables
 from bert_tf.tasks.settings import FinetuneSettings
+from bert_tf.tasks.token import conll
 
 ROWS = [("Grüße aus Köln", "pos"), ("plain words", "neg"), ("für die Größe", "pos")]
 
