@@ -37,6 +37,7 @@ BUILT_IN = (
     "bert_tf.tasks.span.family:SpanFamily",
     "bert_tf.tasks.token.family:TokenFamily",
     "bert_tf.tasks.choice.family:ChoiceFamily",
+    "bert_tf.tasks.sentence_embedding.family:SentenceEmbeddingFamily",
 )
 
 _by_name: dict[str, type[TaskFamily]] = {}  # family name (built-in) or MODULE:CLASS -> family
