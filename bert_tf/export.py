@@ -34,7 +34,7 @@ import dataclasses
 from absl import flags
 
 from bert_tf import cli
-from bert_tf.serving.settings import ExportSettings
+from bert_tf.serving.settings import EXPORT_KINDS, ExportSettings
 
 define_flags = cli.settings_flags(ExportSettings, required=("kind", "init_checkpoint", "export_dir"))
 
@@ -59,6 +59,9 @@ def main(flag_values: flags.FlagValues, args: list[str]) -> None:
         return
     if settings.kind == "tflite":
         cli.result(f"exported {settings.quantize or 'float32'} LiteRT model to {path}/model.tflite")
+        return
+    if settings.kind not in EXPORT_KINDS:  # a task family's own kind
+        cli.result(f"exported the fine-tuned model as {settings.kind} to {path}")
         return
     cli.result(f"exported {settings.kind}{' int8' if settings.quantize else ''} SavedModel to {path}")
     cli.result(f"inspect it with: saved_model_cli show --dir {path} --all")

@@ -202,6 +202,20 @@ def task_heads() -> dict[str, object]:
     return heads
 
 
+def family_export(kind: str):
+    """(family, FUNCTION) of a task family's own export kind (`TaskFamily.export_kinds`), or None."""
+    for family in families():
+        if kind in family.export_kinds:
+            module_name, _, function_name = family.export_kinds[kind].partition(":")
+            return family, getattr(importlib.import_module(module_name), function_name)
+    return None
+
+
+def export_kinds() -> tuple[str, ...]:
+    """The export kinds the registered families add."""
+    return tuple(kind for family in families() for kind in family.export_kinds)
+
+
 def _options() -> list[tuple[type, dataclasses.Field]]:
     """(Options class, field) of every registered family's options."""
     return [

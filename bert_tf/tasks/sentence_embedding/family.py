@@ -119,6 +119,7 @@ class SentenceEmbeddingFamily(TaskFamily):
     Options = SentenceEmbeddingOptions
     task_json_fields = tuple(field.name for field in dataclasses.fields(SentenceEmbeddingOptions))
     predict_by_length = True
+    export_kinds = {"sentence_transformers": "bert_tf.tasks.sentence_embedding.folder:export"}
 
     def __init__(self, settings, tokenizer):
         start = settings.init_checkpoint

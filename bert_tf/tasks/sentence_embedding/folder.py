@@ -124,3 +124,31 @@ def write(directory: str, *, pooling: str, normalize: bool, max_seq_length: int,
         os.path.join(directory, "sentence_bert_config.json"),
         {"max_seq_length": max_seq_length, "do_lower_case": False},
     )
+
+
+def export(model, export_dir: str, overwrite: bool = False) -> str:
+    """Writes a `BertSentenceEncoder` (with its preprocessor) as a sentence-transformers folder
+    that `SentenceTransformer(export_dir)` loads with the same vectors: the encoder as a Hugging
+    Face BERT checkpoint, its pooling, normalization and max_seq_length as modules; whole or
+    not at all. `bert_tf.export --kind=sentence_transformers` and `model.export(...,
+    format="sentence_transformers")` run it."""
+    from bert_tf.checkpoints import export_pretrained
+    from bert_tf.serving.saving import atomic_export_dir
+
+    tokenizer, info = model.preprocessor.tokenizer, model.preprocessor.info
+    with atomic_export_dir(export_dir, overwrite) as staging:
+        export_pretrained(
+            model,
+            staging,
+            vocab_file=tokenizer.vocab_file,
+            lower_case=tokenizer.lower_case,
+            formats=("huggingface",),
+        )
+        write(
+            staging,
+            pooling=model.pooling,
+            normalize=model.normalize,
+            max_seq_length=info.max_seq_length,
+            dimension=model.encoder.config.hidden_size,
+        )
+    return fileio.abspath(export_dir)

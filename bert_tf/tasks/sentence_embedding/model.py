@@ -166,3 +166,12 @@ class BertSentenceEncoder(TaskModel):
         family = cached.family
         data = family.python_data([(text,) for text in texts], None, "predict")
         return np.asarray(family.predict(self, data, batch_size).outputs)[:, 0]
+
+    def export(self, filepath, format="bert_tf", overwrite=False, **kwargs):
+        """As the other task models' (`TaskModel.export`); `format="sentence_transformers"` also:
+        a folder `SentenceTransformer(filepath)` loads with the same vectors
+        (`bert_tf.export --kind=sentence_transformers`)."""
+        if format == "sentence_transformers":
+            keras_api._preprocessor_of(self, "export")
+            return folder.export(self, os.fspath(filepath), overwrite)
+        return super().export(filepath, format=format, overwrite=overwrite, **kwargs)

@@ -23,14 +23,15 @@ TOPICS = [(color, animal) for color in data.COLORS for animal in data.ANIMALS]
 
 
 def topic_pairs(rng: random.Random, count: int, negatives: bool = False) -> list[tuple[str, ...]]:
-    """(query, passage[, hard negative]): a passage about the query's colour and animal, in other
-    words; the hard negative shares the colour only."""
+    """(query, passage[, hard negative]): a query names a colour and an animal, its passage the
+    colour and the animal's sound (so the model must learn which sound is whose); the hard
+    negative has the colour and another animal's sound."""
     rows = []
     for color, animal in rng.sample(TOPICS, count):
         query = f"{rng.choice(data.FILLER)} {animal} {color}"
-        passage = f"{color} {animal} {data.ANIMALS[animal]} {rng.choice(data.FILLER)}"
+        passage = f"{color} {data.ANIMALS[animal]} {rng.choice(data.FILLER)}"
         other = rng.choice([name for name in data.ANIMALS if name != animal])
-        negative = f"{color} {other} {data.ANIMALS[other]} {rng.choice(data.FILLER)}"
+        negative = f"{color} {data.ANIMALS[other]} {rng.choice(data.FILLER)}"
         rows.append((query, passage, negative) if negatives else (query, passage))
     return rows
 
@@ -75,8 +76,8 @@ class SentenceEmbeddingFamilyTest(tf.test.TestCase):
                 ),
                 "negative_column": "negative",
             },
-            learnt=0.5,
-            epochs=4,
+            learnt=0.6,  # untrained: about 0.4
+            epochs=6,
             batch_size=12,
         )
         run_task_test(self, case, self.checkpoint)
