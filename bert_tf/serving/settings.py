@@ -38,14 +38,7 @@ def _check_positive(settings, names) -> None:
 class ExportSettings:
     """`python -m bert_tf.export`: `export_saved_model(**dataclasses.asdict(settings))`."""
 
-    # Not an enum flag: a task family may add kinds of its own (`TaskFamily.export_kinds`), which
-    # the exporter checks once the families are loaded.
-    kind: str = dataclasses.field(
-        metadata={
-            "help": f"What to export: one of {', '.join(EXPORT_KINDS)}, or a kind a task family adds "
-            "for its fine-tuned models (docs/export-and-serving.md)."
-        }
-    )
+    kind: str = dataclasses.field(metadata={"help": "What to export.", "choices": EXPORT_KINDS})
     init_checkpoint: str = _required(
         "A Google checkpoint directory or prefix, a Hugging Face BERT directory, a bert_tf checkpoint "
         "(a pretraining model_dir: its export/), a keras-hub BERT preset, or (for --kind=task, huggingface, "

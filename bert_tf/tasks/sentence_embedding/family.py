@@ -23,6 +23,8 @@ import tensorflow as tf
 from bert_tf import fileio
 from bert_tf.cli import setting
 from bert_tf.errors import UsageError
+from bert_tf.preprocessing.base import MODEL_INPUTS
+from bert_tf.preprocessing.packing import pack_sequences
 from bert_tf.tasks import metrics as task_metrics
 from bert_tf.tasks import python_inputs
 from bert_tf.tasks.classification import tables
@@ -353,7 +355,13 @@ class SentenceEmbeddingFamily(TaskFamily):
         """`text` [batch] -> `embedding` [batch, hidden] (unit vectors where the model normalizes)."""
 
         def embed(text):
-            vectors = serving.model(serving.preprocessor((text,)))  # [batch, 1, hidden]
+            features = serving.preprocessor.features((text,))
+            inputs = {name: features[name][:, 0] for name in MODEL_INPUTS}  # [batch, seq]
+            # The batch's texts share rows of its padded length, as the classifier's export packs
+            # them: the encoder runs on their tokens, not on the padding of short texts beside a
+            # long one, and each text's vector is as if alone.
+            packed = pack_sequences(inputs, row_length=tf.shape(inputs["input_ids"])[1])
+            vectors = serving.model(packed, training=False)  # [batch, 1, hidden]
             return {"embedding": tf.cast(vectors[:, 0], tf.float32)}
 
         return {"serving_default": tf.function(embed).get_concrete_function(serving_input("text"))}
@@ -361,6 +369,19 @@ class SentenceEmbeddingFamily(TaskFamily):
     @classmethod
     def export_info(cls, info: FinetunedModelInfo) -> dict[str, Any]:
         return {"pooling": info.option("pooling", "mean"), "normalize": info.option("normalize", True)}
+
+    # LiteRT: token ids [batch, 1, length] (`serving_default`), and packed rows (`serving_packed`,
+    # what the TensorFlow-free client runs): "logits" [texts, 1, hidden], the vectors.
+    litert_input_rank = 3
+    litert_client = "bert_tf.tasks.sentence_embedding.litert:LiteRTSentenceEncoder"
+
+    @classmethod
+    def litert_packed(cls, info: FinetunedModelInfo) -> bool:
+        return True
+
+    @classmethod
+    def litert_info(cls, info: FinetunedModelInfo) -> dict[str, Any]:
+        return cls.export_info(info)
 
 
 def _score(value, where: str) -> float:

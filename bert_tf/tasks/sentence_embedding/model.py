@@ -9,7 +9,8 @@ import numpy as np
 from keras import ops
 
 from bert_tf.errors import UsageError
-from bert_tf.models.encoder import BertEncoder
+from bert_tf.models.encoder import ENCODER_INPUTS, BertEncoder
+from bert_tf.preprocessing.packing import PACKED_POSITIONS
 from bert_tf.tasks import keras_api, python_inputs
 from bert_tf.tasks.sentence_embedding import folder
 from bert_tf.tasks.task_model import TaskModel, encoder_inputs
@@ -51,7 +52,7 @@ class SentencePooling(keras.layers.Layer):
 
     def call(self, sequence, token_mask, input_ids):
         sequence = ops.cast(sequence, "float32")
-        mask = ops.cast(token_mask > 0, "float32")[:, :, None]  # [rows, length, 1]
+        mask = ops.expand_dims(ops.cast(token_mask > 0, "float32"), -1)  # [rows, length, 1]
         if self.pooling == "cls":
             vectors = sequence[:, 0]
         elif self.pooling == "max":  # padding's outputs below any real one, as sentence-transformers
@@ -63,6 +64,39 @@ class SentencePooling(keras.layers.Layer):
         if self.normalize:  # torch's F.normalize: x / max(|x|, 1e-12)
             vectors = vectors / ops.maximum(ops.norm(vectors, axis=-1, keepdims=True), 1e-12)
         return ops.reshape(vectors, (*ops.shape(input_ids)[:2], ops.shape(vectors)[-1]))
+
+    def pool_packed(self, sequence, input_mask, positions):
+        """The vectors of packed rows' texts, float32 [texts, 1, hidden], each as if it had a row of
+        its own: sequence [rows, seq, hidden]; input_mask [rows, seq] numbering a row's texts 1, 2,
+        ... (0 on padding); positions [texts], each text's [CLS] in the rows flattened."""
+        sequence = ops.cast(sequence, "float32")
+        rows, length, hidden = ops.shape(sequence)[0], ops.shape(sequence)[1], ops.shape(sequence)[2]
+        tokens = ops.reshape(sequence, (-1, hidden))  # [rows * seq, hidden]
+        numbers = ops.reshape(ops.cast(input_mask, "int32"), (-1,))  # [rows * seq]
+        positions = ops.cast(positions, "int32")
+        count = ops.shape(positions)[0]
+        if self.pooling == "cls":
+            vectors = ops.take(tokens, positions, axis=0)
+        else:
+            # Each token's text: (row, number) -> the text's index; padding -> `count`, a spare segment.
+            keys = (positions // length) * (length + 1) + ops.take(numbers, positions)  # [texts]
+            table = ops.scatter(
+                ops.expand_dims(keys, -1), ops.arange(1, count + 1, dtype="int32"), (rows * (length + 1),)
+            )
+            token_keys = (ops.arange(rows * length, dtype="int32") // length) * (length + 1) + numbers
+            text_of_token = ops.take(table, token_keys) - 1
+            text_of_token = ops.where(numbers > 0, text_of_token, count)  # [rows * seq]
+            if self.pooling == "max":
+                vectors = ops.segment_max(tokens, text_of_token, num_segments=count + 1)[:count]
+            else:
+                real = ops.expand_dims(ops.cast(numbers > 0, "float32"), -1)
+                total = ops.segment_sum(tokens * real, text_of_token, num_segments=count + 1)[:count]
+                tokens_per_text = ops.segment_sum(real, text_of_token, num_segments=count + 1)[:count]
+                tokens_per_text = ops.maximum(tokens_per_text, 1e-9)
+                vectors = total / (tokens_per_text if self.pooling == "mean" else ops.sqrt(tokens_per_text))
+        if self.normalize:
+            vectors = vectors / ops.maximum(ops.norm(vectors, axis=-1, keepdims=True), 1e-12)
+        return ops.expand_dims(vectors, 1)
 
     def compute_output_shape(self, sequence_shape, token_mask_shape, input_ids_shape):
         return (*input_ids_shape[:2], sequence_shape[-1])
@@ -114,6 +148,22 @@ class BertSentenceEncoder(TaskModel):
         super().__init__(inputs=inputs, outputs=vectors, name=name, **kwargs)
         self.encoder = encoder
         self.pooling, self.normalize = pooling, normalize
+
+    def call(self, inputs, training=None, mask=None):
+        """Texts [batch, texts, seq] -> [batch, texts, hidden]; packed rows (an input dict with
+        `cls_positions`, see `bert_tf.preprocessing.packing.pack_sequences`) -> [texts, 1,
+        hidden], each text's vector as if it had a row of its own."""
+        if not (isinstance(inputs, dict) and PACKED_POSITIONS in inputs):
+            return super().call(inputs, training=training, mask=mask)
+        # Rows may come as [rows, 1, seq] (a LiteRT file's inputs have one shape for both signatures).
+        inputs = {
+            name: ops.reshape(value, (-1, ops.shape(value)[-1])) if name in ENCODER_INPUTS else value
+            for name, value in inputs.items()
+        }
+        outputs = self.encoder.call_packed(inputs, training=training)
+        sequence = outputs["sequence_output"]  # [rows, seq, hidden]
+        # Found by name: new attributes would change where a saved model's weights are.
+        return self.get_layer("pooling").pool_packed(sequence, inputs["input_mask"], inputs[PACKED_POSITIONS])
 
     @classmethod
     def from_pretrained(cls, path, **kwargs):

@@ -71,3 +71,18 @@ class SentenceEncoderExportTest(tf.test.TestCase):
         with self.assertRaisesRegex(ExportError, "exports models of the sentence_embedding task family"):
             export_saved_model("sentence_transformers", folder, os.path.join(self.root, "refused"))
         self.assertFalse(os.path.exists(os.path.join(self.root, "refused")))
+
+
+class LiteRTExportTest(tf.test.TestCase):
+    def test_litert_client_gives_encode_vectors(self):
+        from bert_tf.serving import litert
+
+        root = tempfile.mkdtemp(prefix="sentence_tflite_")
+        path = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "hf_tiny")
+        for pooling in ("mean", "max"):
+            model = bert_tf.BertSentenceEncoder.from_pretrained(path, max_seq_length=16, pooling=pooling)
+            folder = model.save(os.path.join(root, f"model_{pooling}"))
+            export_dir = export_saved_model("tflite", folder, os.path.join(root, f"tflite_{pooling}"))
+            encoder = litert.load(export_dir, num_threads=1)
+            texts = ["a good film", "bad", "a very long text " * 8, "film"]
+            self.assertAllClose(encoder(texts)["embedding"], model.encode(texts), atol=1e-5, msg=pooling)
