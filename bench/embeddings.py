@@ -13,14 +13,16 @@ each in a whole process of its own with --threads threads:
 - theirs: sentence-transformers' `SentenceTransformerTrainer` (`bench/embeddings_worker.py
   st_train`), then its dev MRR@10 by the same definition.
 
-Then ours is exported (`--kind=task`, and `--kind=sentence_transformers` for the peers, so
-every contender serves the same weights) and each contender encodes the dev passages in a
-process of its own (`bench/embeddings_worker.py`): ours, the task SavedModel; st_torch,
+Then ours is exported (`--kind=task`, `--kind=tflite` float32 and int8, and
+`--kind=sentence_transformers` for the peers, so every contender serves the same weights) and
+each contender encodes the dev passages in a process of its own (`bench/embeddings_worker.py`):
+ours, the task SavedModel; ours_tflite and ours_tflite_int8, the LiteRT files in
+`bert_tf.serving.litert` (no TensorFlow); st_torch,
 `SentenceTransformer.encode` on PyTorch; st_onnx and st_onnx_int8 on its ONNX backend (the
 model exported by sentence-transformers, and its dynamic int8 quantization). Printed: the
 training wall-time ratio and the MRR@10 difference, and texts/s at batch --batch_size and
-the median batch-1 latency with ratios against the best peer; also how far each peer's
-vectors are from ours.
+the median batch-1 latency, the best of ours against the best peer; also each contender's dev
+MRR@10 (its own vectors of the dev queries and passages) and how far its vectors are from ours.
 
 sentence-transformers' trainer needs Hugging Face `datasets`; where the Python that runs
 the peers lacks it, --st_extra_path names a folder holding it (`pip install --target DIR
@@ -52,7 +54,13 @@ from bench.finetune_task import default_model_dir, measure, ours_command  # noqa
 
 WORKER = ROOT / "bench" / "embeddings_worker.py"
 DEV_EVERY = 10
-SERVING = ("ours", "st_torch", "st_onnx", "st_onnx_int8")
+# Serving contenders: ours (the task SavedModel), ours' LiteRT files, and the peers (st_*).
+SERVING = ("ours", "ours_tflite", "ours_tflite_int8", "st_torch", "st_onnx", "st_onnx_int8")
+OUR_EXPORTS = {  # contender -> (worker side, export flags)
+    "ours": ("savedmodel", ["--kind=task"]),
+    "ours_tflite": ("tflite", ["--kind=tflite"]),
+    "ours_tflite_int8": ("tflite", ["--kind=tflite", "--quantize=int8"]),
+}
 
 
 def docstring_pairs() -> list[tuple[str, str]]:
@@ -129,15 +137,17 @@ def train_theirs(args, data: Path, out: Path) -> tuple[float, float]:
     return wall, json.loads((out / "result.json").read_text())["mrr_at_10"]
 
 
-def export(model: Path, kind: str, export_dir: Path, log: Path) -> Path:
-    measure([sys.executable, "-m", "bert_tf.export", f"--kind={kind}", f"--init_checkpoint={model}",
+def export(model: Path, flags: list[str], export_dir: Path, log: Path) -> Path:
+    measure([sys.executable, "-m", "bert_tf.export", *flags, f"--init_checkpoint={model}",
              f"--export_dir={export_dir}", "--overwrite"], log)  # fmt: skip
     return export_dir
 
 
 def serve(args, name: str, model_dir: Path, data: Path, exports: Path) -> dict:
-    python = sys.executable if name == "ours" else (args.ort_python if "onnx" in name else args.st_python)
-    side = "savedmodel" if name == "ours" else name
+    python = (
+        sys.executable if name in OUR_EXPORTS else (args.ort_python if "onnx" in name else args.st_python)
+    )
+    side = OUR_EXPORTS[name][0] if name in OUR_EXPORTS else name
     out = exports / f"{name}.json"
     command = [python, str(WORKER), side, str(model_dir), str(data), str(out), f"--threads={args.threads}",
                f"--batch_size={args.batch_size}", f"--rounds={args.rounds}", f"--latency_texts={args.latency_texts}"]  # fmt: skip
@@ -202,8 +212,7 @@ def main() -> None:
     shutil.rmtree(exports, ignore_errors=True)
     exports.mkdir(parents=True)
     contenders = [name for name in args.contenders.split(",") if name]
-    task_dir = export(model, "task", exports / "task", exports / "task.export.log")
-    st_dir = export(model, "sentence_transformers", exports / "st", exports / "st.export.log")
+    st_dir = export(model, ["--kind=sentence_transformers"], exports / "st", exports / "st.export.log")
     if any("onnx" in name for name in contenders):
         measure(
             [args.ort_python, str(WORKER), "onnx_export", str(st_dir), str(data), "-"], exports / "onnx.log"
@@ -211,27 +220,36 @@ def main() -> None:
     results = {}
     for name in contenders:
         print(f"serving {name} ...", flush=True)
-        results[name] = serve(args, name, task_dir if name == "ours" else st_dir, data, exports)
+        served = st_dir
+        if name in OUR_EXPORTS:
+            served = export(model, OUR_EXPORTS[name][1], exports / name, exports / f"{name}.export.log")
+        results[name] = serve(args, name, served, data, exports)
     print(f"\nserving the {sizes['dev']} dev passages, {args.threads} threads, batch {args.batch_size}:\n")
-    print("| contender | texts/s | ms (batch 1) | peak RSS MB | load s | max abs diff to ours |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    print("| contender | texts/s | ms (batch 1) | dev MRR@10 | peak RSS MB | load s | max abs diff to ours |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     ours_vectors = np.load(results["ours"]["vectors"]) if "ours" in results else None
     for name, r in results.items():
         difference = (
             "-" if ours_vectors is None else f"{np.abs(np.load(r['vectors']) - ours_vectors).max():.1e}"
         )
         print(
-            f"| {name} | {r['texts_per_second']:.1f} | {r['latency_ms']:.2f} | {r['peak_rss_mb']:.0f} "
+            f"| {name} | {r['texts_per_second']:.1f} | {r['latency_ms']:.2f} | {r['mrr_at_10']:.4f} "
+            f"| {r['peak_rss_mb']:.0f} "
             f"| {r['load_seconds']:.1f} | {difference} |"
         )
-    peers = {name: r for name, r in results.items() if name != "ours"}
-    if "ours" in results and peers:
-        fastest = max(peers, key=lambda name: peers[name]["texts_per_second"])
-        quickest = min(peers, key=lambda name: peers[name]["latency_ms"])
-        ours = results["ours"]
+    peers = {name: r for name, r in results.items() if name not in OUR_EXPORTS}
+    ours = {name: r for name, r in results.items() if name in OUR_EXPORTS}
+    if ours and peers:
+
+        def best(side: dict, key: str, low: bool = False) -> str:
+            return (min if low else max)(side, key=lambda name: side[name][key])
+
+        fast, fastest = best(ours, "texts_per_second"), best(peers, "texts_per_second")
+        quick, quickest = best(ours, "latency_ms", low=True), best(peers, "latency_ms", low=True)
         print(
-            f"\nours / best peer ({fastest}) texts/s: {ours['texts_per_second'] / peers[fastest]['texts_per_second']:.2f}x; "
-            f"batch-1 latency ours / best peer ({quickest}): {ours['latency_ms'] / peers[quickest]['latency_ms']:.2f}x"
+            f"\nbest of ours ({fast}) / best peer ({fastest}) texts/s: "
+            f"{ours[fast]['texts_per_second'] / peers[fastest]['texts_per_second']:.2f}x; batch-1 latency, best of "
+            f"ours ({quick}) / best peer ({quickest}): {ours[quick]['latency_ms'] / peers[quickest]['latency_ms']:.2f}x"
         )
 
 

@@ -12,6 +12,8 @@ SIDE is one of
               MRR@10 (every DATA/dev.csv query ranked against all its passages);
   savedmodel  a task SavedModel of `python -m bert_tf.export --kind=task` (MODEL: its folder),
               `serving_default` on raw strings;
+  tflite      the folder of `--kind=tflite` (optionally `--quantize=int8`), served by
+              `bert_tf.serving.litert.load` (no TensorFlow; batches packed);
   onnx_export writes MODEL's ONNX model and its int8 quantization into MODEL/onnx
               (sentence-transformers' own exporters; DATA and OUT are ignored);
   st_torch, st_onnx, st_onnx_int8
@@ -22,7 +24,8 @@ SIDE is one of
 The serving sides encode DATA/dev.csv's passages in batches of --batch_size (also saving
 the vectors, OUT.npy, for comparing the sides), then time --rounds passes (the best, texts/s)
 and --latency_texts single texts (the median, ms); OUT gets {texts_per_second, latency_ms,
-load_seconds}.
+load_seconds, mrr_at_10} (the dev queries, encoded
+with the same side, ranked against its passage vectors).
 """
 
 from __future__ import annotations
@@ -118,6 +121,13 @@ def savedmodel(model: str, threads: int):
     return lambda texts: signature(text=tf.constant(texts))["embedding"].numpy()
 
 
+def tflite(model: str, threads: int):
+    from bert_tf.serving import litert  # no TensorFlow: the LiteRT interpreter and `tokenizers`
+
+    encoder = litert.load(model, num_threads=threads)
+    return encoder.encode
+
+
 def sentence_transformers(backend: str, file_name: str | None = None):
     def load(model: str, threads: int):
         import torch
@@ -154,6 +164,7 @@ def onnx_export(model: str) -> None:
 
 SIDES = {
     "savedmodel": savedmodel,
+    "tflite": tflite,
     "st_torch": sentence_transformers("torch"),
     "st_onnx": sentence_transformers("onnx"),
     "st_onnx_int8": sentence_transformers("onnx", "onnx/model_qint8_avx512_vnni.onnx"),
@@ -202,12 +213,15 @@ def main() -> None:
         return
     import numpy as np
 
-    _, passages = read_pairs(os.path.join(args.data, "dev.csv"))
+    queries, passages = read_pairs(os.path.join(args.data, "dev.csv"))
     start = time.perf_counter()
     encode = SIDES[args.side](args.model, args.threads)
     load_seconds = time.perf_counter() - start
     vectors, result = measure(encode, passages, args.batch_size, args.rounds, args.latency_texts)
     np.save(args.out + ".npy", np.asarray(vectors, np.float32))
+    # The quality of these vectors (quantized models differ): the dev queries against them.
+    batches = [queries[start : start + args.batch_size] for start in range(0, len(queries), args.batch_size)]
+    result["mrr_at_10"] = mrr_at_10(np.concatenate([encode(batch) for batch in batches]), vectors)
     with open(args.out, "w", encoding="utf-8") as handle:
         json.dump({**result, "load_seconds": load_seconds}, handle)
 
