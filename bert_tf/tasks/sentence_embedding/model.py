@@ -10,7 +10,7 @@ from keras import ops
 
 from bert_tf.errors import UsageError
 from bert_tf.models.encoder import ENCODER_INPUTS, BertEncoder
-from bert_tf.preprocessing.packing import PACKED_POSITIONS
+from bert_tf.preprocessing.packing import PACKED_POSITIONS, pack_sequences
 from bert_tf.tasks import keras_api, python_inputs
 from bert_tf.tasks.sentence_embedding import folder
 from bert_tf.tasks.task_model import TaskModel, encoder_inputs
@@ -152,16 +152,29 @@ class BertSentenceEncoder(TaskModel):
     def call(self, inputs, training=None, mask=None):
         """Texts [batch, texts, seq] -> [batch, texts, hidden]; packed rows (an input dict with
         `cls_positions`, see `bert_tf.preprocessing.packing.pack_sequences`) -> [texts, 1,
-        hidden], each text's vector as if it had a row of its own."""
-        if not (isinstance(inputs, dict) and PACKED_POSITIONS in inputs):
-            return super().call(inputs, training=training, mask=mask)
+        hidden], each text's vector as if it had a row of its own.
+
+        Training (on TensorFlow) packs a batch's texts into rows itself, as the export packs a
+        served batch: a batch's short queries then cost their own tokens, not the length of its
+        longest passage, and each text's vector is still as if it were alone."""
+        if isinstance(inputs, dict) and PACKED_POSITIONS in inputs:
+            return self._call_packed(inputs, training)
+        if training and keras.backend.backend() == "tensorflow":
+            shape = ops.shape(inputs["input_ids"])  # [batch, texts, seq]
+            rows = {name: ops.reshape(inputs[name], (-1, shape[-1])) for name in ENCODER_INPUTS}
+            vectors = self._call_packed(pack_sequences(rows, row_length=shape[-1]), training)
+            return ops.reshape(vectors, (shape[0], shape[1], -1))  # [batch, texts, hidden]
+        return super().call(inputs, training=training, mask=mask)
+
+    def _call_packed(self, inputs, training):
         # Rows may come as [rows, 1, seq] (a LiteRT file's inputs have one shape for both signatures).
         inputs = {
             name: ops.reshape(value, (-1, ops.shape(value)[-1])) if name in ENCODER_INPUTS else value
             for name, value in inputs.items()
         }
-        outputs = self.encoder.call_packed(inputs, training=training)
-        sequence = outputs["sequence_output"]  # [rows, seq, hidden]
+        sequence = self.encoder.call_packed(inputs, training=training)[
+            "sequence_output"
+        ]  # [rows, seq, hidden]
         # Found by name: new attributes would change where a saved model's weights are.
         return self.get_layer("pooling").pool_packed(sequence, inputs["input_mask"], inputs[PACKED_POSITIONS])
 
