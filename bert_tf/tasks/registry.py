@@ -37,6 +37,7 @@ BUILT_IN = (
     "bert_tf.tasks.span.family:SpanFamily",
     "bert_tf.tasks.token.family:TokenFamily",
     "bert_tf.tasks.choice.family:ChoiceFamily",
+    "bert_tf.tasks.sentence_embedding.family:SentenceEmbeddingFamily",
 )
 
 _by_name: dict[str, type[TaskFamily]] = {}  # family name (built-in) or MODULE:CLASS -> family
@@ -199,6 +200,20 @@ def task_heads() -> dict[str, object]:
             if head is not None:
                 heads[kind] = head
     return heads
+
+
+def family_export(kind: str):
+    """(family, FUNCTION) of a task family's own export kind (`TaskFamily.export_kinds`), or None."""
+    for family in families():
+        if kind in family.export_kinds:
+            module_name, _, function_name = family.export_kinds[kind].partition(":")
+            return family, getattr(importlib.import_module(module_name), function_name)
+    return None
+
+
+def export_kinds() -> tuple[str, ...]:
+    """The export kinds the registered families add."""
+    return tuple(kind for family in families() for kind in family.export_kinds)
 
 
 def _options() -> list[tuple[type, dataclasses.Field]]:

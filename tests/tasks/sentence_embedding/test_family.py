@@ -1,0 +1,205 @@
+"""The sentence-embedding family through the shared task checks (tests/harness/tasks.py) on a
+tiny checkpoint: synthetic pairs learnt with in-batch negatives and scored pairs with CoSENT;
+and the command line's refusals of bad input, with nothing written."""
+
+import os
+import random
+import tempfile
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import bert_tf
+from bert_tf.errors import UsageError
+from bert_tf.tasks.features import TaskDataError
+from bert_tf.tasks.runner import run
+from bert_tf.tasks.settings import FinetuneSettings
+from tests.harness import data
+from tests.harness.tasks import TaskCase, run_task_test
+
+TOPICS = [(color, animal) for color in data.COLORS for animal in data.ANIMALS]
+
+
+def topic_pairs(rng: random.Random, count: int, negatives: bool = False) -> list[tuple[str, ...]]:
+    """(query, passage[, hard negative]): a query names a colour and an animal, its passage the
+    colour and the animal's sound (so the model must learn which sound is whose); the hard
+    negative has the colour and another animal's sound."""
+    rows = []
+    for color, animal in rng.sample(TOPICS, count):
+        query = f"{rng.choice(data.FILLER)} {animal} {color}"
+        passage = f"{color} {data.ANIMALS[animal]} {rng.choice(data.FILLER)}"
+        other = rng.choice([name for name in data.ANIMALS if name != animal])
+        negative = f"{color} {data.ANIMALS[other]} {rng.choice(data.FILLER)}"
+        rows.append((query, passage, negative) if negatives else (query, passage))
+    return rows
+
+
+def write_table(path: str, header: tuple[str, ...], rows) -> str:
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(",".join(header) + "\n" + "".join(",".join(map(str, row)) + "\n" for row in rows))
+    return path
+
+
+class SentenceEmbeddingFamilyTest(tf.test.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.dir = tempfile.mkdtemp(prefix="sentence_embedding_")
+        keras.utils.set_random_seed(1)
+        cls.checkpoint = data.tiny_checkpoint(cls.dir, data.write_vocab(cls.dir))
+
+    def _case(self, **fields) -> TaskCase:
+        return TaskCase(
+            model_class=bert_tf.BertSentenceEncoder,
+            task="sentence_embedding",
+            serve=lambda x: {"text": {"string": [row[0] for row in x]}},
+            served=lambda outputs: outputs["embedding"],
+            outputs=lambda vectors: np.asarray(vectors)[:, 0],  # the first texts' vectors
+            max_seq_length=16,
+            **fields,
+        )
+
+    @pytest.mark.slow  # ~80 s: learning, export, a fresh process, and the command line's run
+    def test_pairs_with_in_batch_negatives(self):
+        rng = random.Random(0)
+        train, dev = topic_pairs(rng, 36, negatives=True), topic_pairs(rng, 24)
+        case = self._case(
+            x=train,
+            y=None,
+            dev_x=dev,
+            dev_y=None,
+            write_files=lambda root: {
+                "train_file": write_table(
+                    os.path.join(root, "train.csv"), ("text", "text_b", "negative"), train
+                ),
+                "negative_column": "negative",
+            },
+            learnt=0.6,  # untrained: about 0.4
+            epochs=6,
+            batch_size=12,
+        )
+        run_task_test(self, case, self.checkpoint)
+
+    @pytest.mark.slow  # ~80 s, as above
+    def test_scored_pairs_with_cosent(self):
+        rng = random.Random(0)
+        train, dev = data.similarity_pairs(rng, 96), data.similarity_pairs(rng, 32)
+        case = self._case(
+            x=[(a, b) for a, b, _ in train],
+            y=[score for _, _, score in train],
+            dev_x=[(a, b) for a, b, _ in dev],
+            dev_y=[score for _, _, score in dev],
+            options={"loss": "cosent"},
+            write_files=lambda root: {
+                "train_file": data.write_pairs(os.path.join(root, "train.csv"), train),
+                "label_column": "label",
+            },
+            learnt=0.6,
+        )
+        run_task_test(self, case, self.checkpoint)
+
+    def _run(self, root, **settings):
+        defaults = {
+            "max_seq_length": 16,
+            "train_batch_size": 12,
+            "num_train_epochs": 3,
+            "learning_rate": 1e-3,
+        }
+        return run(
+            FinetuneSettings.of(
+                task="sentence_embedding",
+                init_checkpoint=self.checkpoint,
+                output_dir=os.path.join(root, "out"),
+                seed=1,
+                verbose=0,
+                **{**defaults, **settings},
+            )
+        )
+
+    def test_command_line_scores_retrieval_and_writes_vectors(self):
+        root = tempfile.mkdtemp()
+        rng = random.Random(1)
+        train, dev = topic_pairs(rng, 36), topic_pairs(rng, 20)
+        header = ("query", "passage")
+        results = self._run(
+            root,
+            train_file=write_table(os.path.join(root, "train.csv"), header, train),
+            eval_file=write_table(os.path.join(root, "dev.csv"), header, dev),
+            predict_file=write_table(os.path.join(root, "texts.csv"), ("query",), [(q,) for q, _ in dev]),
+            text_column="query",
+            text_b_column="passage",
+        )
+        self.assertEqual(sorted(results), ["eval_loss", "mrr_at_10", "recall_at_1", "recall_at_10"])
+        out = os.path.join(root, "out")
+        model = bert_tf.BertSentenceEncoder.from_pretrained(os.path.join(out, "model"))
+        vectors = np.load(os.path.join(out, "eval_embeddings.npy"))  # [pairs, 2, hidden]
+        self.assertAllClose(vectors[:, 0], model.encode([q for q, _ in dev]), atol=1e-5)
+        self.assertAllClose(np.load(os.path.join(out, "predict_embeddings.npy")), vectors[:, 0], atol=1e-5)
+        # The top 10 of each anchor, best first, and the ranks behind MRR@10.
+        lines = open(os.path.join(out, "eval_top10.tsv")).read().splitlines()[1:]
+        self.assertEqual(len(lines), 10 * len(dev))
+        first = [line.split("\t") for line in lines[:10]]
+        similarities = [float(row[3]) for row in first]
+        self.assertEqual(similarities, sorted(similarities, reverse=True))
+        passages = model.encode([p for _, p in dev])
+        self.assertAllClose(similarities[0], float((passages @ vectors[0, 0]).max()), atol=1e-5)
+        recall_at_1 = np.mean([ln.split("\t")[0] == ln.split("\t")[2] for ln in lines[::10]])
+        self.assertAllClose(results["recall_at_1"], recall_at_1)
+
+    def test_bad_input_is_refused_with_nothing_written(self):
+        rng = random.Random(2)
+        pairs = topic_pairs(rng, 8)
+        cases = {
+            "missing second column": (
+                {"train_file": ("text", "other"), "text_b_column": "text_b"},
+                "no column 'text_b', the anchor's positive",
+            ),
+            "single texts for pairs": (
+                {"train_file": ("text",)},
+                "no column 'text_b', the anchor's positive",
+            ),
+            "score outside [0, 1]": (
+                {"train_file": ("text", "text_b", "label"), "score": 3.5},
+                r"outside \[0, 1\]",
+            ),
+            "score not a number": (
+                {"train_file": ("text", "text_b", "label"), "score": "high"},
+                "not a number",
+            ),
+            "empty dev set": ({"train_file": ("text", "text_b"), "eval_file": ()}, "has no examples"),
+            "batch of one": (
+                {"train_file": ("text", "text_b"), "train_batch_size": 1},
+                "no in-batch negatives",
+            ),
+        }
+        for name, (spec, message) in cases.items():
+            root = tempfile.mkdtemp()
+            spec = dict(spec)
+            settings = {key: spec.pop(key) for key in ("text_b_column", "train_batch_size") if key in spec}
+            score = spec.pop("score", None)
+            for split, header in spec.items():
+                rows = [(*row[: len(header)], score)[: len(header)] for row in pairs] if header else []
+                settings[split] = write_table(
+                    os.path.join(root, f"{split}.csv"), header or ("text", "text_b"), rows
+                )
+            if score is not None:
+                settings["label_column"] = "label"
+            with self.assertRaisesRegex((UsageError, TaskDataError), message, msg=name) as raised:
+                self._run(root, **settings)
+            self.assertNotIn("\n", str(raised.exception), name)
+            self.assertFalse(os.path.exists(os.path.join(root, "out")), name)
+
+    def test_python_refusals(self):
+        model = bert_tf.BertSentenceEncoder.from_pretrained(self.checkpoint, max_seq_length=16)
+        model.compile()
+        pairs = topic_pairs(random.Random(3), 4)
+        with self.assertRaisesRegex(UsageError, "no in-batch negatives"):
+            model.fit(pairs, batch_size=1, verbose=0)
+        with self.assertRaisesRegex(UsageError, "not single texts"):
+            model.fit([q for q, _ in pairs], verbose=0)
+        with self.assertRaisesRegex(UsageError, "loss='cosent'"):
+            model.fit(pairs, [0.5] * 4, verbose=0)
+        with self.assertRaisesRegex(UsageError, r"outside \[0, 1\]"):
+            model.evaluate(pairs, [0.5, 2.0, 0.1, 0.3])
