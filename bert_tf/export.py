@@ -36,21 +36,7 @@ from absl import flags
 from bert_tf import cli
 from bert_tf.serving.settings import EXPORT_KINDS, ExportSettings
 
-
-def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
-    """Defines this command's flags: one per `ExportSettings` field, `--kind` taking the task
-    families' own export kinds too (`TaskFamily.export_kinds`). Called only when the module
-    runs as a program."""
-    # lazy: importing this module loads no TensorFlow; running the program does
-    from bert_tf.tasks import registry
-
-    kinds = (*EXPORT_KINDS, *registry.export_kinds())
-    cli.define_settings_flags(
-        ExportSettings,
-        flag_values,
-        required=("kind", "init_checkpoint", "export_dir"),
-        choices={"kind": kinds},
-    )
+define_flags = cli.settings_flags(ExportSettings, required=("kind", "init_checkpoint", "export_dir"))
 
 
 def main(flag_values: flags.FlagValues, args: list[str]) -> None:

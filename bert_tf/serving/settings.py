@@ -38,7 +38,12 @@ def _check_positive(settings, names) -> None:
 class ExportSettings:
     """`python -m bert_tf.export`: `export_saved_model(**dataclasses.asdict(settings))`."""
 
-    kind: str = dataclasses.field(metadata={"help": "What to export.", "choices": EXPORT_KINDS})
+    kind: str = dataclasses.field(
+        metadata={
+            "help": f"What to export: {', '.join(EXPORT_KINDS)}, or an export kind a task family adds "
+            "for its fine-tuned models (its docs name it)."
+        }
+    )
     init_checkpoint: str = _required(
         "A Google checkpoint directory or prefix, a Hugging Face BERT directory, a bert_tf checkpoint "
         "(a pretraining model_dir: its export/), a keras-hub BERT preset, or (for --kind=task, huggingface, "
@@ -75,6 +80,13 @@ class ExportSettings:
     )
 
     def __post_init__(self) -> None:
+        if self.kind not in EXPORT_KINDS:
+            # lazy: the task families (and TensorFlow) are imported for a kind of theirs only
+            from bert_tf.tasks import registry
+
+            if self.kind not in registry.export_kinds():
+                kinds = ", ".join((*EXPORT_KINDS, *registry.export_kinds()))
+                raise UsageError(f"unknown --kind={self.kind}; use one of {kinds}")
         _check_positive(self, ("seq_length", "top_k"))
         if self.quantize is not None and self.quantize not in QUANTIZABLE.get(self.kind, ()):
             takes = " and ".join(
