@@ -32,6 +32,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import zipfile
 
 import keras
 import numpy as np
@@ -40,6 +41,7 @@ from bert_tf import fileio
 from bert_tf.errors import UsageError, damaged
 from bert_tf.layers.attention import BertSelfAttention
 from bert_tf.tasks.info import FinetunedModelInfo
+from bert_tf.tasks.settings import check_lora_rank
 
 FORMAT = "bert_tf.lora"
 FORMAT_VERSION = 1
@@ -48,20 +50,6 @@ TARGETS = ("query", "value")  # the projections of each attention layer that get
 # What fixes the shapes of the adapters (the rest of the config does not change them).
 SHAPE_FIELDS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
 ADAPTER_WEIGHTS = ("lora_kernel_a", "lora_kernel_b")
-
-
-def check_rank(rank, lora_alpha=None, flag: str = "rank", alpha_flag: str = "lora_alpha") -> None:
-    """UsageError unless `rank` is a positive integer and `lora_alpha` (if given) positive."""
-    if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or rank < 1:
-        raise UsageError(
-            f"{flag} must be a positive integer (4 to 16 are usual), got {rank!r}; "
-            "leave it unset to fine-tune every weight"
-        )
-    if lora_alpha is not None and not lora_alpha > 0:
-        raise UsageError(
-            f"{alpha_flag} must be > 0, got {lora_alpha!r} (the adapters are scaled by alpha / rank; "
-            "leave it unset for alpha = rank)"
-        )
 
 
 def adapted_layers(model) -> list[tuple[str, keras.layers.Dense]]:
@@ -92,7 +80,7 @@ def alpha_of(model) -> float | None:
 
 def enable(model, rank: int, lora_alpha: float | None = None) -> None:
     """Freezes the encoder and gives its query and value projections adapters of `rank`."""
-    check_rank(rank, lora_alpha, flag="rank", alpha_flag="lora_alpha")
+    check_lora_rank(int(rank) if isinstance(rank, np.integer) else rank, lora_alpha)
     if is_enabled(model):
         raise UsageError(
             f"the model has LoRA adapters already (rank {rank_of(model)}); build the model again for "
@@ -173,7 +161,7 @@ def _read(path: str) -> tuple[dict, dict[str, np.ndarray]]:
         with np.load(io.BytesIO(fileio.read_bytes(path)), allow_pickle=False) as file:
             arrays = {name: file[name] for name in file.files}
         description = json.loads(str(arrays.pop(META_KEY)))
-    except (OSError, ValueError, KeyError) as error:
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
         raise damaged(path, f"not LoRA weights of bert_tf: {error}", "save them again") from None
     if not isinstance(description, dict) or description.get("format") != FORMAT:
         raise damaged(path, "not LoRA weights of bert_tf", "save them again")
