@@ -17,6 +17,7 @@ from bert_tf.config import BertConfig
 from bert_tf.errors import DamagedFileError, UsageError
 from bert_tf.models import BertEncoder
 from bert_tf.tasks.runner import FinetuneSettings, run
+from bert_tf.training import callbacks
 from tests.harness.data import sentiment_rows, tiny_checkpoint, write_csv, write_vocab
 
 
@@ -151,6 +152,23 @@ class LoraTest(tf.test.TestCase):
         # The run's model/ is the merged model.
         merged = bert_tf.BertClassifier.from_pretrained(os.path.join(root, "cli", "model"))
         self.assertAllClose(merged.predict(self.dev_texts), model.predict(self.dev_texts), atol=1e-5)
+
+    def test_a_training_backup_restores_the_adapters_and_the_frozen_kernels_as_they_were(self):
+        # Keras saves a LoRA layer's kernel merged and zeroes its adapters on loading; a resumed
+        # run must go on from the adapters and frozen kernels themselves.
+        model = self.adapted()
+        saved = [np.array(w.numpy()) for w in model.weights]
+        backup_dir = os.path.join(tempfile.mkdtemp(dir=self.get_temp_dir()), "backup")
+        backup = callbacks.TrainingBackup(backup_dir)
+        backup.set_model(model)
+        backup.save(step=8)
+        fresh = self.base()
+        fresh.enable_lora(4)
+        fresh.compile(learning_rate=1e-2)
+        self.assertEqual(callbacks.TrainingBackup(backup_dir).restore(fresh), 8)
+        for want, got in zip(saved, fresh.weights, strict=True):
+            self.assertAllEqual(want, got.numpy(), msg=got.path)
+        self.assertEqual(int(fresh.optimizer.iterations), 8)
 
     def test_mistakes_get_one_clear_error_and_change_nothing(self):
         model = self.base()
