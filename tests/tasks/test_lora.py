@@ -153,6 +153,40 @@ class LoraTest(tf.test.TestCase):
         merged = bert_tf.BertClassifier.from_pretrained(os.path.join(root, "cli", "model"))
         self.assertAllClose(merged.predict(self.dev_texts), model.predict(self.dev_texts), atol=1e-5)
 
+    def test_every_familys_model_takes_adapters_and_saves_them_alone_and_merged(self):
+        root = tempfile.mkdtemp(dir=self.get_temp_dir())
+        cases = [
+            (
+                bert_tf.BertTokenClassifier,
+                {"label_list": ["O", "B-X"]},
+                [["a", "good", "film"], ["bad"]],
+                "classifier",
+            ),
+            (bert_tf.BertSpanLabeler, {}, [("what film", "a good film it was")], "span_dense"),
+            (bert_tf.BertMultipleChoice, {}, [("a film", ["good", "bad"])], "scorer"),
+        ]
+        rng = np.random.default_rng(0)
+        for cls, options, x, head in cases:
+            with self.subTest(model=cls.__name__):
+                model = cls.from_pretrained(self.checkpoint, max_seq_length=32, **options)
+                model.enable_lora(2)
+                self.assertEqual(
+                    {w.path.split("/")[0] for w in model.trainable_weights} - {"layer_0", "layer_1"}, {head}
+                )
+                for weight in model.trainable_weights:  # as if trained: adapters away from zero
+                    weight.assign(rng.normal(0, 0.05, weight.shape).astype("float32"))
+                outputs = model.predict(x)
+                adapters = model.save_lora_weights(os.path.join(root, f"{cls.__name__}.npz"))
+                on_base = cls.from_pretrained(self.checkpoint, max_seq_length=32, **options)
+                on_base.load_lora_weights(adapters)
+                merged = cls.from_pretrained(model.save(os.path.join(root, cls.__name__)))
+                for other in (on_base, merged):
+                    if cls is bert_tf.BertSpanLabeler:  # answers (strings)
+                        self.assertEqual(other.predict(x), outputs)
+                    else:
+                        for want, got in zip(outputs, other.predict(x), strict=True):
+                            self.assertAllClose(want, got, atol=1e-5)
+
     def test_a_training_backup_restores_the_adapters_and_the_frozen_kernels_as_they_were(self):
         # Keras saves a LoRA layer's kernel merged and zeroes its adapters on loading; a resumed
         # run must go on from the adapters and frozen kernels themselves.
