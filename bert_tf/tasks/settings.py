@@ -136,8 +136,9 @@ class FinetuneSettings:
     lora_rank: int | None = setting(
         None,
         "Fine-tune LoRA adapters of this rank (4 to 16 are usual) on the query and value projections, "
-        "the encoder frozen: only the adapters and the head train (they need a far higher --learning_rate "
-        "than full fine-tuning: 5e-3 for the 3 epochs of the recipe). The saved model/ has them merged; OUTPUT_DIR/lora_weights.npz keeps them alone.",
+        "the encoder frozen: only the adapters and the head train (they need a far higher "
+        "--learning_rate than full fine-tuning: 5e-3 for the 3 epochs of the recipe). The saved "
+        "model/ has them merged; OUTPUT_DIR/lora_weights.npz keeps them alone.",
     )
     lora_alpha: float | None = setting(
         None, "LoRA adapters are scaled by alpha / rank (default: alpha = --lora_rank)."
