@@ -91,7 +91,9 @@ def enable(model, rank: int, lora_alpha: float | None = None) -> None:
         raise UsageError(
             "enable_lora after the optimizer was built (by fit): call enable_lora before compile and fit"
         )
-    for weight in model.encoder.weights:  # the variables, not the layers: the encoder may be shared
+    # The variables, not the layers: a frozen layer would freeze the adapters added to it too,
+    # and a layer's `trainable` is saved in its config (a merged save would load frozen).
+    for weight in model.encoder.weights:
         weight.trainable = False
     for _, dense in adapted_layers(model):
         dense.enable_lora(int(rank), lora_alpha=None if lora_alpha is None else float(lora_alpha))
