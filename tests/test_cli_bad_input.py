@@ -381,6 +381,41 @@ class BadInputTest(tf.test.TestCase):
                     "bert_tf.finetune", [*base, f"--output_dir={out}", *args], status, message, out
                 )
 
+    def test_finetune_lora_rank_zero_or_negative(self):
+        base = [
+            "--task=classification",
+            f"--bert_config_file={self.paths['config.json']}",
+            f"--vocab_file={self.paths['vocab.txt']}",
+            f"--train_file={self.paths['train.csv']}",
+        ]
+        fix = "(4 to 16 are usual), got {}; leave it unset to fine-tune every weight"
+        for rank in (0, -4):
+            with self.subTest(rank=rank):
+                out = self.output(f"finetune_lora_rank_{rank}")
+                message = f"--lora_rank must be a positive integer {fix.format(rank)}"
+                self.assert_refused(
+                    "bert_tf.finetune", [*base, f"--output_dir={out}", f"--lora_rank={rank}"], 2, message, out
+                )
+
+    @pytest.mark.slow
+    def test_finetune_lora_alpha_without_rank_or_not_positive(self):
+        base = [
+            "--task=classification",
+            f"--bert_config_file={self.paths['config.json']}",
+            f"--vocab_file={self.paths['vocab.txt']}",
+            f"--train_file={self.paths['train.csv']}",
+        ]
+        cases = [
+            (["--lora_alpha=16"], "--lora_alpha scales LoRA adapters: pass --lora_rank too"),
+            (["--lora_rank=8", "--lora_alpha=0"], "--lora_alpha must be > 0, got 0.0"),
+        ]
+        for number, (args, message) in enumerate(cases):
+            with self.subTest(args=args):
+                out = self.output(f"finetune_lora_alpha_{number}")
+                self.assert_refused(
+                    "bert_tf.finetune", [*base, f"--output_dir={out}", *args], 2, message, out
+                )
+
     @pytest.mark.slow
     def test_create_pretraining_data_vocab(self):
         for vocab, message in (

@@ -66,6 +66,7 @@ MODEL_DIR = "model"
 # What a finished run leaves in its output folder (not overwritten without --overwrite).
 FINISHED = ("eval_results.json", "data_stats.json", MODEL_DIR)
 BACKUP_DIR = "backup"  # the training state while a run is unfinished
+LORA_FILE = "lora_weights.npz"  # with --lora_rank: the adapters and the head alone, beside model/
 HISTORY_FILE = "eval_history.jsonl"
 # Settings a resumed run must share with the run whose backup it continues.
 RESUME_FIELDS = (
@@ -86,6 +87,8 @@ RESUME_FIELDS = (
     "seed",
     "mixed_precision",
     "gradient_accumulation_steps",
+    "lora_rank",
+    "lora_alpha",
 )
 
 
@@ -283,12 +286,16 @@ def _run(settings: FinetuneSettings, strategy, policy: str, fresh: bool) -> dict
     if saved:
         # The output folder was checked (finished results need --overwrite): a model/ there is
         # this run's own, left by an attempt stopped after saving it.
-        model.save(fileio.join(settings.output_dir, MODEL_DIR), overwrite=True)
+        model.save(fileio.join(settings.output_dir, MODEL_DIR), overwrite=True)  # adapters merged
+        if model.lora_rank:
+            model.save_lora_weights(fileio.join(settings.output_dir, LORA_FILE))
     # Last: without the backup the folder reads as a finished run.
     fileio.rmtree(fileio.join(settings.output_dir, BACKUP_DIR))
     where = [f"scores in {fileio.join(settings.output_dir, 'eval_results.json')}"] if results else []
     if saved:
         where.append(f"the fine-tuned model in {fileio.join(settings.output_dir, MODEL_DIR)}")
+        if model.lora_rank:
+            where.append(f"its LoRA adapters and head in {fileio.join(settings.output_dir, LORA_FILE)}")
     if where:  # predictions are named as they are written
         logger.info("%s", "; ".join(where))
     return {**results, **baselines}
@@ -352,6 +359,8 @@ def _task_model(family, start, strategy, plan: TrainingPlan):
         else:
             model = start
             model.preprocessor = preprocessor
+        if settings.lora_rank:  # the encoder frozen: the adapters and the head train
+            model.enable_lora(settings.lora_rank, settings.lora_alpha)
         model.compile(
             learning_rate=settings.learning_rate,
             warmup_proportion=settings.warmup_proportion,

@@ -19,6 +19,20 @@ from bert_tf.errors import UsageError
 from bert_tf.training import precision
 
 
+def check_lora_rank(rank, lora_alpha=None, flag: str = "rank", alpha_flag: str = "lora_alpha") -> None:
+    """UsageError unless a LoRA `rank` is a positive integer and `lora_alpha` (if given) positive."""
+    if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
+        raise UsageError(
+            f"{flag} must be a positive integer (4 to 16 are usual), got {rank!r}; "
+            "leave it unset to fine-tune every weight"
+        )
+    if lora_alpha is not None and not lora_alpha > 0:
+        raise UsageError(
+            f"{alpha_flag} must be > 0, got {lora_alpha!r} (the adapters are scaled by alpha / rank; "
+            "leave it unset for alpha = rank)"
+        )
+
+
 @dataclasses.dataclass
 class FinetuneSettings:
     """What every fine-tuning run needs, whatever its task family; the CLI flags map onto these
@@ -119,6 +133,16 @@ class FinetuneSettings:
     verbose: int | str = setting(  # 0: silent, 1: a progress line, in place on a terminal
         1, "", flag=None
     )
+    lora_rank: int | None = setting(
+        None,
+        "Fine-tune LoRA adapters of this rank (4 to 16 are usual) on the query and value projections, "
+        "the encoder frozen: only the adapters and the head train (they need a far higher "
+        "--learning_rate than full fine-tuning: 5e-3 for the 3 epochs of the recipe). The saved "
+        "model/ has them merged; OUTPUT_DIR/lora_weights.npz keeps them alone.",
+    )
+    lora_alpha: float | None = setting(
+        None, "LoRA adapters are scaled by alpha / rank (default: alpha = --lora_rank)."
+    )
     # -- the input pipeline -----------------------------------------------------------------
     pad_to_multiple_of: int = setting(
         8, "Dynamic padding: each batch is padded to its longest row rounded up to this multiple."
@@ -187,6 +211,12 @@ class FinetuneSettings:
             raise UsageError(
                 f"--early_stopping_patience must be >= 1 evaluation, got {self.early_stopping_patience}"
             )
+        if self.lora_rank is not None or self.lora_alpha is not None:
+            if self.lora_rank is None:
+                raise UsageError(
+                    "--lora_alpha scales LoRA adapters: pass --lora_rank too (e.g. --lora_rank=8)"
+                )
+            check_lora_rank(self.lora_rank, self.lora_alpha, flag="--lora_rank", alpha_flag="--lora_alpha")
         if self.mixed_precision not in (precision.AUTO, *precision.POLICIES):
             raise UsageError(
                 f"--mixed_precision={self.mixed_precision} is not a dtype policy; use one of "

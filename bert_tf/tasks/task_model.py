@@ -18,7 +18,7 @@ from keras import ops
 
 from bert_tf.layers.activations import truncated_normal
 from bert_tf.models.encoder import ENCODER_INPUTS, BertEncoder, keep_inputs
-from bert_tf.tasks import keras_api
+from bert_tf.tasks import keras_api, lora
 
 
 def encoder_inputs(encoder: BertEncoder, extra_dims: int = 0) -> dict:
@@ -233,7 +233,10 @@ class TaskModel(keras.Model):
         writes (model.keras, bert_config.json, vocab.txt, task.json), which `from_pretrained`,
         `bert_tf.finetune --init_checkpoint` and `bert_tf.export` read. It is written whole or
         not at all; a folder that holds a fine-tuned model already is replaced only with
-        `overwrite=True`."""
+        `overwrite=True`. LoRA adapters (`enable_lora`) are merged into the kernels: the
+        folder is a plain fine-tuned model (`save_lora_weights` keeps the adapters alone)."""
+        if lora.is_enabled(self):  # its adapters merged: a plain model (see save_lora_weights)
+            return lora.merged(self).save(filepath, overwrite=overwrite, **kwargs)
         if str(filepath).endswith((".keras", ".h5")):
             return super().save(filepath, overwrite=overwrite is not False, **kwargs)
         return keras_api.save(self, filepath, overwrite=bool(overwrite))
@@ -244,10 +247,37 @@ class TaskModel(keras.Model):
         `"google"`: the model with its head as a transformers `BertFor...` folder or an
         original checkpoint (`bert_tf.export --kind=huggingface|google`), which
         `from_pretrained` reads back. `format="tf_saved_model"` (or another Keras format)
-        is Keras' own export of the feature-taking model."""
+        is Keras' own export of the feature-taking model. LoRA adapters are merged first."""
+        if lora.is_enabled(self):
+            return lora.merged(self).export(filepath, format=format, overwrite=overwrite, **kwargs)
         if format not in ("bert_tf", "huggingface", "google"):
             return super().export(filepath, format=format, **kwargs)
         return keras_api.export(self, filepath, overwrite=overwrite, format=format)
+
+    # --- LoRA (bert_tf.tasks.lora) -------------------------------------------------------------
+
+    def enable_lora(self, rank: int, lora_alpha: float | None = None) -> None:
+        """Freezes the encoder and adds Keras' LoRA adapters of `rank` to the query and value
+        projections of its attention layers (`Dense.enable_lora`): `fit` then trains the
+        adapters and the head only. `lora_alpha` scales them by alpha / rank (default: rank).
+        Call it before `compile` and `fit`. `save` merges the adapters into a plain model."""
+        lora.enable(self, rank, lora_alpha)
+
+    @property
+    def lora_rank(self) -> int | None:
+        """The rank of the LoRA adapters, None without them."""
+        return lora.rank_of(self)
+
+    def save_lora_weights(self, filepath) -> str:
+        """Writes only what LoRA trained (the adapters and the head) and the task description
+        to `filepath` (.npz), whole or not at all; `load_lora_weights` puts them onto a model
+        built from the same base checkpoint."""
+        return lora.save_weights(self, filepath)
+
+    def load_lora_weights(self, filepath) -> None:
+        """Loads `save_lora_weights`' file onto this model (built from the base the adapters
+        were trained on, with as many classes), enabling LoRA at their rank if needed."""
+        lora.load_weights(self, filepath)
 
 
 class DenseHeadModel(TaskModel):

@@ -267,6 +267,9 @@ class TrainingBackup(_UpdateCallback):
     STATE_FILE = "state.json"
     WEIGHTS_FILE = "model.weights.h5"
     RNG_FILE = "dropout_rng.npz"
+    # Keras saves a LoRA layer's kernel merged and zeroes its adapters on loading: a backup
+    # keeps their own values too, so that a resumed run goes on from the same adapters.
+    LORA_FILE = "lora_variables.npz"
     INPUT_PREFIX = "input"  # tf.data's iterator checkpoint: input.index, input.data-*
 
     def __init__(
@@ -339,6 +342,11 @@ class TrainingBackup(_UpdateCallback):
                 with np.load(os.path.join(local, self.RNG_FILE)) as states:
                     for index, variable in enumerate(_rng_states(model)):
                         variable.assign(states[f"arr_{index}"])
+                if fileio.exists(fileio.join(latest, self.LORA_FILE)):
+                    fileio.copy(fileio.join(latest, self.LORA_FILE), os.path.join(local, self.LORA_FILE))
+                    with np.load(os.path.join(local, self.LORA_FILE)) as values:
+                        for index, variable in enumerate(_lora_variables(model)):
+                            variable.assign(values[f"arr_{index}"])
             except (OSError, ValueError, KeyError) as error:
                 raise damaged(
                     latest,
@@ -372,6 +380,10 @@ class TrainingBackup(_UpdateCallback):
         with tempfile.TemporaryDirectory(prefix="bert_tf_backup_") as local:
             self.model.save_weights(os.path.join(local, self.WEIGHTS_FILE))
             np.savez(os.path.join(local, self.RNG_FILE), *[np.asarray(v) for v in _rng_states(self.model)])
+            if _lora_variables(self.model):
+                np.savez(
+                    os.path.join(local, self.LORA_FILE), *[np.asarray(v) for v in _lora_variables(self.model)]
+                )
             if self.input_position is not None:
                 state["input"] = self.input_position.save(os.path.join(local, self.INPUT_PREFIX))
             with open(os.path.join(local, self.STATE_FILE), "w", encoding="utf-8") as handle:
@@ -402,6 +414,16 @@ class TrainingBackup(_UpdateCallback):
         step = optimizer_updates(self.model)
         if step != self._saved_step:
             self.save(step)
+
+
+def _lora_variables(model: keras.Model) -> list:
+    """The variables of the layers with LoRA adapters (`Dense.enable_lora`), in order."""
+    return [
+        variable
+        for layer in model._flatten_layers()
+        if getattr(layer, "lora_enabled", False)
+        for variable in layer.weights
+    ]
 
 
 def _rng_states(model: keras.Model) -> list:
