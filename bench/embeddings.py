@@ -29,7 +29,7 @@ the peers lacks it, --st_extra_path names a folder holding it (`pip install --ta
 datasets`), appended to that Python's path. --ort_python is the Python with
 `sentence-transformers[onnx]` (optimum, onnxruntime) for the ONNX contenders.
 
-    python bench/embeddings.py --ort_python=/work/venv-ort/bin/python --st_extra_path=/work/st-datasets
+    python bench/embeddings.py --ort_python=venv-ort/bin/python --st_extra_path=DATASETS_DIR
     python bench/embeddings.py --max_train_rows=256 --max_dev_rows=64 --latency_texts=10 --rounds=1  # smoke
 """
 

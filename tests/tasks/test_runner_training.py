@@ -234,7 +234,7 @@ class TrainingRunTest(tf.test.TestCase):
                 paths, output_dir, packing=packing, max_seq_length=32, train_batch_size=8, learning_rate=1e-3
             )
             results[packing] = run(settings)
-            weights[packing] = load_finetuned(os.path.join(output_dir, "model"))[0].get_weights()
+            weights[packing] = load_finetuned(os.path.join(output_dir, "model")).get_weights()
         for packed, padded in zip(weights[True], weights[False], strict=True):
             self.assertAllClose(packed, padded, atol=1e-5, rtol=0)
         self.assertAllClose(results[True]["eval_loss"], results[False]["eval_loss"], atol=1e-5)
@@ -290,7 +290,7 @@ class ResumeInputTest(tf.test.TestCase):
         changes = dict(num_train_epochs=6.0, eval_every_steps=0, save_checkpoints_steps=2)
         reference = os.path.join(root, "reference")
         run(settings_for(paths, reference, **changes))
-        expected = load_finetuned(os.path.join(reference, "model"), compile=False)[0].get_weights()
+        expected = load_finetuned(os.path.join(reference, "model"), compile=False).get_weights()
 
         passed_over = {}
         for crash_step in (8, 26):  # in the 2nd and in the 5th pass over the data
@@ -304,7 +304,7 @@ class ResumeInputTest(tf.test.TestCase):
             log = "\n".join(logs.output)
             self.assertIn(f"from the backup of step {crash_step} (input position restored)", log)
             passed_over[crash_step] = sum(reader.records_passed_over for reader in readers)
-            weights = load_finetuned(os.path.join(output_dir, "model"), compile=False)[0].get_weights()
+            weights = load_finetuned(os.path.join(output_dir, "model"), compile=False).get_weights()
             for want, got in zip(expected, weights, strict=True):
                 self.assertAllClose(want, got, atol=1e-6, rtol=1e-6)
         # Reaching the position read the records of at most one pass (24), the same at step
@@ -345,7 +345,7 @@ class ResumeProcessTest(tf.test.TestCase):
         paths = write_one_word_task(root)
         reference = os.path.join(root, "reference")
         subprocess.run(finetune_command(paths, reference), check=True, capture_output=True)
-        expected = load_finetuned(os.path.join(reference, "model"), compile=False)[0].get_weights()
+        expected = load_finetuned(os.path.join(reference, "model"), compile=False).get_weights()
 
         for sig in (signal.SIGKILL, signal.SIGTERM):
             with self.subTest(signal=sig.name):
@@ -362,7 +362,7 @@ class ResumeProcessTest(tf.test.TestCase):
                 rerun = subprocess.run(finetune_command(paths, output_dir), capture_output=True, text=True)
                 self.assertEqual(rerun.returncode, 0, rerun.stderr)
                 self.assertIn(f"from the backup of step {interrupted_at}", rerun.stderr)
-                weights = load_finetuned(os.path.join(output_dir, "model"), compile=False)[0].get_weights()
+                weights = load_finetuned(os.path.join(output_dir, "model"), compile=False).get_weights()
                 for a, b in zip(expected, weights, strict=True):
                     self.assertAllClose(a, b, atol=1e-6, rtol=1e-6)
                 self.assertTrue(is_finished(output_dir))
