@@ -391,7 +391,7 @@ def _train(settings, config, strategy, model_dir: str, data: _RunData) -> Pretra
                 settings,
                 model_dir,
                 data.vocab_file,
-                data.phases[0].files,
+                data.phases[0].files[0],
                 last.get("masked_lm_accuracy"),
             )
         return PretrainingResult(

@@ -184,6 +184,17 @@ class PretrainingRunTest(tf.test.TestCase):
         again = pretraining.run_pretraining(settings)
         self.assertEqual((again.train.step, again.train.history), (6, []))
 
+    def test_the_demo_fills_a_mask_of_the_embedded_corpus_at_the_end(self):
+        # The no-flag demo's path in a few steps (the whole demo is NoFlagDemoTest, slow).
+        work = Path(tempfile.mkdtemp())
+        settings = PretrainingConfig(
+            model_dir=str(work / "demo"), cache_dir=str(work / "cache"), num_train_steps=2, steps_per_loop=2
+        )
+        result = pretraining.run_pretraining(settings)
+        self.assertLen(result.fill_mask, 5)  # the top 5 guesses, (token, probability)
+        self.assertTrue(all(0.0 <= probability <= 1.0 for _, probability in result.fill_mask))
+        self.assertTrue((Path(result.export_dir) / "vocab.txt").exists())
+
     def test_a_corpus_without_a_vocab_learns_one_keeps_it_and_a_rerun_resumes_with_it(self):
         work = Path(tempfile.mkdtemp())
         settings = PretrainingConfig(
