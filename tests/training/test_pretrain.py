@@ -326,7 +326,12 @@ class ExactEvaluationTest(tf.test.TestCase):
                     tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
                 )
         settings = PretrainingConfig(
-            train_files=path, train_batch_size=3, max_seq_length=seq, max_predictions_per_seq=predictions
+            train_files=path,
+            train_batch_size=3,
+            max_seq_length=seq,
+            max_predictions_per_seq=predictions,
+            next_sentence_prediction=True,  # the records' pairs, unpacked (as a run resolves them)
+            packing=False,
         )
         model = BertPretrainer(load_config("bert_tiny").replace(vocab_size=1100))
         all_rows = {
