@@ -33,6 +33,8 @@ setup(
         "scipy>=1.11",
         "scikit-learn>=1.4",
         "seqeval>=1.2.2",
+        # Fine-tuning's --search: the Keras team's tuner runs and records the trials.
+        "keras-tuner>=1.4.8,<1.5",
         # The run's curves: `tensorboard --logdir RUN/logs` (TensorFlow no longer installs
         # it) and `python -m bert_tf.plot RUN` (matplotlib).
         "tensorboard>=2.21,<2.22",

@@ -12,7 +12,8 @@ original run_classifier.py / run_squad.py. For example, MRPC from the GLUE downl
 
 writes /tmp/mrpc/eval_results.json ({"accuracy": ..., "f1": ..., "eval_loss": ...}),
 /tmp/mrpc/MRPC.tsv (the GLUE submission) and /tmp/mrpc/model/ (the fine-tuned model).
-Everything here is `bert_tf.tasks.runner.run(FinetuneSettings(...))` from Python.
+Everything here is `bert_tf.tasks.search.run(FinetuneSettings(...))` from Python (one run is
+`bert_tf.tasks.runner.run`; --search and --seeds make several).
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ def settings_from_flags(flag_values: flags.FlagValues = flags.FLAGS):
 def main(flag_values: flags.FlagValues, args: list[str]) -> None:
     # lazy: importing this module loads no TensorFlow; running the program does
     from bert_tf import fileio
-    from bert_tf.tasks.runner import run
+    from bert_tf.tasks.search import run  # one run, or the several of --search and --seeds
 
     settings = settings_from_flags(flag_values)
     output_dir = fileio.abspath(settings.output_dir)

@@ -7,7 +7,8 @@ A run folder is a pretraining --model_dir or a fine-tuning --output_dir: both ke
 report of the run in `metrics.jsonl` (the scalars TensorBoard shows under `logs/`). Each
 training scalar (loss, learning rate, ...) and each evaluation metric gets a panel, with a
 line per run named by its folder; throughput and padding figures are left out unless
-named with --metrics. Without --output the picture is written into the first run folder.
+named with --metrics. A fine-tuning run's baseline (the bag-of-words model it should beat)
+is a dashed line on its eval panels. Without --output the picture is written into the first run folder.
 Its title names each run: the program that trained it (the command line's `bert_tf.finetune`
 or `bert_tf.pretrain`, or a Python `fit(output_dir=...)`), when it started, and its updates.
 """
@@ -28,6 +29,7 @@ from bert_tf.errors import UsageError
 SPEED = ("sequences_per_second", "real_tokens_per_second", "examples_per_second", "real_tokens", "fill_rate")
 COLUMNS = 3
 RUN_SPLIT = "run"  # bert_tf.training.progress.RUN_SPLIT: the reports naming the program that trained
+BASELINE_SPLIT = "baseline"  # bert_tf.training.progress.BASELINE_SPLIT: drawn on the eval panels
 
 
 def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
@@ -68,7 +70,7 @@ def panels(runs: dict[str, list[dict]], wanted: list[str] | None) -> list[tuple[
     found: dict[tuple[str, str], None] = {}
     for reports in runs.values():
         for report in reports:
-            if report["split"] == RUN_SPLIT:
+            if report["split"] in (RUN_SPLIT, BASELINE_SPLIT):
                 continue
             for name in report:
                 if name not in ("split", "step", "time"):
@@ -111,7 +113,17 @@ def plot(run_dirs: list[str], output: str | None = None, metrics: list[str] | No
             points = [(r["step"], r[metric]) for r in reports if r["split"] == split and metric in r]
             if points:
                 steps, values = zip(*points, strict=True)
-                axis.plot(steps, values, marker="o" if len(points) < 20 else None, label=names[run_dir])
+                line = axis.plot(
+                    steps, values, marker="o" if len(points) < 20 else None, label=names[run_dir]
+                )
+                baseline = [r[metric] for r in reports if r["split"] == BASELINE_SPLIT and metric in r]
+                if split == "eval" and baseline:  # the score a fine-tuned model should beat
+                    axis.axhline(
+                        baseline[-1],
+                        color=line[0].get_color(),
+                        linestyle="--",
+                        label=f"{names[run_dir]}: baseline",
+                    )
         axis.set_title(f"{split} {metric}")
         axis.set_xlabel("step")
         axis.grid(alpha=0.3)
@@ -121,6 +133,9 @@ def plot(run_dirs: list[str], output: str | None = None, metrics: list[str] | No
         axis.set_visible(False)
     if len(runs) > 1:
         axes.flat[0].legend(fontsize="small")
+    for axis in axes.flat[: len(keys)]:
+        if any(line.get_linestyle() == "--" for line in axis.get_lines()):
+            axis.legend(fontsize="small")  # the baseline's dashed line, named
     figure.suptitle(
         "\n".join(describe_run(run_dir, reports) for run_dir, reports in runs.items()), fontsize="small"
     )

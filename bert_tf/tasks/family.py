@@ -120,6 +120,18 @@ class Predictions:
 
 
 @dataclasses.dataclass(frozen=True)
+class Baseline:
+    """A simple model of a task, fitted on its training data, that a fine-tuned model should
+    beat (`TaskFamily.fit_baseline`): scored on each eval split with the task's metrics."""
+
+    name: str  # what its keys in eval_results.json start with, e.g. "bag_of_words"
+    description: str  # what it is, for the log
+    score: Callable[[TaskData], dict[str, float]]  # labelled data -> {metric: value}
+    num_examples: int  # training examples
+    num_fitted: int  # of them, those it was fitted on (a sample of a large file)
+
+
+@dataclasses.dataclass(frozen=True)
 class KerasHubClassifier:
     """A head that keras-hub's `BertTextClassifier` holds: a dense layer on the pooled output
     (`kernel` [hidden, units], `bias` [units]) and the activation of its outputs (None: logits)."""
@@ -537,6 +549,12 @@ class TaskFamily:
     def majority_baseline(self, predictions: Predictions) -> tuple[str, float] | None:
         """(label, accuracy) of always answering the commonest class, on labelled `predictions`,
         for families whose score is an accuracy over classes; None for the others."""
+        return None
+
+    def fit_baseline(self, train: TaskData) -> Baseline | None:
+        """A simple model fitted on the training data, scored beside the fine-tuned one (the
+        run's --baseline); None for families that have none. TaskDataError where the data
+        cannot teach it (the run then stops before writing anything)."""
         return None
 
     # -- loss and metrics --------------------------------------------------------------------

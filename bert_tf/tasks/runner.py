@@ -27,7 +27,7 @@ Example (a tiny random-init model on a two-row CSV):
 ...     train_file=os.path.join(d, "train.csv"), eval_file=os.path.join(d, "train.csv"),
 ...     train_batch_size=2, num_train_epochs=1.0, verbose=0))
 >>> sorted(results)
-['accuracy', 'eval_loss', 'majority_baseline']
+['accuracy', 'bag_of_words_accuracy', 'eval_loss', 'majority_baseline']
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import time
 
 import keras
 import tensorflow as tf
@@ -234,7 +235,10 @@ def _log_stats(data: TaskData, family) -> dict:
 
 def run(settings: FinetuneSettings) -> dict[str, float]:
     """Trains (when there is training data), evaluates, predicts and saves; returns the
-    eval metrics (also written to OUTPUT_DIR/eval_results.json)."""
+    eval metrics (also written to OUTPUT_DIR/eval_results.json). One run: `bert_tf.tasks.search.run`
+    makes the several of --search and --seeds."""
+    if settings.search or settings.seeds > 1:
+        raise UsageError("--search and --seeds make several runs: call bert_tf.tasks.search.run")
     keras.utils.set_random_seed(settings.seed)
     # Every check before anything is written: the output folder, the model, the vocab, the
     # lengths and the data. Only then is the output folder created.
@@ -262,6 +266,8 @@ def _run(settings: FinetuneSettings, strategy, policy: str, fresh: bool) -> dict
     # Steps count batches of features (SQuAD: windows, several per long context).
     num_examples = train[0].stats.num_features if train else 0
     plan = TrainingPlan.make(settings, num_examples, has_eval_data=bool(evals))
+    # Fitted before anything is written: training data it cannot learn from stops the run.
+    baseline = _fit_baseline(family, settings, train, evals)
     if fresh:  # --overwrite: the training state of an earlier run is not reused
         fileio.rmtree(fileio.join(settings.output_dir, BACKUP_DIR))
     fileio.makedirs(settings.output_dir)
@@ -270,13 +276,17 @@ def _run(settings: FinetuneSettings, strategy, policy: str, fresh: bool) -> dict
     model = _task_model(family, start, strategy, plan)
     if train:
         _train(settings, strategy, model, family, train[0], evals, plan)
-    results, baselines = _score(family, model, settings, [*train, *evals] if settings.eval_train else evals)
+    scored = [*train, *evals] if settings.eval_train else evals
+    results, baselines, beaten_by = _score(family, model, settings, scored, baseline)
     if results and train and not plan.eval_every_steps:
         # Evaluated only now: the scores at the run's last update, beside its curves (bert_tf.plot).
-        output_dir = settings.output_dir
-        scalars = progress.ScalarLog(output_dir, "eval", fileio.join(progress.log_dir(output_dir), "eval"))
-        scalars.write(callbacks.optimizer_updates(model), results)
-        scalars.close()
+        _write_scalars(settings.output_dir, "eval", callbacks.optimizer_updates(model), results)
+    if baseline and train and evals:  # drawn beside the eval curves (bert_tf.plot)
+        prefix = baseline.name + "_"
+        scores = {k.removeprefix(prefix): v for k, v in baselines.items() if k.startswith(prefix)}
+        _write_scalars(
+            settings.output_dir, progress.BASELINE_SPLIT, callbacks.optimizer_updates(model), scores
+        )
     for data in predicts:
         outputs = _predict(family, model, data, settings)
         for path in family.write(data, outputs, settings.output_dir):
@@ -298,7 +308,38 @@ def _run(settings: FinetuneSettings, strategy, policy: str, fresh: bool) -> dict
             where.append(f"its LoRA adapters and head in {fileio.join(settings.output_dir, LORA_FILE)}")
     if where:  # predictions are named as they are written
         logger.info("%s", "; ".join(where))
+    for warning in beaten_by:  # the closing lines: the model does not beat its baseline
+        logger.warning("%s", warning)
     return {**results, **baselines}
+
+
+def _write_scalars(output_dir: str, split: str, step: int, scalars: dict[str, float]) -> None:
+    log = progress.ScalarLog(output_dir, split, fileio.join(progress.log_dir(output_dir), split))
+    log.write(step, scalars)
+    log.close()
+
+
+def _fit_baseline(family, settings: FinetuneSettings, train: list[TaskData], evals: list[TaskData]):
+    """The family's baseline fitted on the training data, when there is eval data to score it
+    on and --baseline is on; None otherwise."""
+    if not (settings.baseline and train and evals):
+        return None
+    started = time.monotonic()
+    baseline = family.fit_baseline(train[0])
+    if baseline is None:
+        return None
+    sample = (
+        f"a random sample of {baseline.num_fitted} of the {baseline.num_examples} training examples"
+        if baseline.num_fitted < baseline.num_examples
+        else f"the {baseline.num_examples} training examples"
+    )
+    logger.info(
+        "baseline: %s, fitted on %s in %.1f s (--nobaseline skips it)",
+        baseline.description,
+        sample,
+        time.monotonic() - started,
+    )
+    return baseline
 
 
 def _family(settings: FinetuneSettings, strategy):
@@ -372,23 +413,52 @@ def _task_model(family, start, strategy, plan: TrainingPlan):
 
 
 def _score(
-    family, model, settings: FinetuneSettings, scored: list[TaskData]
-) -> tuple[dict[str, float], dict[str, float]]:
+    family, model, settings: FinetuneSettings, scored: list[TaskData], baseline=None
+) -> tuple[dict[str, float], dict[str, float], list[str]]:
     """Scores of each scored split ("accuracy" for the eval data, "accuracy_mismatched" for
-    MNLI's second dev set, "train_accuracy" for the training data) and the majority
-    baselines, written together to eval_results.json; an eval split's outputs are written."""
+    MNLI's second dev set, "train_accuracy" for the training data), the baselines' (majority
+    class; the family's `baseline`, e.g. "bag_of_words_accuracy"), written together to
+    eval_results.json, and a warning for each eval split where the baseline is not beaten; an
+    eval split's outputs are written."""
     results: dict[str, float] = {}
     baselines: dict[str, float] = {}  # beside the scores, not among the curves
+    beaten_by: list[str] = []
     for data in scored:
         scores, outputs = _evaluate(family, model, data, settings)
         results.update(scores)
         if data.name != "train":
             family.write(data, outputs, settings.output_dir)
             baselines.update(_majority_baseline(family, data, outputs, scores))
+            if baseline is not None:
+                found, warning = _compare_baseline(family, baseline, data, scores)
+                baselines.update(found)
+                beaten_by += [warning] if warning else []
     if scored:
         fileio.write_json(fileio.join(settings.output_dir, "eval_results.json"), {**results, **baselines})
         logger.info("eval results: %s", results)
-    return results, baselines
+    return results, baselines, beaten_by
+
+
+def _compare_baseline(
+    family, baseline, data: TaskData, scores: dict[str, float]
+) -> tuple[dict[str, float], str]:
+    """({"<baseline>_<metric><suffix>": value}, a warning when the model's main metric does
+    not beat the baseline's, else "") of one scored eval split."""
+    suffix = _suffix(data)
+    found = baseline.score(data)
+    metric = main_metric(family)
+    ours, theirs = scores[f"{metric}{suffix}"], found[metric]
+    logger.info("%s data: %s %.4f, baseline %.4f (%s)", data.name, metric, ours, theirs, baseline.description)
+    warning = ""
+    if not ours > theirs:
+        warning = (
+            f"{data.name} data: the fine-tuned model ({metric} {ours:.4f}) does not beat the baseline "
+            f"({baseline.description}: {theirs:.4f}); train for more updates (--num_train_epochs) or "
+            "try other learning rates, or use the baseline"
+        )
+    # Per-label scores (multi-label's "f1/<label>") stay the model's own.
+    named = {f"{baseline.name}_{name}{suffix}": value for name, value in found.items() if "/" not in name}
+    return named, warning
 
 
 def _predict(family, model, data: TaskData, settings: FinetuneSettings):

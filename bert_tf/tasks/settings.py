@@ -93,6 +93,30 @@ class FinetuneSettings:
         False, "Also score the training data (train_* metrics in eval_results.json)."
     )
     overwrite: bool = setting(False, "Replace the finished results of an earlier run in --output_dir.")
+    baseline: bool = setting(
+        True,
+        "Fit the task's simple baseline on the training data and score it beside the model "
+        "(classification, multi-label, regression: TF-IDF of word 1-2-grams with a linear model, "
+        "on at most 100,000 training examples); --nobaseline skips it.",
+    )
+    # -- several runs: a search for the recipe, seeds (bert_tf.tasks.search) ---------------------
+    search: int | None = setting(
+        None,
+        "Search for the recipe: N fine-tunings (Keras Tuner's random search over "
+        "--search_learning_rates, --search_epochs, --search_batch_sizes and the seed), each scored "
+        "on the eval data after every epoch and stopped early; the best one's model is kept. "
+        "Rerunning the command continues a stopped search.",
+    )
+    search_learning_rates: tuple[float, ...] = setting(
+        (1e-5, 2e-5, 3e-5, 5e-5, 1e-4), "--search: the learning rates to try."
+    )
+    search_epochs: tuple[float, ...] = setting((3.0, 5.0, 10.0), "--search: the numbers of epochs to try.")
+    search_batch_sizes: tuple[int, ...] = setting((16, 32), "--search: the training batch sizes to try.")
+    seeds: int = setting(
+        1,
+        "Fine-tune the recipe (with --search: the one it chose) from K seeds and report each "
+        "score's mean and standard deviation; the best seed's model is kept.",
+    )
     # -- how training runs (the defaults are the original recipe's) ---------------------------
     mixed_precision: str = setting(
         precision.AUTO,
@@ -229,4 +253,42 @@ class FinetuneSettings:
             )
         if not self.output_dir:
             raise UsageError("--output_dir is empty; name the folder the results go to")
+        self._check_runs()
         text_encoding.check_encoding(self.input_encoding)
+
+    def _check_runs(self) -> None:
+        """--search, its space and --seeds (the lists as numbers: a command line's are text)."""
+        if self.search is not None and (isinstance(self.search, bool) or self.search < 1):
+            raise UsageError(
+                f"--search must be a positive number of trials, got {self.search} (8 to 20 are usual); "
+                "leave it unset to fine-tune once"
+            )
+        if isinstance(self.seeds, bool) or self.seeds < 1:
+            raise UsageError(
+                f"--seeds must be a positive number of runs, got {self.seeds} (3 to 5 are usual)"
+            )
+        spaces = (
+            ("search_learning_rates", float, lambda v: 0 < v < 1, "learning rates in (0, 1), e.g. 2e-5,5e-5"),
+            ("search_epochs", float, lambda v: v > 0, "numbers of epochs > 0, e.g. 3,5,10"),
+            ("search_batch_sizes", int, lambda v: v > 0, "positive batch sizes, e.g. 16,32"),
+        )
+        for name, kind, valid, wanted in spaces:
+            given = getattr(self, name)
+            given = [given] if isinstance(given, (int, float, str)) else list(given or ())
+            try:
+                values = tuple(
+                    kind(float(v)) if kind is int and float(v).is_integer() else kind(v) for v in given
+                )
+            except (TypeError, ValueError):
+                raise UsageError(f"--{name}={','.join(map(str, given))}: give {wanted}") from None
+            if not values or not all(valid(v) for v in values):
+                raise UsageError(f"--{name}={','.join(map(str, given))}: give {wanted}")
+            object.__setattr__(self, name, tuple(dict.fromkeys(values)))
+
+    def search_space(self) -> dict[str, tuple]:
+        """{run setting: the values a search tries}."""
+        return {
+            "learning_rate": self.search_learning_rates,
+            "num_train_epochs": self.search_epochs,
+            "train_batch_size": self.search_batch_sizes,
+        }

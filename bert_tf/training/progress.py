@@ -195,6 +195,7 @@ class ScalarLog:
 
 
 RUN_SPLIT = "run"  # the reports that say which program trained, from which step
+BASELINE_SPLIT = "baseline"  # a fine-tuning run's baseline scores, drawn beside the eval curves
 
 
 def record_run(run_dir: str, program: str, step: int) -> None:

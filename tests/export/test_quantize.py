@@ -42,7 +42,7 @@ SEQ_LENGTH = CLASSIFIER_SEQ_LENGTH
 INTERPRETER = r"""
 import json, sys, numpy as np
 from ai_edge_litert.interpreter import Interpreter
-from bert_tf.serving.litert import LiteRTClassifier
+from bert_tf.serving import litert
 assert "tensorflow" not in sys.modules
 loaded = dict(np.load(sys.argv[1]))
 short = loaded.pop("short_rows")
@@ -58,7 +58,7 @@ for name in sys.argv[4:]:
     runner = interpreter.get_signature_runner("serving_default")
     outputs[name] = runner(**arrays)["logits"]
     outputs[name + "/trimmed"] = runner(**trimmed)["logits"]
-    classifier = LiteRTClassifier(name, num_threads=2)
+    classifier = litert.load(name, num_threads=2)  # the task's client: a LiteRTClassifier
     outputs[name + "/client"] = classifier(texts)["probabilities"]
     outputs[name + "/alone"] = np.concatenate([classifier([text])["probabilities"] for text in texts])
 assert "tensorflow" not in sys.modules

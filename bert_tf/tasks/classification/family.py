@@ -39,11 +39,13 @@ from bert_tf.preprocessing.windows import POOLINGS, pool_windows
 from bert_tf.tasks import metrics as task_metrics
 from bert_tf.tasks import python_inputs
 from bert_tf.tasks.classification import glue, signatures, tables
+from bert_tf.tasks.classification.baseline import BagOfWords
 from bert_tf.tasks.classification.metrics import multi_label_metrics
 from bert_tf.tasks.classification.model import BertClassifier
 from bert_tf.tasks.family import (
     SERVING_PAD_TO_MULTIPLE_OF,
     TEXT,
+    Baseline,
     KerasHubClassifier,
     Predictions,
     TaskData,
@@ -564,12 +566,27 @@ class ClassificationFamily(TaskFamily):
         return outputs[:, 0] if self.kind == REGRESSION else outputs.argmax(axis=-1)
 
     def score(self, data: TaskData, predictions: Predictions) -> dict[str, float]:
-        values = self._values(predictions.outputs)
+        return self._metrics(predictions.labels, self._values(predictions.outputs))
+
+    def _metrics(self, labels, values) -> dict[str, float]:
+        """The task's metrics of predicted `values` (scores, class ids or multi-hot rows)."""
         if self.kind == REGRESSION:
-            return task_metrics.regression_metrics(predictions.labels, values)
+            return task_metrics.regression_metrics(labels, values)
         if self.multi_label:
-            return multi_label_metrics(predictions.labels, values, self.label_list)
-        return task_metrics.classification_metrics(predictions.labels, values, self.metric_names)
+            return multi_label_metrics(labels, values, self.label_list)
+        return task_metrics.classification_metrics(labels, values, self.metric_names)
+
+    def fit_baseline(self, train: TaskData) -> Baseline:
+        """TF-IDF of word 1-2-grams with logistic regression (one-vs-rest for multi-label, ridge
+        for regression), fitted on a sample of at most `MAX_TRAINING_ROWS` training examples."""
+        model = BagOfWords.fit(train.examples(), self.kind, self.label_list, seed=self.settings.seed)
+
+        def score(data: TaskData) -> dict[str, float]:
+            examples = list(data.examples())
+            labels = model.targets(example.label for example in examples)
+            return self._metrics(labels, model.predict(examples))
+
+        return Baseline("bag_of_words", model.description, score, model.num_examples, model.num_fitted)
 
     def majority_baseline(self, predictions: Predictions) -> tuple[str, float] | None:
         """(label, accuracy) of always answering the scored data's commonest class: the best

@@ -1,0 +1,306 @@
+"""Runs of several fine-tunings: a search for the recipe (`--search=N`) and seeds (`--seeds=K`).
+
+A search is Keras Tuner's random search over the learning rate, the epochs, the batch size and
+the seed, each trial a whole fine-tuning run (scored on the eval data after every epoch,
+stopped early, its best evaluation kept) in OUTPUT_DIR/search/trial_<id>/run. Keras Tuner
+keeps each trial's state in its folder, so the same command continues a search that was
+stopped: finished trials are read back, the one that was running resumes from its backup.
+The best trial's model becomes OUTPUT_DIR/model, and OUTPUT_DIR/search_trials.tsv holds the
+table of trials (also said in the log and drawn on the run's plot, `python -m bert_tf.plot`).
+
+Seeds run one recipe K times from seeds `--seed`, `--seed` + 1, ... in OUTPUT_DIR/seeds/seed_<s>:
+eval_results.json reports each metric's mean and standard deviation, and the model of the
+seed that scored best on the eval data is kept (its score alone is an optimistic figure).
+With both, the seeds run the recipe the search chose. Data to predict is predicted once, by
+the model kept.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+
+import numpy as np
+
+from bert_tf import fileio
+from bert_tf.errors import UsageError
+from bert_tf.outputs import check_output
+from bert_tf.tasks import runner
+from bert_tf.tasks.settings import FinetuneSettings
+from bert_tf.training import progress
+
+logger = logging.getLogger(__name__)
+
+SEARCH_DIR = "search"  # Keras Tuner's project: oracle.json, trial_<id>/ (trial.json, run/)
+SEEDS_DIR = "seeds"
+TRIALS_FILE = "search_trials.tsv"
+SEEDS_FILE = "seeds.tsv"
+SEARCH_SPLIT = "search"  # the trials' scores in metrics.jsonl, one report per trial
+RUN_FIELDS = ("learning_rate", "num_train_epochs", "train_batch_size", "seed")
+DEFAULT_PATIENCE = 2  # a trial stops after this many epochs without a better score
+
+
+def run(settings: FinetuneSettings) -> dict[str, float]:
+    """A fine-tuning: a search and/or seeds (see the module's docstring), or else one run
+    (`runner.run`); returns eval_results.json's values."""
+    if not (settings.search or settings.seeds > 1):
+        return runner.run(settings)
+    _check(settings)
+    state = check_output(
+        settings.output_dir, "--output_dir", overwrite=settings.overwrite, finished=runner.FINISHED
+    )
+    if state == "overwrite" or settings.overwrite:
+        for name in (SEARCH_DIR, SEEDS_DIR, *runner.FINISHED, TRIALS_FILE, SEEDS_FILE):
+            path = fileio.join(settings.output_dir, name)
+            fileio.rmtree(path) if fileio.isdir(path) else fileio.remove(path) if fileio.exists(
+                path
+            ) else None
+        progress.remove_metrics(settings.output_dir)
+    fileio.makedirs(settings.output_dir)
+    recipe = dataclasses.replace(settings, predict_file=None, search=None, seeds=1, overwrite=False)
+    if settings.search:
+        recipe, results, model_dir = _search(recipe, settings.search)
+    if settings.seeds > 1:
+        results, model_dir = _seeds(recipe, settings.seeds)
+    _keep(model_dir, settings.output_dir)
+    fileio.write_json(fileio.join(settings.output_dir, "eval_results.json"), results)
+    if settings.predict_file:
+        _predict(settings)
+    logger.info(
+        "the chosen recipe: %s; its model in %s",
+        ", ".join(f"--{name}={getattr(recipe, name)}" for name in RUN_FIELDS),
+        fileio.join(settings.output_dir, runner.MODEL_DIR),
+    )
+    return results
+
+
+def _check(settings: FinetuneSettings) -> None:
+    """What a search or seeds need, before anything is written."""
+    flag = "--search" if settings.search else "--seeds"
+    if settings.data_dir or settings.tfds_name:
+        raise UsageError(
+            f"{flag} reads its data from files: give --train_file and --eval_file (and --predict_file), "
+            "not --data_dir or --tfds_name"
+        )
+    if not settings.train_file:
+        raise UsageError(f"{flag} fine-tunes several times: give training data (--train_file)")
+    if not settings.eval_file:
+        raise UsageError(
+            f"{flag} compares runs by their score on the eval data: give --eval_file (a dev set held "
+            "out of the training data)"
+        )
+
+
+# -- search ----------------------------------------------------------------------------------
+def _search(settings: FinetuneSettings, trials: int) -> tuple[FinetuneSettings, dict[str, float], str]:
+    """Runs `trials` trials; (the best trial's settings, its eval results, its model folder)."""
+    import keras_tuner
+
+    metric = _main_metric(settings)
+    space = settings.search_space()
+    tuner = _tuner_class(keras_tuner)(
+        settings=settings,
+        space=space,
+        objective=keras_tuner.Objective(metric, direction="max"),
+        max_trials=trials,
+        seed=settings.seed,
+        max_consecutive_failed_trials=1,  # a trial's error (bad data, ...) stops the search
+        directory=settings.output_dir,
+        project_name=SEARCH_DIR,
+        overwrite=False,  # the same command continues a stopped search
+    )
+    done = sum(t.status == "COMPLETED" for t in tuner.oracle.trials.values())
+    if done:
+        logger.info("search: %d of %d trials were finished before; continuing", done, trials)
+    tuner.search(verbose=0)  # its own progress lines: the runs log theirs
+    finished = [t for t in tuner.oracle.trials.values() if t.status == "COMPLETED"]
+    if not finished:
+        raise UsageError("the search finished no trial; see the errors above")
+    best = max(finished, key=lambda t: t.score)
+    _report_trials(settings, finished, best, metric)
+    chosen = dataclasses.replace(settings, **_recipe(best.hyperparameters.values))
+    run_dir = _trial_run_dir(settings, best.trial_id)
+    results = fileio.read_json(fileio.join(run_dir, "eval_results.json"))
+    results = {**results, "search_trials": float(len(finished))}
+    return chosen, results, fileio.join(run_dir, runner.MODEL_DIR)
+
+
+def _tuner_class(keras_tuner):
+    class FinetuningTuner(keras_tuner.RandomSearch):
+        """Each trial is a fine-tuning run of the settings with the trial's recipe."""
+
+        def __init__(self, settings, space, **kwargs):
+            self.settings, self.space = settings, space
+            super().__init__(**kwargs)
+
+        def run_trial(self, trial, *args, **kwargs):
+            hp = trial.hyperparameters
+            values = {name: hp.Choice(name, list(choices)) for name, choices in self.space.items()}
+            values["seed"] = hp.Int("seed", 0, 9999)
+            run_dir = _trial_run_dir(self.settings, trial.trial_id)
+            logger.info("search: trial %s: %s", trial.trial_id, _describe(values))
+            return _run_once(self.settings, run_dir, **_recipe(values))
+
+    return FinetuningTuner
+
+
+def _trial_run_dir(settings: FinetuneSettings, trial_id: str) -> str:
+    return fileio.join(settings.output_dir, SEARCH_DIR, f"trial_{trial_id}", "run")
+
+
+def _recipe(values: dict) -> dict:
+    return {
+        "learning_rate": float(values["learning_rate"]),
+        "num_train_epochs": float(values["num_train_epochs"]),
+        "train_batch_size": int(values["train_batch_size"]),
+        "seed": int(values["seed"]),
+    }
+
+
+def _describe(values: dict) -> str:
+    return ", ".join(f"{name}={values[name]:g}" for name in RUN_FIELDS if name in values)
+
+
+def _report_trials(settings, trials, best, metric: str) -> None:
+    """The table of trials: in the log, in OUTPUT_DIR/search_trials.tsv and in metrics.jsonl."""
+    header = ["trial", *RUN_FIELDS, metric, "seconds"]
+    rows = []
+    for trial in sorted(trials, key=lambda t: t.trial_id):
+        recipe = _recipe(trial.hyperparameters.values)
+        seconds = fileio.read_json(
+            fileio.join(_trial_run_dir(settings, trial.trial_id), "..", "seconds.json")
+        )
+        rows.append(
+            [trial.trial_id, *(f"{recipe[n]:g}" for n in RUN_FIELDS), f"{trial.score:.4f}", f"{seconds:.0f}"]
+        )
+    _write_table(settings.output_dir, TRIALS_FILE, header, rows)
+    logger.info(
+        "search: %d trials (best: trial %s, %s %.4f)\n%s",
+        len(trials),
+        best.trial_id,
+        metric,
+        best.score,
+        _table(header, rows),
+    )
+    log = progress.ScalarLog(
+        settings.output_dir, SEARCH_SPLIT, fileio.join(progress.log_dir(settings.output_dir), SEARCH_SPLIT)
+    )
+    for number, trial in enumerate(sorted(trials, key=lambda t: t.trial_id)):
+        log.write(
+            number,
+            {metric: trial.score, "learning_rate": _recipe(trial.hyperparameters.values)["learning_rate"]},
+        )
+    log.close()
+
+
+# -- seeds ---------------------------------------------------------------------------------
+def _seeds(settings: FinetuneSettings, count: int) -> tuple[dict[str, float], str]:
+    """Runs the recipe from `count` seeds; (mean and spread of each score, the best seed's model folder)."""
+    metric = _main_metric(settings)
+    runs = {}
+    for seed in range(settings.seed, settings.seed + count):
+        run_dir = fileio.join(settings.output_dir, SEEDS_DIR, f"seed_{seed}")
+        logger.info("seeds: run %d of %d (--seed=%d)", seed - settings.seed + 1, count, seed)
+        _run_once(dataclasses.replace(settings, seed=seed), run_dir)
+        runs[seed] = fileio.read_json(fileio.join(run_dir, "eval_results.json"))
+    names = [n for n in runs[settings.seed] if not _is_baseline(n)]
+    results: dict[str, float] = {}
+    for name in names:
+        values = np.array([scores[name] for scores in runs.values()], dtype=np.float64)
+        results[f"{name}_mean"], results[f"{name}_std"] = float(values.mean()), float(values.std(ddof=1))
+    results.update({n: v for n, v in runs[settings.seed].items() if _is_baseline(n)})
+    results["seeds"] = float(count)
+    best = max(runs, key=lambda seed: runs[seed][metric])
+    header = ["seed", *names]
+    rows = [[str(seed), *(f"{scores[n]:.4f}" for n in names)] for seed, scores in runs.items()]
+    _write_table(settings.output_dir, SEEDS_FILE, header, rows)
+    logger.info(
+        "seeds: %s %.4f ± %.4f (mean ± standard deviation of %d seeds); the model kept is seed %d's "
+        "(%s %.4f: the best of %d, an optimistic figure)\n%s",
+        metric,
+        results[f"{metric}_mean"],
+        results[f"{metric}_std"],
+        count,
+        best,
+        metric,
+        runs[best][metric],
+        count,
+        _table(header, rows),
+    )
+    return results, fileio.join(settings.output_dir, SEEDS_DIR, f"seed_{best}", runner.MODEL_DIR)
+
+
+def _is_baseline(name: str) -> bool:
+    return name.startswith(("majority_baseline", "bag_of_words_"))
+
+
+# -- shared ----------------------------------------------------------------------------------
+def _main_metric(settings: FinetuneSettings) -> str:
+    """The metric that compares runs: the family's main metric (known once a family is built)."""
+    family, _ = runner._family(
+        settings, runner.get_strategy(settings.strategy, settings.tpu, settings.num_gpus)
+    )
+    return runner.main_metric(family)
+
+
+def _run_once(settings: FinetuneSettings, run_dir: str, **recipe) -> dict[str, float]:
+    """One fine-tuning run in `run_dir` (continued where it was stopped; read back when it
+    finished before), scored on the eval data after every epoch and kept at its best."""
+    import keras
+
+    if runner.is_finished(run_dir):
+        return fileio.read_json(fileio.join(run_dir, "eval_results.json"))
+    if settings.eval_every_steps != 0:  # scored while it trains: stopped early, kept at its best
+        recipe = {
+            "early_stopping_patience": settings.early_stopping_patience or DEFAULT_PATIENCE,
+            "keep_best_model": True,
+            **recipe,
+        }
+    one = dataclasses.replace(settings, **recipe, output_dir=run_dir)
+    started = time.monotonic()
+    try:
+        results = runner.run(one)
+    finally:
+        keras.backend.clear_session()  # each run builds its own model
+    fileio.write_json(fileio.join(run_dir, "..", "seconds.json"), time.monotonic() - started)
+    return results
+
+
+def _keep(model_dir: str, output_dir: str) -> None:
+    """The chosen run's model becomes OUTPUT_DIR/model, whole or not at all."""
+    target = fileio.join(output_dir, runner.MODEL_DIR)
+    if fileio.is_local(target):
+        fileio.publish_folder(model_dir, target)
+    else:
+        fileio.rmtree(target)
+        fileio.copy_tree(model_dir, target, last=("task.json",))
+
+
+def _predict(settings: FinetuneSettings) -> None:
+    """The data to predict, predicted once, by the model kept (into OUTPUT_DIR/predictions)."""
+    runner.run(
+        dataclasses.replace(
+            settings,
+            init_checkpoint=fileio.join(settings.output_dir, runner.MODEL_DIR),
+            train_file=None,
+            eval_file=None,
+            output_dir=fileio.join(settings.output_dir, "predictions"),
+            search=None,
+            seeds=1,
+            overwrite=True,
+        )
+    )
+
+
+def _write_table(output_dir: str, name: str, header: list[str], rows: list[list[str]]) -> None:
+    lines = ["\t".join(header), *("\t".join(row) for row in rows)]
+    fileio.write_text(fileio.join(output_dir, name), "\n".join(lines) + "\n")
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
+    return "\n".join(
+        "  ".join(str(cell).rjust(width) for cell, width in zip(row, widths, strict=True))
+        for row in [header, *rows]
+    )

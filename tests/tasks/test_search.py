@@ -1,0 +1,161 @@
+"""--search (Keras Tuner's random search over the recipe) and --seeds on a tiny model and task."""
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf.errors import UsageError
+from bert_tf.tasks.search import run
+from bert_tf.tasks.settings import FinetuneSettings
+from bert_tf.training.progress import read_metrics
+from tests.harness import data
+from tests.harness.processes import REPO, environment, finetune_command
+
+
+def read_table(path):
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle, delimiter="\t"))
+
+
+def settings_of(root, **changes):
+    paths = data.write_one_word_task(root)
+    values = dict(
+        task="classification",
+        output_dir=os.path.join(root, "out"),
+        train_file=paths["train"],
+        eval_file=paths["dev"],
+        vocab_file=paths["vocab"],
+        bert_config=paths["config"],
+        max_seq_length=8,
+        verbose=0,
+        baseline=False,
+        search_learning_rates=(1e-3, 3e-3),
+        search_epochs=(1.0, 2.0),
+        search_batch_sizes=(8,),
+    )
+    values.update(changes)
+    return FinetuneSettings.of(**values)
+
+
+class SearchTest(tf.test.TestCase):
+    def test_the_best_trial_is_kept_with_the_table_and_the_predictions_made_once(self):
+        root = self.get_temp_dir()
+        settings = settings_of(root, search=3, predict_file=data.write_one_word_task(root)["dev"])
+        with self.assertLogs("bert_tf.tasks.search", "INFO") as logs:
+            results = run(settings)
+        out = settings.output_dir
+        trials = read_table(os.path.join(out, "search_trials.tsv"))
+        self.assertLen(trials, 3)
+        self.assertEqual(results["search_trials"], 3.0)
+        best = max(trials, key=lambda row: float(row["accuracy"]))
+        self.assertAllClose(results["accuracy"], float(best["accuracy"]), atol=5e-5)
+        for row in trials:  # each trial's recipe is one of the space's, and its run finished there
+            self.assertIn(float(row["learning_rate"]), (1e-3, 3e-3))
+            self.assertIn(float(row["num_train_epochs"]), (1.0, 2.0))
+            with open(
+                os.path.join(out, "search", f"trial_{row['trial']}", "run", "eval_results.json")
+            ) as handle:
+                self.assertAllClose(json.load(handle)["accuracy"], float(row["accuracy"]), atol=5e-5)
+        # model/ is the best trial's, byte for byte.
+        kept = os.path.join(out, "search", f"trial_{best['trial']}", "run", "model", "model.keras")
+        with open(kept, "rb") as a, open(os.path.join(out, "model", "model.keras"), "rb") as b:
+            self.assertEqual(a.read(), b.read())
+        # The trials on the run's plot; the table in the log; the predictions by the kept model only.
+        self.assertLen([r for r in read_metrics(out) if r["split"] == "search"], 3)
+        self.assertIn("search: 3 trials (best: trial", "\n".join(logs.output))
+        self.assertTrue(os.path.exists(os.path.join(out, "predictions", "predict_predictions.tsv")))
+        for row in trials:
+            run_dir = os.path.join(out, "search", f"trial_{row['trial']}", "run")
+            self.assertFalse([n for n in os.listdir(run_dir) if n.startswith("predict")])
+
+    def test_seeds_report_mean_and_spread_and_keep_the_best_seeds_model(self):
+        root = self.get_temp_dir()
+        settings = settings_of(root, seeds=3, learning_rate=3e-3, num_train_epochs=1.0, train_batch_size=8)
+        results = run(settings)
+        rows = read_table(os.path.join(settings.output_dir, "seeds.tsv"))
+        self.assertEqual([row["seed"] for row in rows], ["12345", "12346", "12347"])
+        accuracies = np.array([float(row["accuracy"]) for row in rows])
+        self.assertAllClose(results["accuracy_mean"], accuracies.mean(), atol=1e-4)
+        self.assertAllClose(results["accuracy_std"], accuracies.std(ddof=1), atol=1e-4)
+        self.assertEqual(results["seeds"], 3.0)
+        best = rows[int(accuracies.argmax())]["seed"]
+        kept = os.path.join(settings.output_dir, "seeds", f"seed_{best}", "model", "model.keras")
+        with (
+            open(kept, "rb") as a,
+            open(os.path.join(settings.output_dir, "model", "model.keras"), "rb") as b,
+        ):
+            self.assertEqual(a.read(), b.read())
+
+    def test_bad_input_is_refused_in_one_line_before_anything_is_written(self):
+        root = self.get_temp_dir()
+        cases = {
+            "--search must be a positive number of trials": dict(search=0),
+            "--seeds must be a positive number of runs": dict(seeds=0),
+            "--search_learning_rates=: give learning rates": dict(search=2, search_learning_rates=()),
+            "--search_learning_rates=2.0: give learning rates in": dict(
+                search=2, search_learning_rates=("2.0",)
+            ),
+            "--search_batch_sizes=16.5: give positive batch sizes": dict(
+                search=2, search_batch_sizes=("16.5",)
+            ),
+            "--search_epochs=x: give numbers of epochs": dict(search=2, search_epochs=("x",)),
+        }
+        for message, changes in cases.items():
+            with self.assertRaisesRegex(UsageError, message):
+                settings_of(root, **changes)
+        settings = settings_of(root, search=2, eval_file=None)
+        with self.assertRaisesRegex(
+            UsageError, "--search compares runs by their score on the eval data: give --eval_file"
+        ):
+            run(settings)
+        self.assertFalse(os.path.exists(settings.output_dir))
+
+
+@pytest.mark.slow
+class SearchProcessTest(tf.test.TestCase):
+    def test_a_killed_search_continues_where_it_stopped(self):
+        root = self.get_temp_dir()
+        paths = data.write_one_word_task(root)
+        out = os.path.join(root, "out")
+        command = finetune_command(
+            paths,
+            out,
+            "--search=3",
+            "--search_epochs=20",
+            "--search_learning_rates=1e-3",
+            "--nobaseline",
+            "--eval_every_steps=6",
+        )
+        process = subprocess.Popen(
+            command, cwd=REPO, env=environment(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        )
+        # Killed while the second trial trains (it has a backup), after the first finished.
+        deadline = time.monotonic() + 300
+        second = None
+        while time.monotonic() < deadline and second is None:
+            time.sleep(0.5)
+            trials = (
+                sorted(d for d in os.listdir(os.path.join(out, "search")) if d.startswith("trial_"))
+                if os.path.isdir(os.path.join(out, "search"))
+                else []
+            )
+            if len(trials) >= 2 and os.path.isdir(os.path.join(out, "search", trials[1], "run", "backup")):
+                second = trials[1]
+        self.assertIsNotNone(second, "the search never reached its second trial")
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        first_done = os.path.getmtime(os.path.join(out, "search", "trial_0", "seconds.json"))
+        rerun = subprocess.run(
+            command, cwd=REPO, env=environment(), capture_output=True, text=True, timeout=600
+        )
+        self.assertEqual(rerun.returncode, 0, rerun.stderr[-3000:])
+        self.assertIn("trials were finished before; continuing", rerun.stderr)
+        self.assertEqual(os.path.getmtime(os.path.join(out, "search", "trial_0", "seconds.json")), first_done)
+        self.assertLen(read_table(os.path.join(out, "search_trials.tsv")), 3)
