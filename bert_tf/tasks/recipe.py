@@ -12,11 +12,33 @@ same recipe (`bert_tf.tasks.runner`).
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import keras
 
 from bert_tf.errors import UsageError
 from bert_tf.training import optimization
+
+# How long a command-line run trains when --num_train_epochs is not given (--recipe).
+RECIPES = ("auto", "original")
+ORIGINAL_EPOCHS = 3.0  # run_classifier.py's, set for GLUE-sized data
+MIN_UPDATES = 300  # "auto": small data trains for more epochs, until it makes this many updates
+MAX_EPOCHS = 20.0  # ... but not more than this many
+
+
+def num_train_epochs(recipe: str, steps_per_epoch: int) -> float:
+    """The epochs of a run whose --num_train_epochs is not set: the original recipe's 3; under
+    "auto", as many more as make at least `MIN_UPDATES` updates on small data, at most
+    `MAX_EPOCHS` (data of 100 batches or more trains 3 epochs, as the original).
+
+    >>> num_train_epochs("auto", steps_per_epoch=37), num_train_epochs("original", steps_per_epoch=37)
+    (9.0, 3.0)
+    >>> num_train_epochs("auto", steps_per_epoch=2000)
+    3.0
+    """
+    if recipe == "original":
+        return ORIGINAL_EPOCHS
+    return float(min(MAX_EPOCHS, max(ORIGINAL_EPOCHS, math.ceil(MIN_UPDATES / steps_per_epoch))))
 
 
 @dataclasses.dataclass(frozen=True)

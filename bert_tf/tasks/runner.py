@@ -47,7 +47,7 @@ from bert_tf.config import load_config
 from bert_tf.errors import UsageError
 from bert_tf.models import BertEncoder
 from bert_tf.outputs import check_output
-from bert_tf.tasks import keras_api, registry
+from bert_tf.tasks import keras_api, recipe, registry
 from bert_tf.tasks.family import TaskData
 from bert_tf.tasks.features import TaskDataError
 from bert_tf.tasks.finetuned import is_finetuned_dir, load_finetuned, read_info
@@ -117,6 +117,7 @@ class TrainingPlan:
 
     num_examples: int
     steps_per_epoch: int
+    num_train_epochs: float  # --num_train_epochs, or the recipe's for the data's size
     num_train_steps: int  # optimizer updates
     micro_batch_size: int  # train_batch_size / gradient_accumulation_steps
     eval_every_steps: int  # 0: no evaluation during training
@@ -124,12 +125,13 @@ class TrainingPlan:
     @classmethod
     def make(cls, settings: FinetuneSettings, num_examples: int, has_eval_data: bool) -> TrainingPlan:
         steps_per_epoch = max(1, math.ceil(num_examples / settings.train_batch_size))
-        num_train_steps = max(1, int(steps_per_epoch * settings.num_train_epochs))
+        epochs = settings.num_train_epochs or recipe.num_train_epochs(settings.recipe, steps_per_epoch)
+        num_train_steps = max(1, int(steps_per_epoch * epochs))
         every = settings.eval_every_steps
         if every and every > num_train_steps:
             raise UsageError(
                 f"--eval_every_steps={every} is more than the {num_train_steps} updates of this run "
-                f"({num_examples} examples, batch {settings.train_batch_size}, {settings.num_train_epochs:g} "
+                f"({num_examples} examples, batch {settings.train_batch_size}, {epochs:g} "
                 f"epochs); pass a smaller value, or leave it unset to evaluate after every epoch"
             )
         if not has_eval_data:
@@ -149,6 +151,7 @@ class TrainingPlan:
         return cls(
             num_examples,
             steps_per_epoch,
+            epochs,
             num_train_steps,
             settings.train_batch_size // settings.gradient_accumulation_steps,
             every,
@@ -266,6 +269,8 @@ def _run(settings: FinetuneSettings, strategy, policy: str, fresh: bool) -> dict
     # Steps count batches of features (SQuAD: windows, several per long context).
     num_examples = train[0].stats.num_features if train else 0
     plan = TrainingPlan.make(settings, num_examples, has_eval_data=bool(evals))
+    if train and settings.num_train_epochs is None:
+        _say_recipe(settings, plan)
     # Fitted before anything is written: training data it cannot learn from stops the run.
     baseline = _fit_baseline(family, settings, train, evals)
     if fresh:  # --overwrite: the training state of an earlier run is not reused
@@ -311,6 +316,22 @@ def _run(settings: FinetuneSettings, strategy, policy: str, fresh: bool) -> dict
     for warning in beaten_by:  # the closing lines: the model does not beat its baseline
         logger.warning("%s", warning)
     return {**results, **baselines}
+
+
+def _say_recipe(settings: FinetuneSettings, plan: TrainingPlan) -> None:
+    """How long the run trains, where --recipe chose it."""
+    grown = plan.num_train_epochs > recipe.ORIGINAL_EPOCHS
+    logger.info(
+        "training: %g epochs, %d updates (--recipe=%s%s; --num_train_epochs sets it)",
+        plan.num_train_epochs,
+        plan.num_train_steps,
+        settings.recipe,
+        f": {plan.num_examples} examples make {plan.steps_per_epoch} batches an epoch, so small data "
+        f"trains longer than the original's {recipe.ORIGINAL_EPOCHS:g} epochs, to make at least "
+        f"{recipe.MIN_UPDATES} updates; --recipe=original keeps {recipe.ORIGINAL_EPOCHS:g}"
+        if grown
+        else "",
+    )
 
 
 def _write_scalars(output_dir: str, split: str, step: int, scalars: dict[str, float]) -> None:

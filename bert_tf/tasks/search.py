@@ -63,14 +63,18 @@ def run(settings: FinetuneSettings) -> dict[str, float]:
         recipe, results, model_dir = _search(recipe, settings.search)
     if settings.seeds > 1:
         results, model_dir = _seeds(recipe, settings.seeds)
-    _keep(model_dir, settings.output_dir)
+    if settings.save_model:
+        _keep(model_dir, settings.output_dir)
+        model_dir = fileio.join(settings.output_dir, runner.MODEL_DIR)
     fileio.write_json(fileio.join(settings.output_dir, "eval_results.json"), results)
     if settings.predict_file:
-        _predict(settings)
+        _predict(settings, model_dir)
     logger.info(
         "the chosen recipe: %s; its model in %s",
-        ", ".join(f"--{name}={getattr(recipe, name)}" for name in RUN_FIELDS),
-        fileio.join(settings.output_dir, runner.MODEL_DIR),
+        ", ".join(
+            f"--{name}={getattr(recipe, name)}" for name in RUN_FIELDS if getattr(recipe, name) is not None
+        ),
+        model_dir,
     )
     return results
 
@@ -257,7 +261,8 @@ def _run_once(settings: FinetuneSettings, run_dir: str, **recipe) -> dict[str, f
             "keep_best_model": True,
             **recipe,
         }
-    one = dataclasses.replace(settings, **recipe, output_dir=run_dir)
+    # Each run saves its model: the chosen one is kept (as OUTPUT_DIR/model, unless --nosave_model).
+    one = dataclasses.replace(settings, **recipe, output_dir=run_dir, save_model=True)
     started = time.monotonic()
     try:
         results = runner.run(one)
@@ -277,12 +282,12 @@ def _keep(model_dir: str, output_dir: str) -> None:
         fileio.copy_tree(model_dir, target, last=("task.json",))
 
 
-def _predict(settings: FinetuneSettings) -> None:
+def _predict(settings: FinetuneSettings, model_dir: str) -> None:
     """The data to predict, predicted once, by the model kept (into OUTPUT_DIR/predictions)."""
     runner.run(
         dataclasses.replace(
             settings,
-            init_checkpoint=fileio.join(settings.output_dir, runner.MODEL_DIR),
+            init_checkpoint=model_dir,
             train_file=None,
             eval_file=None,
             output_dir=fileio.join(settings.output_dir, "predictions"),

@@ -82,7 +82,16 @@ class FinetuneSettings:
         "classification batches rows of similar length together, so larger batches cost no padding).",
     )
     learning_rate: float = setting(5e-5, "Peak learning rate of AdamW.")
-    num_train_epochs: float = setting(3.0, "Epochs of training (may be fractional).")
+    num_train_epochs: float | None = setting(
+        None, "Epochs of training (may be fractional; default: --recipe's, 3 or more on small data)."
+    )
+    recipe: str = setting(
+        "auto",
+        "How long training runs when --num_train_epochs is not set. auto: the original recipe's 3 "
+        "epochs, more on small data so that training makes at least 300 updates (at most 20 "
+        "epochs); original: 3 epochs whatever the data's size.",
+        choices=("auto", "original"),
+    )
     warmup_proportion: float = setting(0.1, "Fraction of steps of linear warmup.")
     seed: int = setting(12345, "Random seed (initialisation, dropout, shuffling).")
     strategy: str = "default"  # these three: the shared strategy flags
@@ -212,8 +221,10 @@ class FinetuneSettings:
             raise UsageError(
                 f"--learning_rate must be > 0, got {self.learning_rate} (BERT uses 2e-5 to 5e-5)"
             )
-        if not self.num_train_epochs > 0:
+        if self.num_train_epochs is not None and not self.num_train_epochs > 0:
             raise UsageError(f"--num_train_epochs must be > 0, got {self.num_train_epochs}")
+        if self.recipe not in ("auto", "original"):
+            raise UsageError(f"--recipe={self.recipe} is not a recipe; use auto or original")
         if not 0.0 <= self.warmup_proportion < 1.0:
             raise UsageError(f"--warmup_proportion must be in [0, 1), got {self.warmup_proportion}")
         if self.num_gpus < 0:

@@ -74,7 +74,10 @@ class TrainingRunTest(tf.test.TestCase):
         )
         # metrics.jsonl: the same reports.
         reports = {(r["split"], r["step"]): r for r in read_metrics(output_dir)}
-        self.assertEqual(sorted(reports), [("eval", 4), ("eval", 8), ("eval", 12), ("run", 0), ("train", 12)])
+        self.assertEqual(
+            sorted(reports), [("baseline", 12), ("eval", 4), ("eval", 8), ("eval", 12), ("run", 0), ("train", 12)]
+        )
+        self.assertAllClose(reports["baseline", 12]["accuracy"], results["bag_of_words_accuracy"])
         self.assertEqual(reports["run", 0]["program"], "bert_tf.finetune")
         self.assertAllClose(
             [reports["eval", s]["accuracy"] for s in (4, 8, 12)], [h["accuracy"] for h in history]
@@ -107,8 +110,9 @@ class TrainingRunTest(tf.test.TestCase):
         # scores at the last update, beside the training curve.
         final = [r for r in read_metrics(output_dir) if r["split"] == "eval"]
         self.assertEqual([r["step"] for r in final], [6])
-        # The baseline is the data's, not the model's: eval_results.json has it, metrics.jsonl not.
-        scores = {k: v for k, v in results.items() if not k.startswith("majority_baseline")}
+        # The baselines are the data's, not the model's: eval_results.json has them beside the
+        # model's scores; metrics.jsonl has the bag of words apart ("baseline"), the majority not.
+        scores = {k: v for k, v in results.items() if not k.startswith(("majority_baseline", "bag_of_words"))}
         self.assertAllClose({k: final[0][k] for k in scores}, scores)
         # The encoder's layers were built, and so trained, under the run's policy; the saved
         # model computes in the policy of whoever loads it (float32 here: Keras' default).

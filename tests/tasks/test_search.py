@@ -77,14 +77,14 @@ class SearchTest(tf.test.TestCase):
 
     def test_seeds_report_mean_and_spread_and_keep_the_best_seeds_model(self):
         root = self.get_temp_dir()
-        settings = settings_of(root, seeds=3, learning_rate=3e-3, num_train_epochs=1.0, train_batch_size=8)
+        settings = settings_of(root, seeds=2, learning_rate=3e-3, num_train_epochs=1.0, train_batch_size=8)
         results = run(settings)
         rows = read_table(os.path.join(settings.output_dir, "seeds.tsv"))
-        self.assertEqual([row["seed"] for row in rows], ["12345", "12346", "12347"])
+        self.assertEqual([row["seed"] for row in rows], ["12345", "12346"])
         accuracies = np.array([float(row["accuracy"]) for row in rows])
         self.assertAllClose(results["accuracy_mean"], accuracies.mean(), atol=1e-4)
         self.assertAllClose(results["accuracy_std"], accuracies.std(ddof=1), atol=1e-4)
-        self.assertEqual(results["seeds"], 3.0)
+        self.assertEqual(results["seeds"], 2.0)
         best = rows[int(accuracies.argmax())]["seed"]
         kept = os.path.join(settings.output_dir, "seeds", f"seed_{best}", "model", "model.keras")
         with (
@@ -92,6 +92,14 @@ class SearchTest(tf.test.TestCase):
             open(os.path.join(settings.output_dir, "model", "model.keras"), "rb") as b,
         ):
             self.assertEqual(a.read(), b.read())
+
+    def test_nosave_model_keeps_no_model_and_the_chosen_one_still_predicts(self):
+        root = self.get_temp_dir()
+        dev = data.write_one_word_task(root)["dev"]
+        settings = settings_of(root, search=1, search_epochs=(1.0,), save_model=False, predict_file=dev)
+        run(settings)
+        self.assertFalse(os.path.exists(os.path.join(settings.output_dir, "model")))
+        self.assertTrue(os.path.exists(os.path.join(settings.output_dir, "predictions", "predict_predictions.tsv")))
 
     def test_bad_input_is_refused_in_one_line_before_anything_is_written(self):
         root = self.get_temp_dir()
