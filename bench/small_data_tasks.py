@@ -19,8 +19,8 @@ training row. Everything is deterministic for a given seed.
   and any text found in two manuals. The group is the node.
 - `manpages`: paragraphs (12 words or more) of the DESCRIPTION section of man pages in
   /usr/share/man/man{1,2,3,5,8} -> the section (a seeded sample of each section's pages; the
-  Google Cloud CLI's generated pages, 93% of man1 here, left out). The task the fine-tuning defaults were chosen
-  on: not one of the benchmark's default tasks.
+  Google Cloud CLI's generated pages, 93% of man1 here, left out). The task the fine-tuning
+  defaults were chosen on: not one of the benchmark's default tasks.
 
 >>> key("Hello,  World!") == key("hello world")
 True
@@ -301,15 +301,6 @@ def write_task(name: str, directory: Path, seed: int = 0) -> Task:
             writer.writerow(["text", "label"])
             writer.writerows(part_rows)
     return Task(name, paths["train"], paths["dev"], train, dev, dropped, time.perf_counter() - start)
-
-
-def read_task(name: str, directory: Path) -> Task:
-    """A task written before by `write_task` (its build time and near-duplicate count unknown: 0)."""
-    parts = {}
-    for part in ("train", "dev"):
-        with open(directory / f"{part}.csv", newline="", encoding="utf-8") as handle:
-            parts[part] = [(row["text"], row["label"]) for row in csv.DictReader(handle)]
-    return Task(name, directory / "train.csv", directory / "dev.csv", parts["train"], parts["dev"], 0, 0.0)
 
 
 def bag_of_words(task: Task) -> tuple[float, float]:
