@@ -102,15 +102,6 @@ class Result:
     bag_of_words_accuracy: float | None = None  # as the run reported it
 
 
-def contender_flags(name: str) -> list[str]:
-    """`CONTENDER_FLAGS[name]`, less --recipe where this bert_tf has no such setting yet."""
-    from bert_tf.tasks.settings import FinetuneSettings
-
-    if "recipe" in {field.name for field in dataclasses.fields(FinetuneSettings)}:
-        return CONTENDER_FLAGS[name]
-    return [flag for flag in CONTENDER_FLAGS[name] if not flag.startswith("--recipe")]
-
-
 def demo_model(workdir: Path) -> Path:
     """The demo's pretraining model_dir: --demo_dir, or one pretrained once in workdir/demo."""
     if FLAGS.demo_dir:
@@ -148,7 +139,7 @@ def fine_tune(
         f"--seed={seed}",
         f"--max_seq_length={FLAGS.max_seq_length}",
         *COMMON_FLAGS,
-        *contender_flags(contender),
+        *CONTENDER_FLAGS[contender],
     ]
     digest = hashlib.sha256(task.train.read_bytes() + task.dev.read_bytes()).hexdigest()
     if record.exists():
@@ -245,8 +236,6 @@ def main(argv):
     for model in FLAGS.models:
         models[model] = default_model_dir() if model == "minilm" else demo_model(workdir)
     fine_tunings = [c for c in FLAGS.contenders if c != "bow"]
-    if "original" in fine_tunings and contender_flags("original") != ORIGINAL:
-        print(f"note: this bert_tf has no --recipe: original runs with {contender_flags('original')}")
     results = {
         task.name: {
             model: {c: ([bow[task.name]] if c == "bow" else []) for c in FLAGS.contenders} for model in models
