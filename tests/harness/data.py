@@ -347,6 +347,27 @@ def write_one_word_task(root, n_train=24, n_eval=8):
     return paths
 
 
+def one_word_task_settings(paths, output_dir, **changes):
+    """FinetuneSettings of a short run on `write_one_word_task`'s files (`paths`), with `changes`."""
+    from bert_tf.tasks.settings import FinetuneSettings
+
+    values = dict(
+        task="classification",
+        output_dir=output_dir,
+        train_file=paths["train"],
+        eval_file=paths["dev"],
+        vocab_file=paths["vocab"],
+        bert_config=paths["config"],
+        max_seq_length=8,
+        train_batch_size=4,
+        eval_batch_size=8,
+        num_train_epochs=2.0,
+        verbose=0,
+    )
+    values.update(changes)
+    return FinetuneSettings.of(**values)
+
+
 # --- pairs of texts with a score: the task of tests/tasks/pair_similarity.py ------------------
 
 SIMILARITY_TOPICS = ["dog", "cat", "cow", "duck"]

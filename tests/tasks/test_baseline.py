@@ -22,7 +22,6 @@ from bert_tf.tasks.classification.tables import InputExample
 from bert_tf.tasks.features import TaskDataError
 from bert_tf.tasks.metrics import regression_metrics
 from bert_tf.tasks.runner import run
-from bert_tf.tasks.settings import FinetuneSettings
 from bert_tf.training.progress import read_metrics
 from tests.harness import data
 
@@ -52,20 +51,9 @@ def write_rows(path, header, rows):
 class BaselineRunTest(tf.test.TestCase):
     def settings(self, root, **changes):
         paths = data.write_one_word_task(root)
-        values = dict(
-            task="classification",
-            output_dir=os.path.join(root, "out"),
-            train_file=paths["train"],
-            eval_file=paths["dev"],
-            vocab_file=paths["vocab"],
-            bert_config=paths["config"],
-            max_seq_length=16,
-            train_batch_size=8,
-            num_train_epochs=1.0,
-            verbose=0,
-        )
-        values.update(changes)
-        return FinetuneSettings.of(**values)
+        changes = {"train_batch_size": 8, "num_train_epochs": 1.0, **changes}
+        output_dir = changes.pop("output_dir", os.path.join(root, "out"))
+        return data.one_word_task_settings(paths, output_dir, **changes)
 
     def test_classification_scores_as_scikit_learns_own_pipeline_beside_the_model(self):
         root = self.get_temp_dir()

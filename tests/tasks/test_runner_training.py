@@ -24,26 +24,8 @@ from bert_tf.tasks.runner import BACKUP_DIR, RESUME_FIELDS, TrainingPlan, is_fin
 from bert_tf.tasks.settings import FinetuneSettings
 from bert_tf.training import callbacks
 from bert_tf.training.progress import read_metrics, read_scalars
-from tests.harness.data import write_one_word_task
+from tests.harness.data import one_word_task_settings, write_one_word_task
 from tests.harness.processes import finetune_command
-
-
-def settings_for(paths, output_dir, **changes):
-    values = dict(
-        task="classification",
-        output_dir=output_dir,
-        train_file=paths["train"],
-        eval_file=paths["dev"],
-        vocab_file=paths["vocab"],
-        bert_config=paths["config"],
-        max_seq_length=8,
-        train_batch_size=4,
-        eval_batch_size=8,
-        num_train_epochs=2.0,
-        verbose=0,
-    )
-    values.update(changes)
-    return FinetuneSettings.of(**values)
 
 
 class TrainingRunTest(tf.test.TestCase):
@@ -51,7 +33,7 @@ class TrainingRunTest(tf.test.TestCase):
         root = self.get_temp_dir()
         paths = write_one_word_task(root)
         output_dir = os.path.join(root, "out")
-        settings = settings_for(
+        settings = one_word_task_settings(
             paths,
             output_dir,
             eval_every_steps=4,
@@ -75,7 +57,8 @@ class TrainingRunTest(tf.test.TestCase):
         # metrics.jsonl: the same reports.
         reports = {(r["split"], r["step"]): r for r in read_metrics(output_dir)}
         self.assertEqual(
-            sorted(reports), [("baseline", 12), ("eval", 4), ("eval", 8), ("eval", 12), ("run", 0), ("train", 12)]
+            sorted(reports),
+            [("baseline", 12), ("eval", 4), ("eval", 8), ("eval", 12), ("run", 0), ("train", 12)],
         )
         self.assertAllClose(reports["baseline", 12]["accuracy"], results["bag_of_words_accuracy"])
         self.assertEqual(reports["run", 0]["program"], "bert_tf.finetune")
@@ -102,7 +85,7 @@ class TrainingRunTest(tf.test.TestCase):
         paths = write_one_word_task(root)
         output_dir = os.path.join(root, "bf16")
         results = run(
-            settings_for(
+            one_word_task_settings(
                 paths, output_dir, mixed_precision="mixed_bfloat16", eval_every_steps=0, num_train_epochs=1.0
             )
         )
@@ -130,7 +113,7 @@ class TrainingRunTest(tf.test.TestCase):
     def test_bad_training_settings_are_refused_with_the_fix(self):
         root = self.get_temp_dir()
         paths = write_one_word_task(root)
-        base = settings_for(paths, os.path.join(root, "bad"))
+        base = one_word_task_settings(paths, os.path.join(root, "bad"))
         with self.assertRaisesRegex(
             UsageError, r"--eval_every_steps=50 is more than the 12 updates of this run"
         ):
@@ -166,7 +149,7 @@ class TrainingRunTest(tf.test.TestCase):
     def test_an_unfinished_run_resumes_only_under_its_own_training_settings(self):
         root = self.get_temp_dir()
         paths = write_one_word_task(root)
-        settings = settings_for(paths, os.path.join(root, "unfinished"), learning_rate=1e-3)
+        settings = one_word_task_settings(paths, os.path.join(root, "unfinished"), learning_rate=1e-3)
         step_dir = os.path.join(settings.output_dir, BACKUP_DIR, "step-3")
         os.makedirs(step_dir)
         saved = {name: getattr(settings, name) for name in RESUME_FIELDS}
@@ -234,7 +217,7 @@ class TrainingRunTest(tf.test.TestCase):
         weights, results = {}, {}
         for packing in (True, False):
             output_dir = os.path.join(self.get_temp_dir(), f"packing_{packing}")
-            settings = settings_for(
+            settings = one_word_task_settings(
                 paths, output_dir, packing=packing, max_seq_length=32, train_batch_size=8, learning_rate=1e-3
             )
             results[packing] = run(settings)
@@ -249,7 +232,7 @@ class TrainingRunTest(tf.test.TestCase):
         output_dir = os.path.join(root, "early")
         # A learning rate of ~0 leaves the accuracy where it is: no evaluation improves on the first.
         run(
-            settings_for(
+            one_word_task_settings(
                 paths, output_dir, learning_rate=1e-12, eval_every_steps=2, early_stopping_patience=2
             )
         )
@@ -293,18 +276,18 @@ class ResumeInputTest(tf.test.TestCase):
         paths = write_one_word_task(root)  # 24 examples, 6 updates a pass
         changes = dict(num_train_epochs=6.0, eval_every_steps=0, save_checkpoints_steps=2)
         reference = os.path.join(root, "reference")
-        run(settings_for(paths, reference, **changes))
+        run(one_word_task_settings(paths, reference, **changes))
         expected = load_finetuned(os.path.join(reference, "model"), compile=False).get_weights()
 
         passed_over = {}
         for crash_step in (8, 26):  # in the 2nd and in the 5th pass over the data
             output_dir = os.path.join(root, f"crash_{crash_step}")
             with crash_after(crash_step), self.assertRaises(Crash):
-                run(settings_for(paths, output_dir, **changes))
+                run(one_word_task_settings(paths, output_dir, **changes))
             self.assertEqual(backup_step(output_dir), crash_step)
             readers, counting = counting_records()
             with counting, self.assertLogs("bert_tf.tasks.runner", "INFO") as logs:
-                run(settings_for(paths, output_dir, **changes))
+                run(one_word_task_settings(paths, output_dir, **changes))
             log = "\n".join(logs.output)
             self.assertIn(f"from the backup of step {crash_step} (input position restored)", log)
             passed_over[crash_step] = sum(reader.records_passed_over for reader in readers)

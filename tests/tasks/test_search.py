@@ -13,7 +13,6 @@ import tensorflow as tf
 
 from bert_tf.errors import UsageError
 from bert_tf.tasks.search import run
-from bert_tf.tasks.settings import FinetuneSettings
 from bert_tf.training.progress import read_metrics
 from tests.harness import data
 from tests.harness.processes import REPO, environment, finetune_command
@@ -25,23 +24,16 @@ def read_table(path):
 
 
 def settings_of(root, **changes):
-    paths = data.write_one_word_task(root)
     values = dict(
-        task="classification",
-        output_dir=os.path.join(root, "out"),
-        train_file=paths["train"],
-        eval_file=paths["dev"],
-        vocab_file=paths["vocab"],
-        bert_config=paths["config"],
-        max_seq_length=8,
-        verbose=0,
         baseline=False,
+        num_train_epochs=None,
+        train_batch_size=32,
         search_learning_rates=(1e-3, 3e-3),
         search_epochs=(1.0, 2.0),
         search_batch_sizes=(8,),
     )
     values.update(changes)
-    return FinetuneSettings.of(**values)
+    return data.one_word_task_settings(data.write_one_word_task(root), os.path.join(root, "out"), **values)
 
 
 class SearchTest(tf.test.TestCase):
@@ -99,7 +91,9 @@ class SearchTest(tf.test.TestCase):
         settings = settings_of(root, search=1, search_epochs=(1.0,), save_model=False, predict_file=dev)
         run(settings)
         self.assertFalse(os.path.exists(os.path.join(settings.output_dir, "model")))
-        self.assertTrue(os.path.exists(os.path.join(settings.output_dir, "predictions", "predict_predictions.tsv")))
+        self.assertTrue(
+            os.path.exists(os.path.join(settings.output_dir, "predictions", "predict_predictions.tsv"))
+        )
 
     def test_bad_input_is_refused_in_one_line_before_anything_is_written(self):
         root = self.get_temp_dir()
