@@ -34,6 +34,7 @@ logger = logging.getLogger(__name__)
 
 SEARCH_DIR = "search"  # Keras Tuner's project: oracle.json, trial_<id>/ (trial.json, run/)
 SEEDS_DIR = "seeds"
+PREDICTIONS_DIR = "predictions"  # --predict_file's outputs, by the model kept
 TRIALS_FILE = "search_trials.tsv"
 SEEDS_FILE = "seeds.tsv"
 SEARCH_SPLIT = "search"  # the trials' scores in metrics.jsonl, one report per trial
@@ -51,12 +52,7 @@ def run(settings: FinetuneSettings) -> dict[str, float]:
         settings.output_dir, "--output_dir", overwrite=settings.overwrite, finished=runner.FINISHED
     )
     if state == "overwrite" or settings.overwrite:
-        for name in (SEARCH_DIR, SEEDS_DIR, *runner.FINISHED, TRIALS_FILE, SEEDS_FILE):
-            path = fileio.join(settings.output_dir, name)
-            fileio.rmtree(path) if fileio.isdir(path) else fileio.remove(path) if fileio.exists(
-                path
-            ) else None
-        progress.remove_metrics(settings.output_dir)
+        _remove_earlier(settings.output_dir)
     fileio.makedirs(settings.output_dir)
     recipe = dataclasses.replace(settings, predict_file=None, search=None, seeds=1, overwrite=False)
     if settings.search:
@@ -77,6 +73,17 @@ def run(settings: FinetuneSettings) -> dict[str, float]:
         model_dir,
     )
     return results
+
+
+def _remove_earlier(output_dir: str) -> None:
+    """--overwrite: what an earlier search or seeds wrote goes, before anything is written."""
+    for name in (SEARCH_DIR, SEEDS_DIR, PREDICTIONS_DIR, *runner.FINISHED, TRIALS_FILE, SEEDS_FILE):
+        path = fileio.join(output_dir, name)
+        if fileio.isdir(path):
+            fileio.rmtree(path)
+        elif fileio.exists(path):
+            fileio.remove(path)
+    progress.remove_metrics(output_dir)
 
 
 def _check(settings: FinetuneSettings) -> None:
@@ -290,7 +297,7 @@ def _predict(settings: FinetuneSettings, model_dir: str) -> None:
             init_checkpoint=model_dir,
             train_file=None,
             eval_file=None,
-            output_dir=fileio.join(settings.output_dir, "predictions"),
+            output_dir=fileio.join(settings.output_dir, PREDICTIONS_DIR),
             search=None,
             seeds=1,
             overwrite=True,

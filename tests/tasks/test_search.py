@@ -1,6 +1,7 @@
 """--search (Keras Tuner's random search over the recipe) and --seeds on a tiny model and task."""
 
 import csv
+import dataclasses
 import json
 import os
 import signal
@@ -91,9 +92,15 @@ class SearchTest(tf.test.TestCase):
         settings = settings_of(root, search=1, search_epochs=(1.0,), save_model=False, predict_file=dev)
         run(settings)
         self.assertFalse(os.path.exists(os.path.join(settings.output_dir, "model")))
-        self.assertTrue(
-            os.path.exists(os.path.join(settings.output_dir, "predictions", "predict_predictions.tsv"))
-        )
+        predictions = os.path.join(settings.output_dir, "predictions", "predict_predictions.tsv")
+        self.assertTrue(os.path.exists(predictions))
+        # Finished: the same command is refused; --overwrite starts afresh.
+        with self.assertRaisesRegex(UsageError, "--overwrite"):
+            run(settings)
+        os.remove(predictions)
+        run(dataclasses.replace(settings, overwrite=True))
+        self.assertTrue(os.path.exists(predictions))
+        self.assertLen(read_table(os.path.join(settings.output_dir, "search_trials.tsv")), 1)
 
     def test_bad_input_is_refused_in_one_line_before_anything_is_written(self):
         root = self.get_temp_dir()
