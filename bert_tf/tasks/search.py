@@ -55,10 +55,11 @@ def run(settings: FinetuneSettings) -> dict[str, float]:
         _remove_earlier(settings.output_dir)
     fileio.makedirs(settings.output_dir)
     recipe = dataclasses.replace(settings, predict_file=None, search=None, seeds=1, overwrite=False)
+    metric = _main_metric(settings)  # builds the family once: it compares every run
     if settings.search:
-        recipe, results, model_dir = _search(recipe, settings.search)
+        recipe, results, model_dir = _search(recipe, settings.search, metric)
     if settings.seeds > 1:
-        results, model_dir = _seeds(recipe, settings.seeds)
+        results, model_dir = _seeds(recipe, settings.seeds, metric)
     if settings.save_model:
         _keep(model_dir, settings.output_dir)
         model_dir = fileio.join(settings.output_dir, runner.MODEL_DIR)
@@ -104,11 +105,13 @@ def _check(settings: FinetuneSettings) -> None:
 
 
 # -- search ----------------------------------------------------------------------------------
-def _search(settings: FinetuneSettings, trials: int) -> tuple[FinetuneSettings, dict[str, float], str]:
-    """Runs `trials` trials; (the best trial's settings, its eval results, its model folder)."""
+def _search(
+    settings: FinetuneSettings, trials: int, metric: str
+) -> tuple[FinetuneSettings, dict[str, float], str]:
+    """Runs `trials` trials, best by `metric`; (the best trial's settings, its eval results,
+    its model folder)."""
     import keras_tuner
 
-    metric = _main_metric(settings)
     space = settings.search_space()
     tuner = _tuner_class(keras_tuner)(
         settings=settings,
@@ -151,13 +154,19 @@ def _tuner_class(keras_tuner):
             values["seed"] = hp.Int("seed", 0, 9999)
             run_dir = _trial_run_dir(self.settings, trial.trial_id)
             logger.info("search: trial %s: %s", trial.trial_id, _describe(values))
-            return _run_once(self.settings, run_dir, **_recipe(values))
+            seconds = _seconds_file(self.settings, trial.trial_id)
+            return _run_once(self.settings, run_dir, seconds_file=seconds, **_recipe(values))
 
     return FinetuningTuner
 
 
 def _trial_run_dir(settings: FinetuneSettings, trial_id: str) -> str:
     return fileio.join(settings.output_dir, SEARCH_DIR, f"trial_{trial_id}", "run")
+
+
+def _seconds_file(settings: FinetuneSettings, trial_id: str) -> str:
+    """How long the trial's run took, beside it (read back for the table of trials)."""
+    return fileio.join(settings.output_dir, SEARCH_DIR, f"trial_{trial_id}", "seconds.json")
 
 
 def _recipe(values: dict) -> dict:
@@ -179,9 +188,7 @@ def _report_trials(settings, trials, best, metric: str) -> None:
     rows = []
     for trial in sorted(trials, key=lambda t: t.trial_id):
         recipe = _recipe(trial.hyperparameters.values)
-        seconds = fileio.read_json(
-            fileio.join(_trial_run_dir(settings, trial.trial_id), "..", "seconds.json")
-        )
+        seconds = fileio.read_json(_seconds_file(settings, trial.trial_id))
         rows.append(
             [trial.trial_id, *(f"{recipe[n]:g}" for n in RUN_FIELDS), f"{trial.score:.4f}", f"{seconds:.0f}"]
         )
@@ -206,9 +213,8 @@ def _report_trials(settings, trials, best, metric: str) -> None:
 
 
 # -- seeds ---------------------------------------------------------------------------------
-def _seeds(settings: FinetuneSettings, count: int) -> tuple[dict[str, float], str]:
+def _seeds(settings: FinetuneSettings, count: int, metric: str) -> tuple[dict[str, float], str]:
     """Runs the recipe from `count` seeds; (mean and spread of each score, the best seed's model folder)."""
-    metric = _main_metric(settings)
     runs = {}
     for seed in range(settings.seed, settings.seed + count):
         run_dir = fileio.join(settings.output_dir, SEEDS_DIR, f"seed_{seed}")
@@ -255,7 +261,9 @@ def _main_metric(settings: FinetuneSettings) -> str:
     return runner.main_metric(family)
 
 
-def _run_once(settings: FinetuneSettings, run_dir: str, **recipe) -> dict[str, float]:
+def _run_once(
+    settings: FinetuneSettings, run_dir: str, seconds_file: str | None = None, **recipe
+) -> dict[str, float]:
     """One fine-tuning run in `run_dir` (continued where it was stopped; read back when it
     finished before), scored on the eval data after every epoch and kept at its best."""
     import keras
@@ -275,7 +283,8 @@ def _run_once(settings: FinetuneSettings, run_dir: str, **recipe) -> dict[str, f
         results = runner.run(one)
     finally:
         keras.backend.clear_session()  # each run builds its own model
-    fileio.write_json(fileio.join(run_dir, "..", "seconds.json"), time.monotonic() - started)
+    if seconds_file:  # a search trial's: its table says how long each took
+        fileio.write_json(seconds_file, time.monotonic() - started)
     return results
 
 
