@@ -8,7 +8,10 @@ in-batch negatives (MultipleNegativesRankingLoss, kind "mnrl", or its symmetric 
 normalization on the encoder). Pairs are scored by ranking every dev anchor against all the
 dev positives (MRR@10, the main metric; recall@1, recall@10), scored pairs by the Spearman
 correlation of their cosine with the scores. Predictions: the vectors (`.npy`) and each
-anchor's top 10. Served as `text` -> `embedding`.
+anchor's top 10. Served as `text` -> `embedding`. A text longer than --max_seq_length is cut
+there, as sentence-transformers cuts it; with --doc_stride, evaluation, prediction and the
+task SavedModel read it as overlapping windows, its vector the mean of theirs (training
+still cuts it: a batch's texts are its in-batch negatives, one vector each).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from bert_tf.cli import setting
 from bert_tf.errors import UsageError
 from bert_tf.preprocessing.base import MODEL_INPUTS
 from bert_tf.preprocessing.packing import pack_sequences
+from bert_tf.preprocessing.windows import pool_windows
 from bert_tf.tasks import metrics as task_metrics
 from bert_tf.tasks import python_inputs
 from bert_tf.tasks.classification import tables
@@ -34,6 +38,7 @@ from bert_tf.tasks.family import (
     Predictions,
     TaskData,
     TaskFamily,
+    serving_doc_stride,
     serving_input,
     split_file,
 )
@@ -79,6 +84,12 @@ class SentenceEmbeddingOptions:
         None,
         "sentence_embedding: unit-length vectors (default: the sentence-transformers folder's, or true).",
     )
+    doc_stride: int | None = setting(
+        None,
+        "Read texts longer than --max_seq_length as overlapping windows starting every N pieces "
+        "(default: off, long texts are cut). sentence_embedding: in evaluation, prediction and "
+        "the task SavedModel, a text's vector is the mean of its windows' (training still cuts).",
+    )
 
     def __post_init__(self):
         if self.loss is not None and self.loss not in LOSSES:
@@ -87,6 +98,11 @@ class SentenceEmbeddingOptions:
             )
         if self.pooling is not None and self.pooling not in folder.POOLINGS:
             raise UsageError(f"--pooling={self.pooling}; use one of {', '.join(folder.POOLINGS)}")
+        if self.doc_stride is not None and self.doc_stride <= 0:
+            raise UsageError(
+                f"--doc_stride must be a positive number of word pieces, got {self.doc_stride}; leave it "
+                "out to cut long texts"
+            )
         if self.loss in SCORED and self.negative_column:
             raise UsageError(
                 f"--negative_column is for in-batch negatives; --loss={self.loss} trains on scored pairs"
@@ -104,10 +120,12 @@ class SentenceExample:
 
 @dataclasses.dataclass(frozen=True)
 class DataShape:
-    """What a split holds (TaskData.meta): texts per example, and whether they carry scores."""
+    """What a split holds (TaskData.meta): texts per example, whether they carry scores, and
+    whether long texts are read in windows (--doc_stride; not the training data)."""
 
     texts: int
     scored: bool
+    windows: bool = False
 
 
 class SentenceEmbeddingFamily(TaskFamily):
@@ -122,6 +140,7 @@ class SentenceEmbeddingFamily(TaskFamily):
     task_json_fields = tuple(field.name for field in dataclasses.fields(SentenceEmbeddingOptions))
     predict_by_length = True
     export_kinds = {"sentence_transformers": "bert_tf.tasks.sentence_embedding.folder:export"}
+    reads_windows = True  # with options.doc_stride: long texts in windows, their vectors averaged
 
     def __init__(self, settings, tokenizer):
         start = settings.init_checkpoint
@@ -138,6 +157,7 @@ class SentenceEmbeddingFamily(TaskFamily):
             else (pretrained.normalize if pretrained else True)
         )
         self.shape = DataShape(1, False)  # of the data being read (`record_chunks`)
+        self.check_doc_stride(self.settings.max_seq_length - 2)
         if settings.train_file:  # refused before anything is read or written
             self._check_batch_size(settings.train_batch_size // (settings.gradient_accumulation_steps or 1))
 
@@ -156,8 +176,9 @@ class SentenceEmbeddingFamily(TaskFamily):
     @property
     def has_eval_loss(self) -> bool:
         # The training loss of data like the training data's (scores for scored pairs; pairs
-        # for in-batch negatives); not of scored dev pairs of a model trained on pairs.
-        return self.shape.scored == (self.kind in SCORED) and self.shape.texts > 1
+        # for in-batch negatives); not of scored dev pairs of a model trained on pairs, nor
+        # of texts read in windows (training cuts them).
+        return self.shape.scored == (self.kind in SCORED) and self.shape.texts > 1 and not self.shape.windows
 
     def restore(self, info: FinetunedModelInfo) -> None:
         self.pooling = info.option("pooling", self.pooling)
@@ -212,8 +233,12 @@ class SentenceEmbeddingFamily(TaskFamily):
             raise
         if first is None:
             raise TaskDataError(f"the {split} data has no examples")
-        shape = DataShape(len(first.texts), scored)
+        shape = DataShape(len(first.texts), scored, self._windows(split))
         return [TaskData(split, examples, split != "predict", ConversionStats(), meta=shape)]
+
+    def _windows(self, split: str) -> bool:
+        """Whether the split's long texts are read in windows: with --doc_stride, all but training's."""
+        return self.options.doc_stride is not None and split != "train"
 
     @staticmethod
     def _example(row: tables.InputExample, scored: bool) -> SentenceExample:
@@ -259,7 +284,11 @@ class SentenceEmbeddingFamily(TaskFamily):
                 raise UsageError(f"{example.guid} holds an empty text; fill it in or remove it")
         labelled = split != "predict" and (scored or texts > 1)
         return TaskData(
-            split, lambda: iter(examples), labelled, ConversionStats(), meta=DataShape(texts, scored)
+            split,
+            lambda: iter(examples),
+            labelled,
+            ConversionStats(),
+            meta=DataShape(texts, scored, self._windows(split)),
         )
 
     def python_labels(self, outputs) -> list:
@@ -270,9 +299,19 @@ class SentenceEmbeddingFamily(TaskFamily):
         self.shape = data.meta or DataShape(1, False)
         return super().record_chunks(data)
 
+    def batches(self, data: TaskData, batch_size: int, training=False, keep=(), by_length=False):
+        self.shape = data.meta or DataShape(1, False)
+        if self.shape.windows:  # which of its example's texts each window reads (`gather`)
+            keep = (*keep, "text_index")
+        return super().batches(data, batch_size, training, keep, by_length)
+
     def preprocessor(self):
         return TextsPreprocessor(
-            self.tokenizer, self.settings.max_seq_length, self.pad_to_multiple_of, scored=self.shape.scored
+            self.tokenizer,
+            self.settings.max_seq_length,
+            self.pad_to_multiple_of,
+            scored=self.shape.scored,
+            doc_stride=self.options.doc_stride if self.shape.windows else None,
         )
 
     def signature(self, labelled: bool) -> tuple:
@@ -308,6 +347,25 @@ class SentenceEmbeddingFamily(TaskFamily):
         else:
             loss = losses.MultipleNegativesRankingLoss(SCALE, symmetric=kind == MNRL_SYMMETRIC)
         return {"loss": loss, "metrics": []}
+
+    def gather(self, parts) -> Predictions:
+        """The vectors [examples, texts, hidden] in example order; of texts read in windows, the
+        mean of each text's windows' (unit length again where the model normalizes)."""
+        if not self.shape.windows:
+            return super().gather(parts)
+        index = np.concatenate([np.asarray(m["index"])[real] for _, _, m, real in parts])
+        text = np.concatenate([np.asarray(m["text_index"])[real] for _, _, m, real in parts])
+        outputs = np.concatenate([np.asarray(o)[real][:, 0] for o, _, _, real in parts])  # [windows, hidden]
+        # Sorted keys: example by example, each example's texts in order; every text has a window.
+        _, text_of_window = np.unique(index * self.shape.texts + text, return_inverse=True)
+        vectors = pool_windows(outputs, text_of_window, text_of_window.max() + 1, "mean").numpy()
+        if self.normalize:
+            vectors = retrieval.unit(vectors)
+        labels = None
+        if parts and parts[0][1] is not None:  # an example's windows share its labels
+            window_labels = np.concatenate([np.asarray(y)[real] for _, y, _, real in parts])
+            labels = window_labels[np.unique(index, return_index=True)[1]]
+        return Predictions(vectors.reshape(-1, self.shape.texts, vectors.shape[-1]), labels)
 
     def score(self, data: TaskData, predictions: Predictions) -> dict[str, float]:
         shape = data.meta
@@ -348,27 +406,37 @@ class SentenceEmbeddingFamily(TaskFamily):
     # -- serving: text -> embedding ------------------------------------------------------------
     @classmethod
     def serving_preprocessor(cls, tokenizer, info: FinetunedModelInfo, seq_length: int):
-        return TextsPreprocessor(tokenizer, seq_length, SERVING_PAD_TO_MULTIPLE_OF)
+        doc_stride = serving_doc_stride(info, seq_length)
+        return TextsPreprocessor(tokenizer, seq_length, SERVING_PAD_TO_MULTIPLE_OF, doc_stride=doc_stride)
 
     @classmethod
     def serving_signatures(cls, serving, info: FinetunedModelInfo, seq_length: int) -> dict:
-        """`text` [batch] -> `embedding` [batch, hidden] (unit vectors where the model normalizes)."""
+        """`text` [batch] -> `embedding` [batch, hidden] (unit vectors where the model normalizes;
+        a model with a doc_stride: a long text's the mean of its windows', as evaluation's)."""
+        normalize = info.option("normalize", True)
 
         def embed(text):
             features = serving.preprocessor.features((text,))
-            inputs = {name: features[name][:, 0] for name in MODEL_INPUTS}  # [batch, seq]
+            inputs = {name: features[name][:, 0] for name in MODEL_INPUTS}  # [rows, seq]
             # The batch's texts share rows of its padded length, as the classifier's export packs
             # them: the encoder runs on their tokens, not on the padding of short texts beside a
             # long one, and each text's vector is as if alone.
             packed = pack_sequences(inputs, row_length=tf.shape(inputs["input_ids"])[1])
-            vectors = serving.model(packed, training=False)  # [batch, 1, hidden]
-            return {"embedding": tf.cast(vectors[:, 0], tf.float32)}
+            vectors = tf.cast(serving.model(packed, training=False)[:, 0], tf.float32)  # [rows, hidden]
+            if "example_index" in features:  # windows: one vector per text
+                vectors = pool_windows(vectors, features["example_index"], tf.shape(text)[0], "mean")
+                if normalize:
+                    vectors = tf.math.l2_normalize(vectors, axis=-1, epsilon=1e-24)
+            return {"embedding": vectors}
 
         return {"serving_default": tf.function(embed).get_concrete_function(serving_input("text"))}
 
     @classmethod
     def export_info(cls, info: FinetunedModelInfo) -> dict[str, Any]:
-        return {"pooling": info.option("pooling", "mean"), "normalize": info.option("normalize", True)}
+        extra = {"pooling": info.option("pooling", "mean"), "normalize": info.option("normalize", True)}
+        if info.option("doc_stride"):
+            extra["doc_stride"] = info.option("doc_stride")
+        return extra
 
     # LiteRT: token ids [batch, 1, length] (`serving_default`), and packed rows (`serving_packed`,
     # what the TensorFlow-free client runs): "logits" [texts, 1, hidden], the vectors.

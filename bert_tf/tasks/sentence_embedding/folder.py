@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 
 from bert_tf import fileio
 from bert_tf.errors import UsageError, damaged
+
+logger = logging.getLogger(__name__)
 
 MODULES_FILE = "modules.json"
 POOLINGS = ("mean", "cls", "max", "mean_sqrt_len")
@@ -136,6 +139,14 @@ def export(model, export_dir: str, overwrite: bool = False) -> str:
     from bert_tf.serving.saving import atomic_export_dir
 
     tokenizer, info = model.preprocessor.tokenizer, model.preprocessor.info
+    if info.option("doc_stride"):
+        logger.warning(
+            "the model reads long texts in windows (doc_stride %d); sentence-transformers cuts them at "
+            "max_seq_length=%d, so its vectors of longer texts differ: serve the task SavedModel "
+            "(--kind=task) to read every window",
+            info.option("doc_stride"),
+            info.max_seq_length,
+        )
     with atomic_export_dir(export_dir, overwrite) as staging:
         export_pretrained(
             model,

@@ -9,9 +9,13 @@ It needs the `tflite` extra (`pip install "bert_tf[tflite]"`) and imports no Ten
 (`bert_tf.serving.litert`, which `litert.load(export_dir)` also reaches it through). A batch
 runs packed (the file's `serving_packed`), each text's vector as if it were alone; the
 vectors are unit length where the model normalizes, as the task SavedModel's `embedding`.
+A model with a doc_stride reads only a long text's first seq_length pieces here; its task
+SavedModel reads every window.
 """
 
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 
@@ -32,6 +36,13 @@ class LiteRTSentenceEncoder(LiteRTFile):
             raise ValueError(
                 f"{export_dir} is a --kind=tflite export of a {info.get('task_kind')} model; "
                 "LiteRTSentenceEncoder serves those of sentence encoders"
+            )
+        if info.get("doc_stride"):
+            warnings.warn(
+                f"{export_dir} holds a model that reads long texts in windows (doc_stride {info['doc_stride']}); "
+                f"LiteRTSentenceEncoder reads a text's first {info['seq_length']} pieces only: serve the "
+                "task SavedModel (--kind=task) to read every window",
+                stacklevel=2,
             )
         super().__init__(export_dir, num_threads)
 
