@@ -187,8 +187,8 @@ class FinetuneSettings:
         True,
         "classification/regression: put the examples of each batch several to a row (as long "
         "as the batch's longest), each computed as if it were alone (the same batches with less "
-        "padding), in training and prediction. Not with --static_shapes or several replicas; "
-        "training with --length_buckets does not pack.",
+        "padding), in training and prediction; sentence_embedding: the texts it encodes alone. "
+        "Not with --static_shapes or several replicas; training with --length_buckets does not pack.",
     )
     length_buckets: bool = setting(
         False,

@@ -157,6 +157,7 @@ class SentenceEmbeddingFamily(TaskFamily):
             else (pretrained.normalize if pretrained else True)
         )
         self.shape = DataShape(1, False)  # of the data being read (`record_chunks`)
+        self.pack_texts = bool(settings.packing)  # single texts (`predict`, `encode`) run packed
         self.check_doc_stride(self.settings.max_seq_length - 2)
         if settings.train_file:  # refused before anything is read or written
             self._check_batch_size(settings.train_batch_size // (settings.gradient_accumulation_steps or 1))
@@ -300,10 +301,17 @@ class SentenceEmbeddingFamily(TaskFamily):
         return super().record_chunks(data)
 
     def batches(self, data: TaskData, batch_size: int, training=False, keep=(), by_length=False):
+        """As every family's; single texts to encode run packed, as the classifier's examples:
+        rows as long as the batch's longest text, each vector as if its text were alone. (Pairs
+        are [batch, texts, length]; training packs them in the model, `BertSentenceEncoder.call`.)"""
         self.shape = data.meta or DataShape(1, False)
         if self.shape.windows:  # which of its example's texts each window reads (`gather`)
             keep = (*keep, "text_index")
-        return super().batches(data, batch_size, training, keep, by_length)
+        self.pack = self.pack_texts and not training and self.shape.texts == 1 and not self.shape.windows
+        try:
+            return super().batches(data, batch_size, training, keep, by_length)
+        finally:
+            self.pack = False
 
     def preprocessor(self):
         return TextsPreprocessor(
@@ -312,6 +320,7 @@ class SentenceEmbeddingFamily(TaskFamily):
             self.pad_to_multiple_of,
             scored=self.shape.scored,
             doc_stride=self.options.doc_stride if self.shape.windows else None,
+            rows=self.pack,
         )
 
     def signature(self, labelled: bool) -> tuple:

@@ -28,6 +28,7 @@ class TextsPreprocessor(Preprocessor):
         labels are `text_keys` of its second texts, the positives.
       doc_stride: read a text longer than a row as overlapping windows starting every this
         many pieces, each window a row of its own (None: cut it, as sentence-transformers does).
+      rows: single texts as rows [batch, length], to be packed (`bert_tf.preprocessing.packing`).
 
     Features: the model inputs, `trimmed` [batch] (any of the example's texts cut at
     `sequence_length`), and with two texts or more `positive_keys` [batch, 2]. With
@@ -42,9 +43,10 @@ class TextsPreprocessor(Preprocessor):
         pad_to_multiple_of: int | None,
         scored: bool = False,
         doc_stride: int | None = None,
+        rows: bool = False,
     ):
         super().__init__(tokenizer, sequence_length, pad_to_multiple_of)
-        self.scored = scored
+        self.scored, self.rows = scored, rows
         self.doc_stride = check_doc_stride(doc_stride, self.sequence_length - 2)
 
     @property
@@ -67,7 +69,8 @@ class TextsPreprocessor(Preprocessor):
                 return_trimmed=True,
             )
             length = tf.shape(packed["input_ids"])[1]
-            features = {name: tf.reshape(packed[name], [-1, count, length]) for name in MODEL_INPUTS}
+            shape = [-1, length] if self.rows and count == 1 else [-1, count, length]
+            features = {name: tf.reshape(packed[name], shape) for name in MODEL_INPUTS}
             features["trimmed"] = tf.reduce_any(tf.reshape(packed["trimmed"], [-1, count]), axis=1)
         if count > 1:
             features["positive_keys"] = text_keys(x[1])

@@ -191,6 +191,18 @@ class SentenceEmbeddingFamilyTest(tf.test.TestCase):
             self.assertNotIn("\n", str(raised.exception), name)
             self.assertFalse(os.path.exists(os.path.join(root, "out")), name)
 
+    def test_single_texts_run_packed(self):
+        model = bert_tf.BertSentenceEncoder.from_pretrained(self.checkpoint, max_seq_length=16)
+        rng = random.Random(6)
+        texts = [" ".join(rng.choices(data.FILLER, k=rng.randint(1, 14))) for _ in range(40)]
+        vectors = model.encode(texts, batch_size=8)
+        family = model._encoding.family
+        batch = next(iter(family.batches(family.python_data(texts, None, "predict"), 8, by_length=True)))
+        self.assertIn("cls_positions", batch["inputs"])  # several texts to a row
+        self.assertLess(batch["inputs"]["input_ids"].shape[0], 8)
+        family.pack_texts = False  # the same batches, a row per text
+        self.assertAllClose(model.encode(texts, batch_size=8), vectors, atol=1e-5)
+
     def test_python_refusals(self):
         model = bert_tf.BertSentenceEncoder.from_pretrained(self.checkpoint, max_seq_length=16)
         model.compile()
