@@ -19,6 +19,7 @@ import dataclasses
 import hashlib
 import json
 
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -38,12 +39,14 @@ class GrownVocab:
     new_rows: dict[int, list[int]]  # new token id -> the ids of the pieces its word had
 
 
-def extend_for_run(settings, config: BertConfig, vocab_file: str, files: list[str], model_dir: str):
+def extend_for_run(
+    settings, config: BertConfig, vocab_file: str, files: list[str], model_dir: str, resuming: bool = False
+):
     """The run's vocab and config with `settings.extend_vocab` domain words (a `GrownVocab`),
-    or, when model_dir already holds the run's extended vocab, that vocab and config (None
-    for the new rows: the run resumes from its own checkpoint)."""
+    or, when model_dir already holds the run's extended vocab and a run to resume
+    (`resuming`), that vocab and config (no new rows: the run resumes from its own weights)."""
     stored = fileio.join(model_dir, "vocab.txt")
-    if fileio.isfile(stored) and tf.train.latest_checkpoint(model_dir):
+    if fileio.isfile(stored) and resuming:
         return GrownVocab(stored, config.replace(vocab_size=len(load_vocab(stored))), config, {})
     vocab = load_vocab(vocab_file)
     count, append = settings.extend_vocab, settings.extend_vocab_append
@@ -107,13 +110,13 @@ def load_grown(model, grown: GrownVocab, load) -> None:
     source(example_features(1, 8, 2))
     load(source)
     for old, new in zip(source.weights, model.weights, strict=True):
-        value = np.asarray(old.numpy())
+        value = keras.ops.convert_to_numpy(old)
         missing = new.shape[0] - value.shape[0] if value.ndim else 0
         if missing:  # appended tokens: word_embeddings [vocab, hidden] and output_bias [vocab]
             value = np.concatenate([value, np.zeros((missing, *value.shape[1:]), value.dtype)])
         new.assign(value)
     for variable in (model.encoder.embeddings.word_embeddings, model.masked_lm_head.output_bias):
-        value = np.array(variable.numpy())
+        value = np.array(keras.ops.convert_to_numpy(variable))
         for index, pieces in grown.new_rows.items():
             value[index] = value[pieces].mean(axis=0)
         variable.assign(value)

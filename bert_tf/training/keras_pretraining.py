@@ -155,8 +155,9 @@ def check_settings(settings, model_dir: str) -> None:
         )
 
 
-def train(settings, config, model_dir, vocab_file, train_files, phase2_files, eval_files):
-    """The `model.fit` half of `run_pretraining` (everything is checked before it is called)."""
+def train(settings, config, model_dir, vocab_file, train_files, phase2_files, eval_files, grown=None):
+    """The `model.fit` half of `run_pretraining` (everything is checked before it is called);
+    `grown`: the vocab --extend_vocab grew (`bert_tf.training.domain_vocab.GrownVocab`)."""
     # lazy: no TensorFlow at import (bench/gpu/pretrain_jax.py runs where it is absent)
     from bert_tf.backend import dtype_policy
     from bert_tf.training import inputs
@@ -188,7 +189,7 @@ def train(settings, config, model_dir, vocab_file, train_files, phase2_files, ev
             )
         with distribution.scope():
             model = _compiled_model(settings, config)
-            result = _fit_phases(model, settings, model_dir, vocab_file, phases, chief)
+            result = _fit_phases(model, settings, model_dir, vocab_file, phases, chief, grown)
             eval_metrics = None
             if eval_files:
                 eval_metrics = _evaluate(model, settings, vocab_file, eval_files)
@@ -227,9 +228,11 @@ def _compiled_model(settings, config) -> PretrainingModel:
     return model
 
 
-def _fit_phases(model: PretrainingModel, settings, model_dir: str, vocab_file, phases, chief: bool):
+def _fit_phases(
+    model: PretrainingModel, settings, model_dir: str, vocab_file, phases, chief: bool, grown=None
+):
     """Trains `model` through `phases` (`settings.PhaseData`) from the last backup, or from
-    --init_checkpoint on a first run; a TrainResult."""
+    --init_checkpoint on a first run (into the rows of a grown vocab: `grown`); a TrainResult."""
     # lazy: no TensorFlow at import (bench/gpu/pretrain_jax.py runs where it is absent)
     from bert_tf import fileio
     from bert_tf.training.callbacks import TrainingBackup
@@ -246,6 +249,12 @@ def _fit_phases(model: PretrainingModel, settings, model_dir: str, vocab_file, p
     step = backup.restore(model)
     if step:
         print(f"resumed from {backup.latest()} at step {step}", flush=True)
+    elif settings.init_checkpoint and grown and grown.new_rows:
+        from bert_tf.training import domain_vocab
+
+        domain_vocab.load_grown(
+            model.pretrainer, grown, lambda source: load_init_checkpoint(source, settings.init_checkpoint)
+        )
     elif settings.init_checkpoint:
         load_init_checkpoint(model.pretrainer, settings.init_checkpoint)
     accumulation = settings.gradient_accumulation_steps

@@ -192,9 +192,9 @@ def _run_pretraining(settings: PretrainingConfig) -> PretrainingResult:
     train_files, vocab_file = _training_text(settings, config, vocab_file)
     grown = None
     if settings.extend_vocab:
-        if keras.backend.backend() != "tensorflow":
-            raise UsageError("--extend_vocab runs on the TensorFlow backend; leave out --backend=jax for it")
-        grown = domain_vocab.extend_for_run(settings, config, vocab_file, train_files, model_dir)
+        # A run to resume: the TensorFlow loop's checkpoints, or model.fit's backups (JAX).
+        resuming = bool(tf.train.latest_checkpoint(model_dir) or keras_pretraining.latest_backup(model_dir))
+        grown = domain_vocab.extend_for_run(settings, config, vocab_file, train_files, model_dir, resuming)
         vocab_file, config = grown.vocab_file, grown.config
     if vocab_file:
         config = _config_for_vocab(settings, config, vocab_file)
@@ -214,7 +214,7 @@ def _run_pretraining(settings: PretrainingConfig) -> PretrainingResult:
         )
     if keras.backend.backend() != "tensorflow":  # model.fit under keras.distribution
         return keras_pretraining.train(
-            settings, config, model_dir, vocab_file, train_files, phase2_files, eval_files
+            settings, config, model_dir, vocab_file, train_files, phase2_files, eval_files, grown
         )
     strategy = strategy or distribute.get_strategy(settings.strategy, settings.tpu, settings.num_gpus)
     replicas = strategy.num_replicas_in_sync

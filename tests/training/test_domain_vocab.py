@@ -4,6 +4,7 @@ grown with the text's words (`--extend_vocab`), read back by transformers."""
 from __future__ import annotations
 
 import os
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -15,8 +16,9 @@ from bert_tf.tokenization import BertTokenizer, load_vocab
 from bert_tf.training import domain_vocab, pretraining
 from bert_tf.training.settings import PretrainingConfig
 from pipelines import build_vocab, vocab_extension
-from tests.harness import data
+from tests.harness import data, processes
 from tests.harness.data import UNCASED_VOCAB as VOCAB
+from tests.harness.jax_backend import jax_environment
 
 # Words bert-base-uncased's vocab splits into pieces, used often in this "domain".
 DOMAIN_WORDS = ["kubectl", "etcd", "kubelet"]
@@ -126,6 +128,47 @@ class DomainAdaptationTest(tf.test.TestCase):
         with torch.no_grad():
             logits = model(**encoded).logits
         self.assertEqual(tuple(logits.shape), (1, encoded["input_ids"].shape[1], 30522))
+
+    def test_the_jax_backend_grows_the_vocab_and_starts_new_rows_from_their_pieces(self):
+        """The command line on KERAS_BACKEND=jax (model.fit): the new words' rows start as the mean
+        of their old pieces' rows in the release (read here by torch), and the export carries them."""
+        import torch
+        from transformers import BertForMaskedLM
+        from transformers import BertTokenizer as HFTokenizer
+
+        work = Path(tempfile.mkdtemp())
+        checkpoint = tiny_masked_lm(work / "released")
+        released = BertForMaskedLM.from_pretrained(checkpoint).bert.embeddings.word_embeddings.weight
+        released = released.detach().numpy()
+        old = HFTokenizer(os.path.join(checkpoint, "vocab.txt"), do_lower_case=True)
+        model_dir = work / "adapted"
+        run = processes.program(
+            "bert_tf.pretrain",
+            f"--model_dir={model_dir}",
+            f"--init_checkpoint={checkpoint}",
+            f"--corpus={write_corpus(work / 'corpus.txt')}",
+            "--extend_vocab=3",
+            "--train_batch_size=4",
+            "--max_seq_length=32",
+            "--num_train_steps=2",
+            "--steps_per_loop=2",
+            "--learning_rate=1e-12",  # the rows stay where they started
+            env={**jax_environment(), "BERT_TF_CACHE": str(work / "cache")},
+            stderr=subprocess.STDOUT,
+        )
+        output, _ = run.communicate(timeout=600)
+        self.assertEqual(run.returncode, 0, output)
+        self.assertIn("jax backend", output)
+        export = str(model_dir / "export")
+        tokenizer = HFTokenizer(os.path.join(export, "vocab.txt"), do_lower_case=True)
+        with torch.no_grad():
+            rows = BertForMaskedLM.from_pretrained(export).bert.embeddings.word_embeddings.weight.numpy()
+        for word in DOMAIN_WORDS:
+            (index,) = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(word))
+            self.assertLess(index, 1000, word)  # an [unusedN] slot: the shape is the release's
+            pieces = old.convert_tokens_to_ids(old.tokenize(word))
+            self.assertGreater(len(pieces), 1, word)
+            self.assertAllClose(rows[index], released[pieces].mean(axis=0), atol=1e-5)
 
     @pytest.mark.slow  # ~10 min on a loaded 2-core machine: two 30,522-row models built and copied row by row
     def test_new_rows_start_as_the_mean_of_their_old_pieces_and_appended_rows_grow_the_matrix(self):
