@@ -35,6 +35,7 @@ import os
 
 import keras
 
+from bert_tf.layers.transformer_block import rematerialize
 from bert_tf.models.losses import next_sentence_weights, pretraining_losses
 from bert_tf.models.pretrainer import BertPretrainer, example_features
 from bert_tf.training import optimization  # no TensorFlow: the GPU benchmark imports this module
@@ -212,6 +213,7 @@ def train(settings, config, model_dir, vocab_file, train_files, phase2_files, ev
 def _compiled_model(settings, config) -> PretrainingModel:
     """The run's model, built and compiled with its optimizer (in the distribution's scope)."""
     model = PretrainingModel(BertPretrainer(config, packed=settings.packing))
+    rematerialize(model, settings.remat)
     instances = settings.max_instances_per_row if settings.packing else None
     model(example_features(1, settings.max_seq_length, settings.max_predictions_per_seq, instances))
     # Keras' accumulation: the optimizer averages the micro-batches' gradients and

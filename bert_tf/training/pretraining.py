@@ -29,6 +29,7 @@ from bert_tf.checkpoints.google import is_object_based
 from bert_tf.checkpoints.pretrained import PRETRAINING_HEADS, pretraining_heads
 from bert_tf.config import BertConfig, load_config
 from bert_tf.errors import UsageError
+from bert_tf.layers.transformer_block import rematerialize
 from bert_tf.models import BertPretrainer
 from bert_tf.models.losses import next_sentence_weights, pretraining_losses
 from bert_tf.models.pretrainer import example_features
@@ -348,6 +349,7 @@ def _train(settings, config, strategy, model_dir: str, data: _RunData) -> Pretra
             write_run_files(model_dir, config, data.vocab_file)
         with strategy.scope():
             model = BertPretrainer(config, packed=settings.packing)
+            rematerialize(model, settings.remat)
             instances = settings.max_instances_per_row if settings.packing else None
             model(example_features(1, settings.max_seq_length, settings.max_predictions_per_seq, instances))
             optimizer = settings.create_optimizer(presummed_gradients=True)

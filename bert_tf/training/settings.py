@@ -156,6 +156,12 @@ class PretrainingConfig:
         choices=MIXED_PRECISION_POLICIES,
     )
     jit_compile: bool = setting(False, "XLA-compile the forward/backward pass.")
+    remat: bool = setting(
+        False,
+        "Recompute each Transformer block's activations in the backward pass instead of keeping them "
+        "(rematerialization): less memory for long sequences and big batches, more compute; the same "
+        "gradients.",
+    )
     gradient_accumulation_steps: int = setting(1, "Micro-batches per optimizer step.")
     seed: int | None = setting(12345, "Seed for weights, dropout and data (resumes reproduce it).")
     strategy: str = "default"  # these three: distribute.define_strategy_flags
