@@ -9,6 +9,7 @@ import re
 from pydoc_data.topics import topics
 
 import numpy as np
+import pytest
 import tensorflow as tf
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression, Ridge
@@ -115,6 +116,7 @@ class BaselineRunTest(tf.test.TestCase):
             run(settings)
         self.assertFalse(os.path.exists(settings.output_dir))
 
+    @pytest.mark.slow  # ~35 s: two more runs; classification's baseline is checked by default
     def test_regression_and_multi_label_score_as_scikit_learns_own_pipelines(self):
         root = self.get_temp_dir()
         rng = random.Random(1)

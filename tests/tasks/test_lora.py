@@ -9,6 +9,7 @@ import tempfile
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 
 import bert_tf
@@ -153,6 +154,7 @@ class LoraTest(tf.test.TestCase):
         merged = bert_tf.BertClassifier.from_pretrained(os.path.join(root, "cli", "model"))
         self.assertAllClose(merged.predict(self.dev_texts), model.predict(self.dev_texts), atol=1e-5)
 
+    @pytest.mark.slow  # ~30 s: a model of every family
     def test_every_familys_model_takes_adapters_and_saves_them_alone_and_merged(self):
         root = tempfile.mkdtemp(dir=self.get_temp_dir())
         cases = [

@@ -86,6 +86,7 @@ class SearchTest(tf.test.TestCase):
         ):
             self.assertEqual(a.read(), b.read())
 
+    @pytest.mark.slow  # ~30 s: a second search
     def test_nosave_model_keeps_no_model_and_the_chosen_one_still_predicts(self):
         root = self.get_temp_dir()
         dev = data.write_one_word_task(root)["dev"]

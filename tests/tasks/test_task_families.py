@@ -46,6 +46,7 @@ class TaskFamiliesTest(tf.test.TestCase):
         )
         run_task_test(self, case, self.checkpoint)
 
+    @pytest.mark.slow  # ~45 s; tests/tasks/test_own_family.py runs the same family through the command line and Python by default
     def test_a_family_of_a_users_own(self):
         rng = random.Random(0)
         train, dev = data.similarity_pairs(rng, 96), data.similarity_pairs(rng, 32)

@@ -129,6 +129,7 @@ class DomainAdaptationTest(tf.test.TestCase):
             logits = model(**encoded).logits
         self.assertEqual(tuple(logits.shape), (1, encoded["input_ids"].shape[1], 30522))
 
+    @pytest.mark.slow  # ~40 s: a JAX pretraining process
     def test_the_jax_backend_grows_the_vocab_and_starts_new_rows_from_their_pieces(self):
         """The command line on KERAS_BACKEND=jax (model.fit): the new words' rows start as the mean
         of their old pieces' rows in the release (read here by torch), and the export carries them."""
