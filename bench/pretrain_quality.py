@@ -12,7 +12,17 @@ fixed seed), and the masked-LM accuracy is the share of masked pieces it gets ri
   concatenated and cut into blocks of 128, `DataCollatorForLanguageModeling` (15%, 80/10/10),
   `Trainer` (AdamW, linear schedule, weight decay 0) on PyTorch;
 - `ours`: `python -m bert_tf.pretrain --corpus=... ` with its defaults plus the shared recipe;
-  further `ours:NAME` contenders add flags (`--ours=packing:--packing,mlm_only:...`).
+  further `ours:NAME` contenders add flags (`--ours=packing:--packing,mlm_only:...`), and
+  `--ours_steps=NAME=STEPS` gives one of them other steps (to compare at equal time);
+- `keras_hub` (`--keras_hub`): keras-hub's `BertMaskedLM` as its guides train it: one example
+  per document, cut at 128 pieces, masked by `BertMaskedLMPreprocessor` (15%, 80/10/10, at
+  most 20 per row), `model.fit` (AdamW with the shared warmup and linear decay, weight decay
+  0.01 except on biases and LayerNorm, global-norm clipping 1.0; Keras' default XLA on
+  TensorFlow). It has no next-sentence
+  head. Its weights are then written as a transformers checkpoint through bert_tf (the
+  encoder read from the saved keras-hub preset, the masked-LM head copied), for the
+  evaluator. keras-hub's head applies the exact GELU where BERT's uses the tanh form; the
+  difference moves no argmax measurably.
 
 The corpus: `bench/docstring_corpus.py` (short documents of English prose about software).
 
@@ -104,6 +114,110 @@ def hf_train(args) -> None:
     tokenizer.save_pretrained(os.path.join(args.output, "export"))
 
 
+# --- the keras-hub side (run in its own process: --keras_hub_train) ---------------------------
+
+
+def documents(path: str) -> list[str]:
+    """The corpus' documents (blank-line separated), each one string."""
+    with open(path, encoding="utf-8") as handle:
+        return [" ".join(part.split()) for part in handle.read().split("\n\n") if part.strip()]
+
+
+def keras_hub_train(args) -> None:
+    import keras
+    import keras_hub
+    import numpy as np
+    import tensorflow as tf
+
+    from bench.keras_hub_peer import keras_hub_masked_lm
+    from bert_tf.checkpoints import export_pretrained, load_weights
+    from bert_tf.config import load_config
+    from bert_tf.models import BertPretrainer
+    from bert_tf.models.pretrainer import example_features
+
+    keras.utils.set_random_seed(args.seed)
+    config = load_config(args.config)
+    model = keras_hub_masked_lm(config)
+    tokenizer = keras_hub.models.BertTokenizer(vocabulary=str(VOCAB), lowercase=True)
+    preprocessor = keras_hub.models.BertMaskedLMPreprocessor(
+        tokenizer, sequence_length=BLOCK, mask_selection_rate=0.15, mask_selection_length=20
+    )
+    texts = documents(os.path.join(args.corpus_dir, "train.txt"))
+    dataset = (
+        tf.data.Dataset.from_tensor_slices(texts)
+        .shuffle(len(texts), seed=args.seed)
+        .repeat()
+        .batch(args.batch_size)
+        .map(preprocessor, num_parallel_calls=tf.data.AUTOTUNE)
+        .prefetch(tf.data.AUTOTUNE)
+    )
+    warmup = round(0.1 * args.steps)
+
+    class WarmupLinear(keras.optimizers.schedules.LearningRateSchedule):
+        def __call__(self, step):
+            step = keras.ops.cast(step, "float32")
+            up = step / max(warmup, 1)
+            down = (args.steps - step) / max(args.steps - warmup, 1)
+            return args.learning_rate * keras.ops.maximum(keras.ops.minimum(up, down), 0.0)
+
+    optimizer = keras.optimizers.AdamW(WarmupLinear(), weight_decay=0.01, epsilon=1e-6, global_clipnorm=1.0)
+    optimizer.exclude_from_weight_decay(var_names=["bias", "gamma", "beta"])  # as BERT's recipe
+    model.compile(
+        optimizer=optimizer,
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        weighted_metrics=[keras.metrics.SparseCategoricalAccuracy()],
+    )
+    model.fit(dataset, steps_per_epoch=args.steps, epochs=1, verbose=2)
+
+    # A transformers checkpoint for the evaluator: the encoder through the keras-hub preset
+    # bert_tf reads, the masked-LM head copied (the same layout: dense, LayerNorm, tied
+    # embeddings, an output bias).
+    preset = os.path.join(args.output, "preset")
+    model.backbone.save_to_preset(preset)
+    pretrainer = BertPretrainer(config)
+    pretrainer(example_features(1, 8, 2))
+    load_weights(pretrainer, preset, skip_heads=["masked_lm", "next_sentence"])
+    theirs, ours = model.masked_lm_head, pretrainer.masked_lm_head
+    pairs = [
+        (ours.transform_dense.kernel, theirs._intermediate_dense.kernel),
+        (ours.transform_dense.bias, theirs._intermediate_dense.bias),
+        (ours.layer_norm.gamma, theirs._intermediate_layer_norm.gamma),
+        (ours.layer_norm.beta, theirs._intermediate_layer_norm.beta),
+        (ours.output_bias, theirs._bias),
+    ]
+    for target, source in pairs:
+        target.assign(np.asarray(source.numpy()).reshape(target.shape))
+    export_pretrained(
+        pretrainer,
+        os.path.join(args.output, "export"),
+        vocab_file=str(VOCAB),
+        lower_case=True,
+        formats=("huggingface",),
+    )
+    # The export predicts what the keras-hub model predicts (the head's GELU aside).
+    import torch
+    from transformers import BertForMaskedLM
+
+    x, _, _ = preprocessor(tf.constant(texts[:8]))
+    theirs = model.predict_on_batch(x)  # [8, 20, vocab] at the masked positions
+    exported = BertForMaskedLM.from_pretrained(os.path.join(args.output, "export")).eval()
+    with torch.no_grad():
+        logits = exported(
+            input_ids=torch.tensor(x["token_ids"].numpy()),
+            attention_mask=torch.tensor(x["padding_mask"].numpy().astype("int64")),
+            token_type_ids=torch.tensor(x["segment_ids"].numpy()),
+        ).logits.numpy()
+    positions = x["mask_positions"].numpy()
+    ours_at_masks = np.take_along_axis(logits, positions[:, :, None], axis=1)
+    difference = float(np.abs(ours_at_masks - theirs).max())
+    agreement = float((ours_at_masks.argmax(-1) == theirs.argmax(-1)).mean())
+    print(
+        f"export check: max logit difference {difference:.2e}, argmax agreement {agreement:.4f}", flush=True
+    )
+    if agreement < 0.99:
+        sys.exit(f"the transformers export does not predict what the keras-hub model does ({agreement:.3f})")
+
+
 # --- the evaluator ---------------------------------------------------------------------------
 
 
@@ -181,13 +295,17 @@ def main() -> None:
         help="Comma-separated NAME:FLAGS contenders of bert_tf (FLAGS space-separated, may be empty).",
     )
     parser.add_argument("--ours_steps", default="", help="NAME=STEPS overrides, comma-separated.")
+    parser.add_argument("--keras_hub", action="store_true", help="Train keras-hub's BertMaskedLM too.")
     parser.add_argument("--hf_train", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--keras_hub_train", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--evaluate", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--output", help=argparse.SUPPRESS)
     parser.add_argument("--models", nargs="*", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.hf_train:
         return hf_train(args)
+    if args.keras_hub_train:
+        return keras_hub_train(args)
     if args.evaluate:
         return evaluate(args)
 
@@ -208,7 +326,25 @@ def main() -> None:
         seconds, cpu = run(command, work / "hf.log")
         rows["hf"] = {"seconds": seconds, "cpu": cpu, "steps": args.steps, "export": output / "export"}
         print(f"hf: {seconds:.1f} s ({cpu:.1f} CPU-s)", flush=True)
-    for item in args.ours.split(","):
+    if args.keras_hub:
+        output = work / "keras_hub"
+        command = [
+            sys.executable,
+            __file__,
+            "--keras_hub_train",
+            f"--output={output}",
+            f"--steps={args.steps}",
+        ]
+        command += [
+            *shared,
+            f"--learning_rate={args.learning_rate}",
+            f"--seed={args.seed}",
+            f"--work_dir={work}",
+        ]
+        seconds, cpu = run(command, work / "keras_hub.log")
+        rows["keras_hub"] = {"seconds": seconds, "cpu": cpu, "steps": args.steps, "export": output / "export"}
+        print(f"keras_hub: {seconds:.1f} s ({cpu:.1f} CPU-s)", flush=True)
+    for item in filter(None, args.ours.split(",")):
         name, _, flags = item.partition(":")
         output = work / name
         steps = int(steps_of.get(name, args.steps))
