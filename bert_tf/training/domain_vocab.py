@@ -99,10 +99,14 @@ def settings_encoding(settings) -> str:
     return line_encoding(settings.input_encoding)
 
 
-def load_grown(model, grown: GrownVocab, load) -> None:
-    """Loads the checkpoint (with `load(model, path)`) into a model of its own vocab, then
-    copies every weight into `model`, whose word embeddings and output bias may have more
-    rows; each new token's rows are the mean of its old pieces' rows."""
+def load_grown(model, grown: GrownVocab | None, load) -> None:
+    """Loads the start checkpoint into `model` with `load(a_model)`: directly where no vocab
+    grew (`grown` None or without new rows); else into a model of the checkpoint's own vocab,
+    then every weight copied into `model`, whose word embeddings and output bias may have
+    more rows, each new token's rows the mean of its old pieces' rows."""
+    if grown is None or not grown.new_rows:
+        load(model)
+        return
     from bert_tf.models import BertPretrainer
     from bert_tf.models.pretrainer import example_features
 

@@ -251,14 +251,12 @@ def _fit_phases(
     step = backup.restore(model)
     if step:
         print(f"resumed from {backup.latest()} at step {step}", flush=True)
-    elif settings.init_checkpoint and grown and grown.new_rows:
+    elif settings.init_checkpoint:
         from bert_tf.training import domain_vocab
 
         domain_vocab.load_grown(
             model.pretrainer, grown, lambda source: load_init_checkpoint(source, settings.init_checkpoint)
         )
-    elif settings.init_checkpoint:
-        load_init_checkpoint(model.pretrainer, settings.init_checkpoint)
     accumulation = settings.gradient_accumulation_steps
     history: list[dict] = []
     # Progress and the non-finite loss check first: a NaN stops before it is backed up.

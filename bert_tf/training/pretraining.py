@@ -360,12 +360,9 @@ def _train(settings, config, strategy, model_dir: str, data: _RunData) -> Pretra
             return {"loss": metrics["masked_lm_loss"] + metrics.get("next_sentence_loss", 0.0), **metrics}
 
         if settings.init_checkpoint and not tf.train.latest_checkpoint(model_dir):
-            if data.grown and data.grown.new_rows:
-                domain_vocab.load_grown(
-                    model, data.grown, lambda source: _load_init_checkpoint(source, settings.init_checkpoint)
-                )
-            else:
-                _load_init_checkpoint(model, settings.init_checkpoint)
+            domain_vocab.load_grown(
+                model, data.grown, lambda source: _load_init_checkpoint(source, settings.init_checkpoint)
+            )
         phases, eval_fn = _loop_phases(settings, model_dir, data)
         evaluator = None
         if settings.eval_every_steps:
