@@ -314,36 +314,20 @@ def main() -> None:
     shared = [f"--corpus_dir={args.corpus_dir}", f"--config={args.config}", f"--batch_size={args.batch_size}"]
     steps_of = dict(item.split("=") for item in args.ours_steps.split(",") if item)
     rows = {}
-    if not args.skip_hf:
-        output = work / "hf"
-        command = [sys.executable, __file__, "--hf_train", f"--output={output}", f"--steps={args.steps}"]
+    # The peers, each trained by this script in a process of its own (--hf_train, --keras_hub_train).
+    peers = [name for name, wanted in (("hf", not args.skip_hf), ("keras_hub", args.keras_hub)) if wanted]
+    for name in peers:
+        output = work / name
+        command = [sys.executable, __file__, f"--{name}_train", f"--output={output}", f"--steps={args.steps}"]
         command += [
             *shared,
             f"--learning_rate={args.learning_rate}",
             f"--seed={args.seed}",
             f"--work_dir={work}",
         ]
-        seconds, cpu = run(command, work / "hf.log")
-        rows["hf"] = {"seconds": seconds, "cpu": cpu, "steps": args.steps, "export": output / "export"}
-        print(f"hf: {seconds:.1f} s ({cpu:.1f} CPU-s)", flush=True)
-    if args.keras_hub:
-        output = work / "keras_hub"
-        command = [
-            sys.executable,
-            __file__,
-            "--keras_hub_train",
-            f"--output={output}",
-            f"--steps={args.steps}",
-        ]
-        command += [
-            *shared,
-            f"--learning_rate={args.learning_rate}",
-            f"--seed={args.seed}",
-            f"--work_dir={work}",
-        ]
-        seconds, cpu = run(command, work / "keras_hub.log")
-        rows["keras_hub"] = {"seconds": seconds, "cpu": cpu, "steps": args.steps, "export": output / "export"}
-        print(f"keras_hub: {seconds:.1f} s ({cpu:.1f} CPU-s)", flush=True)
+        seconds, cpu = run(command, work / f"{name}.log")
+        rows[name] = {"seconds": seconds, "cpu": cpu, "steps": args.steps, "export": output / "export"}
+        print(f"{name}: {seconds:.1f} s ({cpu:.1f} CPU-s)", flush=True)
     for item in filter(None, args.ours.split(",")):
         name, _, flags = item.partition(":")
         output = work / name
