@@ -1,6 +1,6 @@
 """Keras 3 layers of BERT, written with `keras.ops` only (TensorFlow and JAX backends)."""
 
-from bert_tf.layers.activations import gelu, get_activation
+from bert_tf.layers.activations import gelu, gelu_exact, get_activation
 from bert_tf.layers.attention import MASK_ADDER, BertSelfAttention, attention_bias
 from bert_tf.layers.embeddings import BertEmbeddings
 from bert_tf.layers.masked_lm_head import MaskedLMHead, gather_positions
@@ -17,5 +17,6 @@ __all__ = [
     "attention_bias",
     "gather_positions",
     "gelu",
+    "gelu_exact",
     "get_activation",
 ]

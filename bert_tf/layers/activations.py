@@ -8,14 +8,24 @@ import keras
 from keras import ops
 
 
+def _in_float32(x, function):
+    """`function(x)` computed in float32 for half-precision `x`, returned in x's dtype: GELU's
+    half a dozen elementwise ops (and their gradients) then cost one cast each way and round
+    once, where on a CPU each bfloat16 op converts its operands to float32 and back anyway."""
+    dtype = keras.backend.standardize_dtype(x.dtype)
+    if dtype not in ("bfloat16", "float16"):
+        return function(x)
+    return ops.cast(function(ops.cast(x, "float32")), dtype)
+
+
 def gelu(x):
     """GELU, tanh approximation: the `gelu` of the original modeling.py."""
-    return ops.gelu(x, approximate=True)
+    return _in_float32(x, lambda x: ops.gelu(x, approximate=True))
 
 
 def gelu_exact(x):
     """GELU with erf: what Hugging Face configs call `gelu` (`gelu_exact` in ours)."""
-    return ops.gelu(x, approximate=False)
+    return _in_float32(x, lambda x: ops.gelu(x, approximate=False))
 
 
 _ACTIVATIONS: dict[str, Callable] = {

@@ -1,6 +1,7 @@
 """Every layer: the shared contract (tests/harness.py), then each layer's own math."""
 
 import numpy as np
+import scipy.special
 import tensorflow as tf
 
 from bert_tf.layers import (
@@ -12,6 +13,7 @@ from bert_tf.layers import (
     attention_bias,
     gather_positions,
     gelu,
+    gelu_exact,
 )
 from tests.harness import run_layer_test
 
@@ -184,3 +186,17 @@ class HeadsTest(tf.test.TestCase):
         x = np.linspace(-5, 5, 41).astype("float32")
         expected = 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)))
         self.assertAllClose(gelu(x), expected, atol=1e-6)
+
+    def test_gelu_of_half_precision_rounds_once(self):
+        # Computed in float32 and rounded to the input's dtype once: each value is the float32
+        # GELU's nearest bfloat16 (or float16), where rounding after every op drifts from it.
+        x = np.linspace(-5, 5, 401).astype("float32")
+        for function in (gelu, gelu_exact):
+            for dtype in (tf.bfloat16, tf.float16):
+                with self.subTest(function=function.__name__, dtype=dtype.name):
+                    half = tf.cast(x, dtype)
+                    result = function(half)
+                    self.assertEqual(result.dtype, dtype)
+                    self.assertAllEqual(result, tf.cast(function(tf.cast(half, tf.float32)), dtype))
+        exact = 0.5 * x * (1 + scipy.special.erf(x / np.sqrt(2)))
+        self.assertAllClose(gelu_exact(x), exact, atol=1e-6)
