@@ -154,12 +154,15 @@ class BertSentenceEncoder(TaskModel):
         `cls_positions`, see `bert_tf.preprocessing.packing.pack_sequences`) -> [texts, 1,
         hidden], each text's vector as if it had a row of its own.
 
-        Training (on TensorFlow) packs a batch's texts into rows itself, as the export packs a
-        served batch: a batch's short queries then cost their own tokens, not the length of its
-        longest passage, and each text's vector is still as if it were alone."""
+        Training and the scoring of pairs (on TensorFlow) pack a batch's texts into rows here,
+        as the export packs a served batch: a batch's short queries then cost their own tokens,
+        not the length of its longest passage, and each text's vector is still as if it were
+        alone. (Single texts come packed from the preprocessor, or, in a LiteRT file's
+        `serving_default`, one row each.)"""
         if isinstance(inputs, dict) and PACKED_POSITIONS in inputs:
             return self._call_packed(inputs, training)
-        if training and keras.backend.backend() == "tensorflow":
+        texts = inputs["input_ids"].shape[1]
+        if keras.backend.backend() == "tensorflow" and (training or (texts or 1) > 1):
             shape = ops.shape(inputs["input_ids"])  # [batch, texts, seq]
             rows = {name: ops.reshape(inputs[name], (-1, shape[-1])) for name in ENCODER_INPUTS}
             vectors = self._call_packed(pack_sequences(rows, row_length=shape[-1]), training)

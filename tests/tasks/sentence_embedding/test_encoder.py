@@ -5,6 +5,7 @@ import json
 import os
 import shutil
 import tempfile
+from unittest import mock
 
 import numpy as np
 import tensorflow as tf
@@ -66,6 +67,21 @@ class EncoderParityTest(tf.test.TestCase):
         alone = np.stack([model.encode([text])[0] for text in TEXTS])
         self.assertAllClose(alone, ours, atol=1e-6)
         self.assertAllClose(model.encode(TEXTS[::-1], batch_size=32)[::-1], ours, atol=1e-6)
+
+    def test_pairs_are_scored_packed(self):
+        # Scoring pairs (evaluation): a batch's texts share rows, each vector as if it were alone.
+        model = bert_tf.BertSentenceEncoder.from_pretrained(minilm_folder())
+        pairs = list(zip(TEXTS[::2], TEXTS[1::2], strict=True))
+        family = bert_tf.tasks.keras_api.family_of(model)
+        data = family.python_data(pairs, None, "predict")
+        inputs = next(iter(family.batches(data, 8)))["inputs"]
+        self.assertEqual(inputs["input_ids"].shape[1], 2)  # [batch, texts, seq] ...
+        self.assertNotIn("cls_positions", inputs)  # ... which the model packs itself
+        with mock.patch.object(model.encoder, "call_packed", wraps=model.encoder.call_packed) as packed:
+            vectors = family.predict(model, data, 8).outputs
+        packed.assert_called()
+        expected = sentence_transformers_vectors(minilm_folder(), TEXTS)
+        self.assertAllClose(vectors, np.stack([expected[::2], expected[1::2]], axis=1), atol=1e-5)
 
     def test_every_pooling_mode(self):
         root = tempfile.mkdtemp()
