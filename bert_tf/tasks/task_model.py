@@ -168,8 +168,12 @@ class TaskModel(keras.Model):
             self.optimizer.build(self.trainable_variables)
 
     def compile_recipe(self, optimizer) -> None:  # see bert_tf.tasks.keras_api.build_schedule
-        """Compiles again with `optimizer` and the loss and metrics of the last `compile`."""
+        """Compiles again with `optimizer` and the loss and metrics of the last `compile`, and
+        builds the optimizer's slots here: left to the first training step, their creation makes
+        TensorFlow trace that step twice (seconds each on a CPU)."""
         super().compile(optimizer=optimizer, **self._compiled_with.kwargs)
+        with self.distribute_strategy.scope():
+            self.optimizer.build(self.trainable_variables)
 
     def fit(
         self,
