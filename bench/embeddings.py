@@ -115,10 +115,11 @@ def train_ours(args, data: Path, out: Path) -> tuple[float, float, Path]:
         data / "dev.csv",
         out,
         RECIPE["epochs"],
-        seed=1,
+        seed=args.seed,
         task="sentence_embedding",
         more_flags=[
             f"--learning_rate={RECIPE['learning_rate']}",  # after the shared recipe's: it wins
+            f"--mixed_precision={args.mixed_precision}",
             "--save_model",
             "--text_column=query",
             "--text_b_column=passage",
@@ -132,7 +133,8 @@ def train_theirs(args, data: Path, out: Path) -> tuple[float, float]:
     env = thread_env(args.threads)
     if args.st_extra_path:  # after the interpreter's own packages: only what it lacks comes from there
         env["ST_EXTRA_PATH"] = args.st_extra_path
-    command = [args.st_python, str(WORKER), "st_train", args.model_dir, str(data), str(out)]
+    command = [args.st_python, str(WORKER), "st_train", args.model_dir, str(data), str(out),
+               f"--seed={args.seed}", f"--mixed_precision={args.mixed_precision}"]  # fmt: skip
     wall, _ = measure(command, out.parent / "theirs_train.log", env=env)
     return wall, json.loads((out / "result.json").read_text())["mrr_at_10"]
 
@@ -170,6 +172,13 @@ def main() -> None:
     parser.add_argument(
         "--st_extra_path", default=None, help="a folder with `datasets`, if --st_python lacks it"
     )
+    parser.add_argument("--seed", type=int, default=1, help="both sides' training seed")
+    parser.add_argument(
+        "--mixed_precision",
+        default="float32",
+        choices=("float32", "mixed_bfloat16"),
+        help="both sides' training precision (theirs: bf16=True); bfloat16 pays on CPUs with AMX",
+    )
     parser.add_argument("--max_train_rows", type=int, default=None)
     parser.add_argument("--max_dev_rows", type=int, default=1000)
     parser.add_argument("--threads", type=int, default=2)
@@ -202,7 +211,7 @@ def main() -> None:
         theirs_wall, theirs_mrr = train_theirs(args, data, theirs_out)
         print(f"  {theirs_wall:.1f} s, dev MRR@10 {theirs_mrr:.4f}", flush=True)
         print(
-            f"\ntraining, whole processes, {args.threads} threads each: ours {ours_wall:.1f} s, theirs "
+            f"\ntraining ({args.mixed_precision}, seed {args.seed}), whole processes, {args.threads} threads each: ours {ours_wall:.1f} s, theirs "
             f"{theirs_wall:.1f} s: ours / theirs {ours_wall / theirs_wall:.2f}x wall; dev MRR@10 "
             f"{ours_mrr:.4f} vs {theirs_mrr:.4f} ({100 * (ours_mrr - theirs_mrr):+.2f} points)\n",
             flush=True,

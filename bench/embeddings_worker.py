@@ -67,7 +67,7 @@ def mrr_at_10(queries, passages) -> float:
     return float(np.where(rank <= 10, 1.0 / rank, 0.0).mean())
 
 
-def st_train(model: str, data: str, out: str, threads: int) -> None:
+def st_train(model: str, data: str, out: str, threads: int, seed: int, mixed_precision: str) -> None:
     if os.environ.get("ST_EXTRA_PATH"):  # `datasets`, where this Python lacks it: after its own packages
         sys.path.append(os.environ["ST_EXTRA_PATH"])
     import torch
@@ -93,7 +93,8 @@ def st_train(model: str, data: str, out: str, threads: int) -> None:
         save_strategy="no",
         report_to=[],
         logging_steps=50,
-        seed=1,
+        seed=seed,
+        bf16=mixed_precision == "mixed_bfloat16",  # autocast to bfloat16, as Keras' mixed_bfloat16
         dataloader_num_workers=0,
         use_cpu=True,
     )
@@ -203,10 +204,12 @@ def main() -> None:
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--latency_texts", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--mixed_precision", default="float32")
     args = parser.parse_args()
     limit_threads(args.threads)
     if args.side == "st_train":
-        st_train(args.model, args.data, args.out, args.threads)
+        st_train(args.model, args.data, args.out, args.threads, args.seed, args.mixed_precision)
         return
     if args.side == "onnx_export":
         onnx_export(args.model)
