@@ -19,7 +19,9 @@ class RecipeTest(tf.test.TestCase):
         self.assertEqual(plan(1176, recipe="original").num_train_steps, 111)
         for examples in (3200, 50_000):  # 100 batches an epoch or more: the original's 3 epochs
             self.assertEqual(plan(examples).num_train_epochs, 3.0)
-            self.assertEqual(plan(examples).num_train_steps, plan(examples, recipe="original").num_train_steps)
+            self.assertEqual(
+                plan(examples).num_train_steps, plan(examples, recipe="original").num_train_steps
+            )
         self.assertEqual(plan(40).num_train_epochs, 20.0)  # at most 20 epochs
         self.assertEqual(plan(1176, num_train_epochs=2.0).num_train_steps, 74)  # the flag wins
         self.assertEqual(plan(1176, train_batch_size=16).num_train_epochs, 5.0)  # 74 batches an epoch
