@@ -13,6 +13,8 @@ model without a preprocessor is plain Keras on feature dicts.
 
 from __future__ import annotations
 
+import contextlib
+
 import keras
 from keras import ops
 
@@ -172,7 +174,8 @@ class TaskModel(keras.Model):
         builds the optimizer's slots here: left to the first training step, their creation makes
         TensorFlow trace that step twice (seconds each on a CPU)."""
         super().compile(optimizer=optimizer, **self._compiled_with.kwargs)
-        with self.distribute_strategy.scope():
+        strategy = getattr(self, "distribute_strategy", None)  # TensorFlow's trainer has one
+        with strategy.scope() if strategy is not None else contextlib.nullcontext():
             self.optimizer.build(self.trainable_variables)
 
     def fit(

@@ -41,7 +41,7 @@ results = run(FinetuneSettings.of(
     task="classification", output_dir=work + "/out", vocab_file=work + "/vocab.txt", bert_config=config,
     train_file=work + "/train.csv", eval_file=work + "/test.csv", max_seq_length=32, train_batch_size=16,
     learning_rate=2e-3, warmup_proportion=0.1, num_train_epochs=8, seed=1, verbose=0, eval_train=True))
-model, _, _ = load_finetuned(work + "/out/model")
+model = load_finetuned(work + "/out/model")
 np.save(work + "/jax_logits.npy", model.predict(dict(np.load(inputs_file)), verbose=0))
 print("REPORT" + json.dumps(
     {"results": results, "backend": keras.backend.backend(), "strategy_error": strategy_error}))
@@ -49,7 +49,7 @@ print("REPORT" + json.dumps(
 
 
 class JaxFinetuningTest(tf.test.TestCase):
-    @pytest.mark.slow  # ~30 s; JAX parity by default: tests/checkpoints/test_parity.py, test_keras_pretraining.py
+    # ~30 s, run by default: the one fine-tuning on JAX that every test run covers.
     def test_classification_learns_on_jax_and_the_saved_model_predicts_the_same_on_tensorflow(self):
         work = self.get_temp_dir()
         vocab = write_vocab(work)
@@ -82,7 +82,8 @@ class JaxFinetuningTest(tf.test.TestCase):
             results["accuracy"], majority_share([r["label"] for r in test_rows]) + 0.2, results
         )
 
-        model, _, info = load_finetuned(os.path.join(work, "out", "model"))
+        model = load_finetuned(os.path.join(work, "out", "model"))
+        info = model.task_info
         self.assertEqual(info.kind, "classification")
         self.assertAllClose(
             model.predict(inputs, verbose=0), np.load(os.path.join(work, "jax_logits.npy")), atol=1e-5, rtol=0
@@ -134,7 +135,13 @@ class JaxTaskFamiliesTest(tf.test.TestCase):
         report = run_on_jax(FAMILIES_SCRIPT, work, config, json.dumps(tasks))
         self.assertEqual(report["backend"], "jax")
         expected = {  # the metrics eval_results.json holds for these tasks on TensorFlow
-            "regression": {"pearson", "spearman", "eval_loss"},
+            "regression": {
+                "pearson",
+                "spearman",
+                "eval_loss",
+                "bag_of_words_pearson",
+                "bag_of_words_spearman",
+            },
             "ner": {"precision", "recall", "f1", "accuracy", "eval_loss"},
             "swag": {"accuracy", "eval_loss"},
             "squad": {"exact_match", "f1", "total"},
@@ -143,7 +150,8 @@ class JaxTaskFamiliesTest(tf.test.TestCase):
             self.assertEqual(set(report["results"][task]), names, task)
             with open(os.path.join(work, task, "eval_results.json")) as handle:
                 self.assertEqual(set(json.load(handle)), names, task)
-            model, _, info = load_finetuned(os.path.join(work, task, "model"))  # here: TensorFlow
+            model = load_finetuned(os.path.join(work, task, "model"))  # here: TensorFlow
+            info = model.task_info
             self.assertEqual(info.task, task)
             self.assertNotEmpty(model.weights)
 
