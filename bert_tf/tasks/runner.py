@@ -553,11 +553,7 @@ def _train(settings: FinetuneSettings, strategy, model, family, train: TaskData,
         signals=signals,
         input_position=position,
     )
-    with strategy.scope():
-        # Built before fit: its first trace then creates no variables, so tf.function traces
-        # the step once, not twice (about 6 s of a short CPU run).
-        if not model.optimizer.built:
-            model.optimizer.build(model.trainable_variables)
+    with strategy.scope():  # the optimizer's slots were built with its schedule (`_task_model`)
         start = backup.restore(model)
     if not start:  # what an earlier attempt without a backup logged is not this run's
         progress.remove_metrics(output_dir)
@@ -588,7 +584,10 @@ def _train(settings: FinetuneSettings, strategy, model, family, train: TaskData,
         if position is not None:
             dataset = position.track(dataset)
         with signals:
-            model.fit(
+            # Keras' own fit: TaskModel.fit would compile a fresh optimizer for the updates it
+            # runs, dropping the schedule built for the whole run and the state restored above.
+            keras.Model.fit(
+                model,
                 dataset,
                 epochs=1,
                 steps_per_epoch=(plan.num_train_steps - start) * accumulation,
