@@ -303,9 +303,10 @@ def _check_compiled(model, what: str) -> None:
 
 def build_schedule(model, num_train_steps: int | None) -> None:
     """Builds the pending recipe's optimizer for `num_train_steps` optimizer updates (a new
-    one per `fit`)."""
+    one per `fit`); an optimizer given to `compile` has its slots built ahead, as the recipe's."""
     recipe = _recipe(model)
     if recipe is None:
+        model.build_optimizer()
         return
     if not num_train_steps:
         raise UsageError(

@@ -171,9 +171,15 @@ class TaskModel(keras.Model):
 
     def compile_recipe(self, optimizer) -> None:  # see bert_tf.tasks.keras_api.build_schedule
         """Compiles again with `optimizer` and the loss and metrics of the last `compile`, and
-        builds the optimizer's slots here: left to the first training step, their creation makes
-        TensorFlow trace that step twice (seconds each on a CPU)."""
+        builds the optimizer's slots (`build_optimizer`)."""
         super().compile(optimizer=optimizer, **self._compiled_with.kwargs)
+        self.build_optimizer()
+
+    def build_optimizer(self) -> None:
+        """Builds the optimizer's slots before `fit`'s first step (where the model is built):
+        left to that step, their creation makes TensorFlow trace it twice (seconds on a CPU)."""
+        if not self.built or self.optimizer is None or self.optimizer.built:
+            return
         strategy = getattr(self, "distribute_strategy", None)  # TensorFlow's trainer has one
         with strategy.scope() if strategy is not None else contextlib.nullcontext():
             self.optimizer.build(self.trainable_variables)
