@@ -163,6 +163,32 @@ class TrainingRunTest(tf.test.TestCase):
         ):
             run(dataclasses.replace(settings, learning_rate=5e-5))
 
+    def test_a_resumed_run_continues_its_optimizer_and_schedule(self):
+        # The backup's optimizer (Adam's moments, its update count, hence the schedule) is the
+        # one that trains on: a fresh one would count from 0 and warm up again.
+        root = self.get_temp_dir()
+        paths = write_one_word_task(root)  # 24 examples: 6 updates a pass, 12 in all
+        settings = one_word_task_settings(
+            paths, os.path.join(root, "run"), eval_every_steps=0, save_checkpoints_steps=2
+        )
+        with crash_after(4), self.assertRaises(Crash):
+            run(settings)
+        seen = {}
+        original = callbacks.ProgressLogger.on_update
+
+        def on_update(logger, reached, logs):
+            optimizer = logger.model.optimizer
+            seen[reached] = (int(optimizer.iterations), float(optimizer.learning_rate))
+            original(logger, reached, logs)
+
+        with mock.patch.object(callbacks.ProgressLogger, "on_update", on_update):
+            run(settings)
+        self.assertEqual(sorted(seen), list(range(5, 13)))
+        self.assertEqual([seen[step][0] for step in sorted(seen)], list(range(5, 13)))
+        # The original schedule: linear decay to 0 over the 12 updates (warmup was update 1's).
+        for step, (_, rate) in seen.items():
+            self.assertAllClose(rate, 5e-5 * (12 - step) / 12, rtol=1e-5, atol=1e-12)
+
     def test_training_flags_map_onto_settings(self):
         from absl import flags
 
