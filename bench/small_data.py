@@ -21,8 +21,8 @@ once in WORKDIR/demo unless `--demo_dir` names one), by the contenders:
   logistic regression), fitted here; its wall time is in this process, no start-up;
 - original: the original recipe (`ORIGINAL` below: 3 epochs at 5e-5, batches of 32);
 - defaults: `python -m bert_tf.finetune` with no recipe flags;
-- search8: `--search=8`; its accuracy is the best trial's on the dev data, which also chose
-  it (an optimistic figure).
+- search8: `--search=8` (eight recipes, successive halving at epochs 1, 3 and 9); its accuracy
+  is the chosen run's on the dev data, which also chose it (an optimistic figure).
 
 Each run is a whole `python -m bert_tf.finetune` process (its model saved, as a user's run
 is, every contender alike), timed from start to exit, from `--num_seeds` seeds; the seeds

@@ -236,10 +236,14 @@ def _log_stats(data: TaskData, family) -> dict:
     return stats
 
 
-def run(settings: FinetuneSettings) -> dict[str, float]:
+def run(settings: FinetuneSettings, pause_after_epochs: float | None = None) -> dict[str, float]:
     """Trains (when there is training data), evaluates, predicts and saves; returns the
     eval metrics (also written to OUTPUT_DIR/eval_results.json). One run: `bert_tf.tasks.search.run`
-    makes the several of --search and --seeds."""
+    makes the several of --search and --seeds.
+
+    `pause_after_epochs` (a search's rungs): training stops after that many epochs of its
+    schedule, its backup kept as after SIGTERM, and the scores of its best evaluation so far
+    are returned; the same call without it (or with a later pause) continues the run."""
     if settings.search or settings.seeds > 1:
         raise UsageError("--search and --seeds make several runs: call bert_tf.tasks.search.run")
     keras.utils.set_random_seed(settings.seed)
@@ -258,10 +262,14 @@ def run(settings: FinetuneSettings) -> dict[str, float]:
     policy = precision.resolve(settings.mixed_precision, strategy)
     # The readers decode the data files in --input_encoding (bert_tf.fileio.open_text).
     with dtype_policy(policy), text_encoding.reading_as(settings.input_encoding):
-        return _run(settings, strategy, policy, fresh=state == "overwrite" or settings.overwrite)
+        return _run(
+            settings, strategy, policy, state == "overwrite" or settings.overwrite, pause_after_epochs
+        )
 
 
-def _run(settings: FinetuneSettings, strategy, policy: str, fresh: bool) -> dict[str, float]:
+def _run(
+    settings: FinetuneSettings, strategy, policy: str, fresh: bool, pause_after_epochs: float | None
+) -> dict[str, float]:
     family, start = _family(settings, strategy)
     settings = family.settings  # with the family's max_seq_length where none was given
     train, evals, predicts = _load_data(family, settings)
@@ -280,7 +288,18 @@ def _run(settings: FinetuneSettings, strategy, policy: str, fresh: bool) -> dict
         logger.info("mixed precision: %s (--mixed_precision=%s)", policy, settings.mixed_precision)
     model = _task_model(family, start, strategy, plan)
     if train:
-        _train(settings, strategy, model, family, train[0], evals, plan)
+        until = plan.num_train_steps
+        if pause_after_epochs is not None:
+            until = min(until, max(1, int(plan.steps_per_epoch * pause_after_epochs)))
+        history = _train(settings, strategy, model, family, train[0], evals, plan, until)
+        if history is not None:  # paused: its backup continues it
+            if not history:
+                raise UsageError(
+                    f"paused at update {until} before the run's first evaluation: evaluate more often "
+                    "(--eval_every_steps) or pause later"
+                )
+            metric = main_metric(family)
+            return max((scores for _, scores in history), key=lambda scores: scores[metric], default={})
     scored = [*train, *evals] if settings.eval_train else evals
     results, baselines, beaten_by = _score(family, model, settings, scored, baseline)
     if results and train and not plan.eval_every_steps:
@@ -533,8 +552,19 @@ def _majority_baseline(family, data: TaskData, outputs, scores: dict[str, float]
     return {f"majority_baseline{suffix}": baseline}
 
 
-def _train(settings: FinetuneSettings, strategy, model, family, train: TaskData, evals, plan: TrainingPlan):
-    """model.fit with the run's callbacks, from the last backup if there is one."""
+def _train(
+    settings: FinetuneSettings,
+    strategy,
+    model,
+    family,
+    train: TaskData,
+    evals,
+    plan: TrainingPlan,
+    until: int,
+):
+    """model.fit with the run's callbacks, from the last backup if there is one, to update
+    `until`. Paused there before the run's last update (not stopped early), it returns the
+    history of evaluations ([(step, {metric: value})]); finished, None."""
     output_dir = settings.output_dir
     backup_dir = fileio.join(output_dir, BACKUP_DIR)
     log_dir = progress.log_dir(output_dir)
@@ -571,7 +601,7 @@ def _train(settings: FinetuneSettings, strategy, model, family, train: TaskData,
         )
     )
     stopped = stopping is not None and stopping.stopped_step is not None
-    if start < plan.num_train_steps and not stopped:
+    if start < until and not stopped:
         accumulation = settings.gradient_accumulation_steps
         # The batches an uninterrupted run would see from this step on: the saved input
         # position continues there; without one, the batches already seen are skipped (read,
@@ -590,7 +620,7 @@ def _train(settings: FinetuneSettings, strategy, model, family, train: TaskData,
                 model,
                 dataset,
                 epochs=1,
-                steps_per_epoch=(plan.num_train_steps - start) * accumulation,
+                steps_per_epoch=(until - start) * accumulation,
                 callbacks=fit_callbacks,
                 shuffle=False,  # the dataset is shuffled already
                 verbose=0,
@@ -602,8 +632,12 @@ def _train(settings: FinetuneSettings, strategy, model, family, train: TaskData,
                 "to continue",
                 signals.received,
             )
+    stopped = stopping is not None and stopping.stopped_step is not None
+    if until < plan.num_train_steps and not stopped:  # saved by `backup` at its last update
+        return evaluation.history if evaluation is not None else []
     if best is not None and best.restore(model):
         logger.info("using the best model: %s %.4f at step %d", best.monitor, best.best, best.best_step)
+    return None
 
 
 def _evaluation_callbacks(settings: FinetuneSettings, family, evals: list[TaskData], plan: TrainingPlan):

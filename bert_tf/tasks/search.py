@@ -1,12 +1,16 @@
 """Runs of several fine-tunings: a search for the recipe (`--search=N`) and seeds (`--seeds=K`).
 
-A search is Keras Tuner's random search over the learning rate, the epochs, the batch size and
-the seed, each trial a whole fine-tuning run (scored on the eval data after every epoch,
-stopped early, its best evaluation kept) in OUTPUT_DIR/search/trial_<id>/run. Keras Tuner
-keeps each trial's state in its folder, so the same command continues a search that was
-stopped: finished trials are read back, the one that was running resumes from its backup.
-The best trial's model becomes OUTPUT_DIR/model, and OUTPUT_DIR/search_trials.tsv holds the
-table of trials (also said in the log and drawn on the run's plot, `python -m bert_tf.plot`).
+A search compares `--search=N` recipes (learning rate, batch size, seed, drawn by Keras Tuner)
+by successive halving, Hyperband's most aggressive bracket: every recipe trains on the schedule
+of the last of `--search_epochs` (1, 3, 9 by default) but pauses after the first; the best third
+go on from their backups to the second, and so on, until the last rung's runs finish. Each run
+is scored on the eval data after every epoch, stopped early and kept at its best evaluation; it
+lives in OUTPUT_DIR/search/trial_<id>/run of the trial that started it. Short runs weed out the
+poor recipes, so a search of N recipes costs far less than N whole runs. Keras Tuner keeps each
+trial's state in its folder, so the same command continues a search that was stopped: finished
+trials are read back, the one that was running resumes from its backup. The best finished run's
+model becomes OUTPUT_DIR/model, and OUTPUT_DIR/search_trials.tsv holds the table of trials
+(also said in the log and drawn on the run's plot, `python -m bert_tf.plot`).
 
 Seeds run one recipe K times from seeds `--seed`, `--seed` + 1, ... in OUTPUT_DIR/seeds/seed_<s>:
 eval_results.json reports each metric's mean and standard deviation, and the model of the
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import time
 
 import numpy as np
@@ -102,77 +107,144 @@ def _check(settings: FinetuneSettings) -> None:
             f"{flag} compares runs by their score on the eval data: give --eval_file (a dev set held "
             "out of the training data)"
         )
+    if settings.search and len(settings.search_epochs) > 1 and settings.eval_every_steps == 0:
+        raise UsageError(
+            "--search compares its trials after each of --search_epochs by their scores during training: "
+            "leave --eval_every_steps unset (every epoch), or give one --search_epochs"
+        )
 
 
 # -- search ----------------------------------------------------------------------------------
+HALVING = 3  # each rung keeps the best third (Keras Tuner's Hyperband factor)
+
+
 def _search(
     settings: FinetuneSettings, trials: int, metric: str
 ) -> tuple[FinetuneSettings, dict[str, float], str]:
-    """Runs `trials` trials, best by `metric`; (the best trial's settings, its eval results,
-    its model folder)."""
+    """Successive halving of `trials` recipes, best by `metric`; (the chosen run's settings,
+    its eval results, its model folder)."""
     import keras_tuner
 
-    space = settings.search_space()
+    rungs = settings.search_epochs
     tuner = _tuner_class(keras_tuner)(
         settings=settings,
-        space=space,
-        objective=keras_tuner.Objective(metric, direction="max"),
-        max_trials=trials,
-        seed=settings.seed,
-        max_consecutive_failed_trials=1,  # a trial's error (bad data, ...) stops the search
+        oracle=_oracle_class(keras_tuner)(
+            trials,
+            rungs,
+            objective=keras_tuner.Objective(metric, direction="max"),
+            hyperparameters=_space(keras_tuner, settings),
+            seed=settings.seed,
+            max_consecutive_failed_trials=1,  # a trial's error (bad data, ...) stops the search
+        ),
         directory=settings.output_dir,
         project_name=SEARCH_DIR,
         overwrite=False,  # the same command continues a stopped search
     )
     done = sum(t.status == "COMPLETED" for t in tuner.oracle.trials.values())
     if done:
-        logger.info("search: %d of %d trials were finished before; continuing", done, trials)
+        logger.info("search: %d trials were finished before; continuing", done)
     tuner.search(verbose=0)  # its own progress lines: the runs log theirs
-    finished = [t for t in tuner.oracle.trials.values() if t.status == "COMPLETED"]
+    completed = [t for t in tuner.oracle.trials.values() if t.status == "COMPLETED"]
+    # The candidates: runs that finished (the last rung's, or stopped early), with a model.
+    finished = [t for t in completed if runner.is_finished(_run_dir(tuner.oracle, settings, t))]
     if not finished:
         raise UsageError("the search finished no trial; see the errors above")
     best = max(finished, key=lambda t: t.score)
-    _report_trials(settings, finished, best, metric)
-    chosen = dataclasses.replace(settings, **_recipe(best.hyperparameters.values))
-    run_dir = _trial_run_dir(settings, best.trial_id)
+    for trial in completed:  # the paused runs' backups: only a continuation needed them
+        fileio.rmtree(fileio.join(_run_dir(tuner.oracle, settings, trial), runner.BACKUP_DIR))
+    _report_trials(settings, tuner.oracle, completed, best, metric)
+    chosen = dataclasses.replace(settings, **_recipe(best.hyperparameters.values, rungs))
+    run_dir = _run_dir(tuner.oracle, settings, best)
     results = fileio.read_json(fileio.join(run_dir, "eval_results.json"))
-    results = {**results, "search_trials": float(len(finished))}
+    results = {**results, "search_trials": float(len(completed))}
     return chosen, results, fileio.join(run_dir, runner.MODEL_DIR)
 
 
-def _tuner_class(keras_tuner):
-    class FinetuningTuner(keras_tuner.RandomSearch):
-        """Each trial is a fine-tuning run of the settings with the trial's recipe."""
+def _space(keras_tuner, settings: FinetuneSettings):
+    space = keras_tuner.HyperParameters()
+    for name, choices in settings.search_space().items():
+        space.Choice(name, list(choices))
+    space.Int("seed", 0, 9999)
+    return space
 
-        def __init__(self, settings, space, **kwargs):
-            self.settings, self.space = settings, space
+
+def _oracle_class(keras_tuner):
+    class HalvingOracle(keras_tuner.oracles.HyperbandOracle):
+        """Hyperband's most aggressive bracket alone (successive halving): `trials` recipes
+        train to `rungs[0]` epochs, the best `1 / HALVING` of them go on to `rungs[1]`, ...,
+        one (at least) to the last."""
+
+        def __init__(self, trials: int, rungs: tuple[float, ...], **kwargs):
+            self.num_recipes, self.rungs = trials, rungs  # read by the constructor below
+            super().__init__(max_epochs=rungs[-1], factor=HALVING, hyperband_iterations=1, **kwargs)
+
+        def _get_num_brackets(self):
+            return 1
+
+        def _get_num_rounds(self, bracket_num):
+            return len(self.rungs)
+
+        def _get_size(self, bracket_num, round_num):
+            return math.ceil(self.num_recipes / HALVING**round_num)
+
+        def _get_epochs(self, bracket_num, round_num):
+            return self.rungs[round_num]
+
+    return HalvingOracle
+
+
+def _tuner_class(keras_tuner):
+    class FinetuningTuner(keras_tuner.Tuner):
+        """Each trial trains a recipe's run to its rung: a new run, or the run of the trial
+        it continues (`tuner/trial_id`), from that run's backup."""
+
+        def __init__(self, settings, **kwargs):
+            self.settings = settings
             super().__init__(**kwargs)
 
         def run_trial(self, trial, *args, **kwargs):
-            hp = trial.hyperparameters
-            values = {name: hp.Choice(name, list(choices)) for name, choices in self.space.items()}
-            values["seed"] = hp.Int("seed", 0, 9999)
-            run_dir = _trial_run_dir(self.settings, trial.trial_id)
-            logger.info("search: trial %s: %s", trial.trial_id, _describe(values))
-            seconds = _seconds_file(self.settings, trial.trial_id)
-            return _run_once(self.settings, run_dir, seconds_file=seconds, **_recipe(values))
+            values = trial.hyperparameters.values
+            recipe = _recipe(values, self.settings.search_epochs)
+            epochs = values["tuner/epochs"]
+            logger.info(
+                "search: trial %s: %s, to epoch %g%s",
+                trial.trial_id,
+                _describe(recipe),
+                epochs,
+                f" (continuing trial {values['tuner/trial_id']})" if "tuner/trial_id" in values else "",
+            )
+            last = epochs >= self.settings.search_epochs[-1]
+            return _run_once(
+                self.settings,
+                _run_dir(self.oracle, self.settings, trial),
+                seconds_file=_seconds_file(self.settings, trial.trial_id),
+                pause_after_epochs=None if last else epochs,
+                **recipe,
+            )
 
     return FinetuningTuner
 
 
-def _trial_run_dir(settings: FinetuneSettings, trial_id: str) -> str:
-    return fileio.join(settings.output_dir, SEARCH_DIR, f"trial_{trial_id}", "run")
+def _first(oracle, trial):
+    """The trial that started the run `trial` continues (itself for a new run)."""
+    while "tuner/trial_id" in trial.hyperparameters.values:
+        trial = oracle.trials[trial.hyperparameters.values["tuner/trial_id"]]
+    return trial
+
+
+def _run_dir(oracle, settings: FinetuneSettings, trial) -> str:
+    return fileio.join(settings.output_dir, SEARCH_DIR, f"trial_{_first(oracle, trial).trial_id}", "run")
 
 
 def _seconds_file(settings: FinetuneSettings, trial_id: str) -> str:
-    """How long the trial's run took, beside it (read back for the table of trials)."""
+    """How long the trial took, beside it (read back for the table of trials)."""
     return fileio.join(settings.output_dir, SEARCH_DIR, f"trial_{trial_id}", "seconds.json")
 
 
-def _recipe(values: dict) -> dict:
+def _recipe(values: dict, rungs: tuple[float, ...]) -> dict:
     return {
         "learning_rate": float(values["learning_rate"]),
-        "num_train_epochs": float(values["num_train_epochs"]),
+        "num_train_epochs": float(rungs[-1]),
         "train_batch_size": int(values["train_batch_size"]),
         "seed": int(values["seed"]),
     }
@@ -182,15 +254,24 @@ def _describe(values: dict) -> str:
     return ", ".join(f"{name}={values[name]:g}" for name in RUN_FIELDS if name in values)
 
 
-def _report_trials(settings, trials, best, metric: str) -> None:
+def _report_trials(settings, oracle, trials, best, metric: str) -> None:
     """The table of trials: in the log, in OUTPUT_DIR/search_trials.tsv and in metrics.jsonl."""
-    header = ["trial", *RUN_FIELDS, metric, "seconds"]
+    header = ["trial", "run", "learning_rate", "train_batch_size", "seed", "epochs", metric, "seconds"]
     rows = []
     for trial in sorted(trials, key=lambda t: t.trial_id):
-        recipe = _recipe(trial.hyperparameters.values)
+        values = trial.hyperparameters.values
         seconds = fileio.read_json(_seconds_file(settings, trial.trial_id))
         rows.append(
-            [trial.trial_id, *(f"{recipe[n]:g}" for n in RUN_FIELDS), f"{trial.score:.4f}", f"{seconds:.0f}"]
+            [
+                trial.trial_id,
+                _first(oracle, trial).trial_id,
+                f"{float(values['learning_rate']):g}",
+                str(int(values["train_batch_size"])),
+                str(int(values["seed"])),
+                f"{float(values['tuner/epochs']):g}",
+                f"{trial.score:.4f}",
+                f"{seconds:.0f}",
+            ]
         )
     _write_table(settings.output_dir, TRIALS_FILE, header, rows)
     logger.info(
@@ -207,7 +288,7 @@ def _report_trials(settings, trials, best, metric: str) -> None:
     for number, trial in enumerate(sorted(trials, key=lambda t: t.trial_id)):
         log.write(
             number,
-            {metric: trial.score, "learning_rate": _recipe(trial.hyperparameters.values)["learning_rate"]},
+            {metric: trial.score, "learning_rate": float(trial.hyperparameters.values["learning_rate"])},
         )
     log.close()
 
@@ -262,10 +343,15 @@ def _main_metric(settings: FinetuneSettings) -> str:
 
 
 def _run_once(
-    settings: FinetuneSettings, run_dir: str, seconds_file: str | None = None, **recipe
+    settings: FinetuneSettings,
+    run_dir: str,
+    seconds_file: str | None = None,
+    pause_after_epochs: float | None = None,
+    **recipe,
 ) -> dict[str, float]:
     """One fine-tuning run in `run_dir` (continued where it was stopped; read back when it
-    finished before), scored on the eval data after every epoch and kept at its best."""
+    finished before), scored on the eval data after every epoch and kept at its best; paused
+    after `pause_after_epochs` (`runner.run`)."""
     import keras
 
     if runner.is_finished(run_dir):
@@ -280,7 +366,7 @@ def _run_once(
     one = dataclasses.replace(settings, **recipe, output_dir=run_dir, save_model=True)
     started = time.monotonic()
     try:
-        results = runner.run(one)
+        results = runner.run(one, pause_after_epochs=pause_after_epochs)
     finally:
         keras.backend.clear_session()  # each run builds its own model
     if seconds_file:  # a search trial's: its table says how long each took

@@ -111,15 +111,20 @@ class FinetuneSettings:
     # -- several runs: a search for the recipe, seeds (bert_tf.tasks.search) ---------------------
     search: int | None = setting(
         None,
-        "Search for the recipe: N fine-tunings (Keras Tuner's random search over "
-        "--search_learning_rates, --search_epochs, --search_batch_sizes and the seed), each scored "
-        "on the eval data after every epoch and stopped early; the best one's model is kept. "
+        "Search for the recipe: N recipes drawn from --search_learning_rates, --search_batch_sizes "
+        "and the seed, compared by successive halving (Keras Tuner's Hyperband, one bracket): each "
+        "trains to the first of --search_epochs, the best third go on to the next, ..., scored on "
+        "the eval data after every epoch and stopped early; the best finished run's model is kept. "
         "Rerunning the command continues a stopped search.",
     )
     search_learning_rates: tuple[float, ...] = setting(
         (1e-5, 2e-5, 3e-5, 5e-5, 1e-4), "--search: the learning rates to try."
     )
-    search_epochs: tuple[float, ...] = setting((3.0, 5.0, 10.0), "--search: the numbers of epochs to try.")
+    search_epochs: tuple[float, ...] = setting(
+        (1.0, 3.0, 9.0),
+        "--search: the epochs after which the recipes still training are compared, increasing; "
+        "the best third of them go on to the next, the last is every recipe's schedule length.",
+    )
     search_batch_sizes: tuple[int, ...] = setting((16, 32), "--search: the training batch sizes to try.")
     seeds: int = setting(
         1,
@@ -280,7 +285,7 @@ class FinetuneSettings:
             )
         spaces = (
             ("search_learning_rates", float, lambda v: 0 < v < 1, "learning rates in (0, 1), e.g. 2e-5,5e-5"),
-            ("search_epochs", float, lambda v: v > 0, "numbers of epochs > 0, e.g. 3,5,10"),
+            ("search_epochs", float, lambda v: v > 0, "increasing numbers of epochs > 0, e.g. 1,3,9"),
             ("search_batch_sizes", int, lambda v: v > 0, "positive batch sizes, e.g. 16,32"),
         )
         for name, kind, valid, wanted in spaces:
@@ -292,14 +297,11 @@ class FinetuneSettings:
                 )
             except (TypeError, ValueError):
                 raise UsageError(f"--{name}={','.join(map(str, given))}: give {wanted}") from None
-            if not values or not all(valid(v) for v in values):
+            increasing = name != "search_epochs" or list(values) == sorted(set(values))
+            if not values or not all(valid(v) for v in values) or not increasing:
                 raise UsageError(f"--{name}={','.join(map(str, given))}: give {wanted}")
             object.__setattr__(self, name, tuple(dict.fromkeys(values)))
 
     def search_space(self) -> dict[str, tuple]:
-        """{run setting: the values a search tries}."""
-        return {
-            "learning_rate": self.search_learning_rates,
-            "num_train_epochs": self.search_epochs,
-            "train_batch_size": self.search_batch_sizes,
-        }
+        """{run setting: the values a search draws} (its epochs are `search_epochs`' rungs)."""
+        return {"learning_rate": self.search_learning_rates, "train_batch_size": self.search_batch_sizes}

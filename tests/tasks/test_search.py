@@ -1,4 +1,4 @@
-"""--search (Keras Tuner's random search over the recipe) and --seeds on a tiny model and task."""
+"""--search (successive halving of recipes, with Keras Tuner) and --seeds on a tiny model and task."""
 
 import csv
 import dataclasses
@@ -13,6 +13,7 @@ import pytest
 import tensorflow as tf
 
 from bert_tf.errors import UsageError
+from bert_tf.tasks.finetuned import load_finetuned
 from bert_tf.tasks.search import run
 from bert_tf.training.progress import read_metrics
 from tests.harness import data
@@ -45,28 +46,69 @@ class SearchTest(tf.test.TestCase):
             results = run(settings)
         out = settings.output_dir
         trials = read_table(os.path.join(out, "search_trials.tsv"))
-        self.assertLen(trials, 3)
-        self.assertEqual(results["search_trials"], 3.0)
-        best = max(trials, key=lambda row: float(row["accuracy"]))
-        self.assertAllClose(results["accuracy"], float(best["accuracy"]), atol=5e-5)
-        for row in trials:  # each trial's recipe is one of the space's, and its run finished there
+        # Three recipes to epoch 1; the best third (one) goes on to epoch 2.
+        self.assertEqual([row["epochs"] for row in trials], ["1", "1", "1", "2"])
+        self.assertEqual(results["search_trials"], 4.0)
+        first = trials[:3]
+        last = trials[3]
+        self.assertIn(last["run"], [row["trial"] for row in first])
+        started = next(row for row in first if row["trial"] == last["run"])
+        self.assertEqual(float(started["accuracy"]), max(float(row["accuracy"]) for row in first))
+        for row in first:  # each recipe is one of the space's, in its own run
+            self.assertEqual(row["run"], row["trial"])
             self.assertIn(float(row["learning_rate"]), (1e-3, 3e-3))
-            self.assertIn(float(row["num_train_epochs"]), (1.0, 2.0))
-            with open(
-                os.path.join(out, "search", f"trial_{row['trial']}", "run", "eval_results.json")
-            ) as handle:
-                self.assertAllClose(json.load(handle)["accuracy"], float(row["accuracy"]), atol=5e-5)
-        # model/ is the best trial's, byte for byte.
-        kept = os.path.join(out, "search", f"trial_{best['trial']}", "run", "model", "model.keras")
-        with open(kept, "rb") as a, open(os.path.join(out, "model", "model.keras"), "rb") as b:
-            self.assertEqual(a.read(), b.read())
+            self.assertEqual(row["train_batch_size"], "8")
+        for key in ("learning_rate", "train_batch_size", "seed"):
+            self.assertEqual(last[key], started[key])
+        # Only the continued run finished (2 epochs of 3 updates); the others paused at epoch 1.
+        run_dir = os.path.join(out, "search", f"trial_{last['run']}", "run")
+        with open(os.path.join(run_dir, "eval_results.json")) as handle:
+            self.assertAllClose(json.load(handle)["accuracy"], float(last["accuracy"]), atol=5e-5)
+        self.assertAllClose(results["accuracy"], float(last["accuracy"]), atol=5e-5)
+        with open(os.path.join(run_dir, "eval_history.jsonl")) as handle:
+            self.assertEqual([json.loads(line)["step"] for line in handle], [3, 6])
+        for row in first:
+            if row["trial"] != last["run"]:
+                paused = os.path.join(out, "search", f"trial_{row['trial']}", "run")
+                self.assertFalse(os.path.exists(os.path.join(paused, "eval_results.json")))
+                with open(os.path.join(paused, "eval_history.jsonl")) as handle:
+                    self.assertEqual([json.loads(line)["step"] for line in handle], [3])
+                # Its backup was only for a continuation: gone once the search is over.
+                self.assertFalse(os.path.exists(os.path.join(paused, "backup")))
+        # model/ is the finished run's, byte for byte.
+        with open(os.path.join(run_dir, "model", "model.keras"), "rb") as a:
+            with open(os.path.join(out, "model", "model.keras"), "rb") as b:
+                self.assertEqual(a.read(), b.read())
         # The trials on the run's plot; the table in the log; the predictions by the kept model only.
-        self.assertLen([r for r in read_metrics(out) if r["split"] == "search"], 3)
-        self.assertIn("search: 3 trials (best: trial", "\n".join(logs.output))
+        self.assertLen([r for r in read_metrics(out) if r["split"] == "search"], 4)
+        self.assertIn("search: 4 trials (best: trial", "\n".join(logs.output))
         self.assertTrue(os.path.exists(os.path.join(out, "predictions", "predict_predictions.tsv")))
-        for row in trials:
-            run_dir = os.path.join(out, "search", f"trial_{row['trial']}", "run")
-            self.assertFalse([n for n in os.listdir(run_dir) if n.startswith("predict")])
+        self.assertFalse([n for n in os.listdir(run_dir) if n.startswith("predict")])
+
+    def test_a_continued_run_trains_as_one_uninterrupted_run(self):
+        # The run a search pauses at epoch 1 and continues to epoch 2 reaches the weights of
+        # the same recipe run at once: the pause keeps the optimizer, schedule and input.
+        root = self.get_temp_dir()
+        settings = settings_of(root, search=1, search_learning_rates=(3e-3,))
+        run(settings)
+        trials = read_table(os.path.join(settings.output_dir, "search_trials.tsv"))
+        self.assertEqual([row["epochs"] for row in trials], ["1", "2"])
+        reference = dataclasses.replace(
+            settings,
+            search=None,
+            learning_rate=3e-3,
+            num_train_epochs=2.0,
+            train_batch_size=8,
+            seed=int(trials[0]["seed"]),
+            keep_best_model=True,
+            early_stopping_patience=2,
+            output_dir=os.path.join(root, "reference"),
+        )
+        run(reference)
+        searched = load_finetuned(os.path.join(settings.output_dir, "model"), compile=False).get_weights()
+        alone = load_finetuned(os.path.join(root, "reference", "model"), compile=False).get_weights()
+        for want, got in zip(alone, searched, strict=True):
+            self.assertAllClose(want, got, atol=1e-6, rtol=1e-6)
 
     def test_seeds_report_mean_and_spread_and_keep_the_best_seeds_model(self):
         root = self.get_temp_dir()
@@ -115,7 +157,8 @@ class SearchTest(tf.test.TestCase):
             "--search_batch_sizes=16.5: give positive batch sizes": dict(
                 search=2, search_batch_sizes=("16.5",)
             ),
-            "--search_epochs=x: give numbers of epochs": dict(search=2, search_epochs=("x",)),
+            "--search_epochs=x: give increasing numbers of epochs": dict(search=2, search_epochs=("x",)),
+            "--search_epochs=3,1: give increasing numbers of epochs": dict(search=2, search_epochs=(3, 1)),
         }
         for message, changes in cases.items():
             with self.assertRaisesRegex(UsageError, message):
@@ -124,6 +167,10 @@ class SearchTest(tf.test.TestCase):
         with self.assertRaisesRegex(
             UsageError, "--search compares runs by their score on the eval data: give --eval_file"
         ):
+            run(settings)
+        self.assertFalse(os.path.exists(settings.output_dir))
+        settings = settings_of(root, search=2, eval_every_steps=0)
+        with self.assertRaisesRegex(UsageError, "leave --eval_every_steps unset"):
             run(settings)
         self.assertFalse(os.path.exists(settings.output_dir))
 
@@ -161,11 +208,13 @@ class SearchProcessTest(tf.test.TestCase):
         self.assertIsNotNone(second, "the search never reached its second trial")
         process.send_signal(signal.SIGKILL)
         process.wait()
-        first_done = os.path.getmtime(os.path.join(out, "search", "trial_0", "seconds.json"))
+        first_done = os.path.getmtime(os.path.join(out, "search", "trial_0000", "seconds.json"))
         rerun = subprocess.run(
             command, cwd=REPO, env=environment(), capture_output=True, text=True, timeout=600
         )
         self.assertEqual(rerun.returncode, 0, rerun.stderr[-3000:])
         self.assertIn("trials were finished before; continuing", rerun.stderr)
-        self.assertEqual(os.path.getmtime(os.path.join(out, "search", "trial_0", "seconds.json")), first_done)
+        self.assertEqual(
+            os.path.getmtime(os.path.join(out, "search", "trial_0000", "seconds.json")), first_done
+        )
         self.assertLen(read_table(os.path.join(out, "search_trials.tsv")), 3)
