@@ -298,8 +298,9 @@ def _run(
                     f"paused at update {until} before the run's first evaluation: evaluate more often "
                     "(--eval_every_steps) or pause later"
                 )
+            logger.info("paused after update %d of %d; its backup continues it", until, plan.num_train_steps)
             metric = main_metric(family)
-            return max((scores for _, scores in history), key=lambda scores: scores[metric], default={})
+            return max((scores for _, scores in history), key=lambda scores: scores[metric])
     scored = [*train, *evals] if settings.eval_train else evals
     results, baselines, beaten_by = _score(family, model, settings, scored, baseline)
     if results and train and not plan.eval_every_steps:
