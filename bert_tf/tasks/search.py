@@ -145,8 +145,12 @@ def _search(
         logger.info("search: %d trials were finished before; continuing", done)
     tuner.search(verbose=0)  # its own progress lines: the runs log theirs
     completed = [t for t in tuner.oracle.trials.values() if t.status == "COMPLETED"]
-    # The candidates: runs that finished (the last rung's, or stopped early), with a model.
-    finished = [t for t in completed if runner.is_finished(_run_dir(tuner.oracle, settings, t))]
+    # The candidates: runs that finished (the last rung's, or stopped early), with a model,
+    # each by its last trial (its score is the run's best evaluation).
+    last = {}
+    for trial in sorted(completed, key=lambda t: t.hyperparameters.values["tuner/epochs"]):
+        last[_run_dir(tuner.oracle, settings, trial)] = trial
+    finished = [trial for run_dir, trial in last.items() if runner.is_finished(run_dir)]
     if not finished:
         raise UsageError("the search finished no trial; see the errors above")
     best = max(finished, key=lambda t: t.score)

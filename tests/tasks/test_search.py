@@ -81,7 +81,7 @@ class SearchTest(tf.test.TestCase):
                 self.assertEqual(a.read(), b.read())
         # The trials on the run's plot; the table in the log; the predictions by the kept model only.
         self.assertLen([r for r in read_metrics(out) if r["split"] == "search"], 4)
-        self.assertIn("search: 4 trials (best: trial", "\n".join(logs.output))
+        self.assertIn(f"search: 4 trials (best: trial {last['trial']},", "\n".join(logs.output))
         self.assertTrue(os.path.exists(os.path.join(out, "predictions", "predict_predictions.tsv")))
         self.assertFalse([n for n in os.listdir(run_dir) if n.startswith("predict")])
 
