@@ -158,11 +158,14 @@ class BertSentenceEncoder(TaskModel):
         as the export packs a served batch: a batch's short queries then cost their own tokens,
         not the length of its longest passage, and each text's vector is still as if it were
         alone. (Single texts come packed from the preprocessor, or, in a LiteRT file's
-        `serving_default`, one row each.)"""
+        `serving_default`, one row each.) Compiled with XLA (`jit_compile=True`), whose shapes
+        must not depend on the data, they run unpacked."""
         if isinstance(inputs, dict) and PACKED_POSITIONS in inputs:
             return self._call_packed(inputs, training)
         texts = inputs["input_ids"].shape[1]
-        if keras.backend.backend() == "tensorflow" and (training or (texts or 1) > 1):
+        # Under XLA (`jit_compile=True`) rows stay as they come: packing's shapes depend on the data.
+        packs = keras.backend.backend() == "tensorflow" and not getattr(self, "jit_compile", False)
+        if packs and (training or (texts or 1) > 1):
             shape = ops.shape(inputs["input_ids"])  # [batch, texts, seq]
             rows = {name: ops.reshape(inputs[name], (-1, shape[-1])) for name in ENCODER_INPUTS}
             vectors = self._call_packed(pack_sequences(rows, row_length=shape[-1]), training)

@@ -203,6 +203,16 @@ class SentenceEmbeddingFamilyTest(tf.test.TestCase):
         family.pack_texts = False  # the same batches, a row per text
         self.assertAllClose(model.encode(texts, batch_size=8), vectors, atol=1e-5)
 
+    def test_fit_compiles_with_xla(self):
+        # In-model packing has data-dependent shapes, which XLA refuses: jit_compile=True trains
+        # on the rows unpacked (it crashed inside TensorFlow's XLA bridge before).
+        model = bert_tf.BertSentenceEncoder.from_pretrained(self.checkpoint, max_seq_length=16)
+        model.compile(learning_rate=1e-3, jit_compile=True)
+        before = [np.array(w) for w in model.get_weights()]
+        history = model.fit(topic_pairs(random.Random(4), 8), batch_size=4, epochs=1, seed=1, verbose=0)
+        self.assertTrue(np.isfinite(history.history["loss"][-1]))
+        self.assertTrue(any(not np.allclose(a, b) for a, b in zip(before, model.get_weights(), strict=True)))
+
     def test_python_refusals(self):
         model = bert_tf.BertSentenceEncoder.from_pretrained(self.checkpoint, max_seq_length=16)
         model.compile()
