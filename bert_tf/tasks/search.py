@@ -154,8 +154,8 @@ def _search(
     if not finished:
         raise UsageError("the search finished no trial; see the errors above")
     best = max(finished, key=lambda t: t.score)
-    for trial in completed:  # the paused runs' backups: only a continuation needed them
-        fileio.rmtree(fileio.join(_run_dir(tuner.oracle, settings, trial), runner.BACKUP_DIR))
+    for run_dir in last:  # the paused runs' backups: only a continuation needed them
+        fileio.rmtree(fileio.join(run_dir, runner.BACKUP_DIR))
     _report_trials(settings, tuner.oracle, completed, best, metric)
     chosen = dataclasses.replace(settings, **_recipe(best.hyperparameters.values, rungs))
     run_dir = _run_dir(tuner.oracle, settings, best)
@@ -264,14 +264,13 @@ def _report_trials(settings, oracle, trials, best, metric: str) -> None:
     rows = []
     for trial in sorted(trials, key=lambda t: t.trial_id):
         values = trial.hyperparameters.values
+        recipe = _recipe(values, settings.search_epochs)
         seconds = fileio.read_json(_seconds_file(settings, trial.trial_id))
         rows.append(
             [
                 trial.trial_id,
                 _first(oracle, trial).trial_id,
-                f"{float(values['learning_rate']):g}",
-                str(int(values["train_batch_size"])),
-                str(int(values["seed"])),
+                *(f"{recipe[name]:g}" for name in ("learning_rate", "train_batch_size", "seed")),
                 f"{float(values['tuner/epochs']):g}",
                 f"{trial.score:.4f}",
                 f"{seconds:.0f}",
@@ -292,7 +291,12 @@ def _report_trials(settings, oracle, trials, best, metric: str) -> None:
     for number, trial in enumerate(sorted(trials, key=lambda t: t.trial_id)):
         log.write(
             number,
-            {metric: trial.score, "learning_rate": float(trial.hyperparameters.values["learning_rate"])},
+            {
+                metric: trial.score,
+                "learning_rate": _recipe(trial.hyperparameters.values, settings.search_epochs)[
+                    "learning_rate"
+                ],
+            },
         )
     log.close()
 
