@@ -77,11 +77,13 @@ def job_name(model_dir: str, phase_index: int) -> str:
     return f"bert_tf-{digest}-phase{phase_index}"
 
 
-def from_service(dataset, address: str, job: str):
+def from_service(dataset, address: str, job: str, max_outstanding_requests: int | None = None):
     """`dataset`'s elements, computed by the service's workers and read in the shared `job`.
 
     Dynamic sharding: each split of the dataset's source (a file of a pass) goes to one
     worker, each element to one consumer of the job (see the module docstring).
+    `max_outstanding_requests` bounds how many elements this consumer asks for ahead of its
+    reading (None: tf.data's own choice), and so what a stopped consumer leaves unread.
     """
     import tensorflow as tf
 
@@ -90,6 +92,7 @@ def from_service(dataset, address: str, job: str):
             processing_mode=tf.data.experimental.service.ShardingPolicy.DYNAMIC,
             service=check_reachable(address),
             job_name=job,
+            max_outstanding_requests=max_outstanding_requests,
         )
     )
 

@@ -87,9 +87,13 @@ class DataServiceTest(tf.test.TestCase):
             row for batch in pretraining_dataset(files, **options) for row in rows(batch)
         )
         dispatcher, _workers = local_service()
+        # Each consumer asks for one batch at a time: with tf.data's default, the first one's client
+        # can fetch the whole small job before the second has joined (seen on a busy machine).
         trainers = [
             iter(
-                data_service.from_service(pretraining_dataset(files, **options), dispatcher.target, "shared")
+                data_service.from_service(
+                    pretraining_dataset(files, **options), dispatcher.target, "shared", max_outstanding_requests=1
+                )
             )
             for _ in range(2)
         ]
