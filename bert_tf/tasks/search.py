@@ -261,8 +261,11 @@ def _describe(values: dict) -> str:
 def _report_trials(settings, oracle, trials, best, metric: str) -> None:
     """The table of trials: in the log, in OUTPUT_DIR/search_trials.tsv and in metrics.jsonl."""
     header = ["trial", "run", "learning_rate", "train_batch_size", "seed", "epochs", metric, "seconds"]
+    log = progress.ScalarLog(
+        settings.output_dir, SEARCH_SPLIT, fileio.join(progress.log_dir(settings.output_dir), SEARCH_SPLIT)
+    )
     rows = []
-    for trial in sorted(trials, key=lambda t: t.trial_id):
+    for number, trial in enumerate(sorted(trials, key=lambda t: t.trial_id)):
         values = trial.hyperparameters.values
         recipe = _recipe(values, settings.search_epochs)
         seconds = fileio.read_json(_seconds_file(settings, trial.trial_id))
@@ -276,6 +279,8 @@ def _report_trials(settings, oracle, trials, best, metric: str) -> None:
                 f"{seconds:.0f}",
             ]
         )
+        log.write(number, {metric: trial.score, "learning_rate": recipe["learning_rate"]})
+    log.close()
     _write_table(settings.output_dir, TRIALS_FILE, header, rows)
     logger.info(
         "search: %d trials (best: trial %s, %s %.4f)\n%s",
@@ -285,20 +290,6 @@ def _report_trials(settings, oracle, trials, best, metric: str) -> None:
         best.score,
         _table(header, rows),
     )
-    log = progress.ScalarLog(
-        settings.output_dir, SEARCH_SPLIT, fileio.join(progress.log_dir(settings.output_dir), SEARCH_SPLIT)
-    )
-    for number, trial in enumerate(sorted(trials, key=lambda t: t.trial_id)):
-        log.write(
-            number,
-            {
-                metric: trial.score,
-                "learning_rate": _recipe(trial.hyperparameters.values, settings.search_epochs)[
-                    "learning_rate"
-                ],
-            },
-        )
-    log.close()
 
 
 # -- seeds ---------------------------------------------------------------------------------

@@ -163,7 +163,6 @@ class BertSentenceEncoder(TaskModel):
         if isinstance(inputs, dict) and PACKED_POSITIONS in inputs:
             return self._call_packed(inputs, training)
         texts = inputs["input_ids"].shape[1]
-        # Under XLA (`jit_compile=True`) rows stay as they come: packing's shapes depend on the data.
         packs = keras.backend.backend() == "tensorflow" and not getattr(self, "jit_compile", False)
         if packs and (training or (texts or 1) > 1):
             shape = ops.shape(inputs["input_ids"])  # [batch, texts, seq]
