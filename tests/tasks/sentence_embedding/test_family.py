@@ -3,7 +3,9 @@ tiny checkpoint: synthetic pairs learnt with in-batch negatives and scored pairs
 and the command line's refusals of bad input, with nothing written."""
 
 import os
+import pathlib
 import random
+import re
 import tempfile
 
 import keras
@@ -20,6 +22,7 @@ from tests.harness import data
 from tests.harness.tasks import TaskCase, run_task_test
 
 TOPICS = [(color, animal) for color in data.COLORS for animal in data.ANIMALS]
+DOCS = pathlib.Path(__file__).resolve().parents[3] / "docs" / "sentence-embeddings.md"
 
 
 def topic_pairs(rng: random.Random, count: int, negatives: bool = False) -> list[tuple[str, ...]]:
@@ -212,6 +215,25 @@ class SentenceEmbeddingFamilyTest(tf.test.TestCase):
         history = model.fit(topic_pairs(random.Random(4), 8), batch_size=4, epochs=1, seed=1, verbose=0)
         self.assertTrue(np.isfinite(history.history["loss"][-1]))
         self.assertTrue(any(not np.allclose(a, b) for a, b in zip(before, model.get_weights(), strict=True)))
+
+    def test_the_docs_training_snippet_runs(self):
+        """docs/sentence-embeddings.md's training block as a user pastes it, on the tiny
+        checkpoint: pairs fit, evaluate scores retrieval, the saved folder gives the same
+        vectors, and scored pairs fit with CoSENT."""
+        blocks = re.findall(r"```python\n(.*?)```", DOCS.read_text(encoding="utf-8"), re.S)
+        code = next(block for block in blocks if "model.fit(" in block)
+        saved = os.path.join(tempfile.mkdtemp(dir=self.get_temp_dir()), "my_encoder")
+        code = code.replace('"all-MiniLM-L6-v2/"', repr(self.checkpoint)).replace('"my_encoder"', repr(saved))
+        code = code.replace("max_seq_length=128", "max_seq_length=16")  # the tiny model has 64 positions
+        code = code.replace("model.evaluate(dev_pairs)", "scores = model.evaluate(dev_pairs)")
+        # What a user has after the page's first block, and the dev pairs the block names.
+        scope = {"bert_tf": bert_tf, "dev_pairs": topic_pairs(random.Random(4), 8)}
+        exec(compile(code, str(DOCS), "exec"), scope)  # noqa: S102 - the documented snippet itself
+        self.assertContainsSubset({"mrr_at_10", "recall_at_1", "recall_at_10", "eval_loss"}, scope["scores"])
+        texts = ["how to read a file", "sort a list"]
+        reloaded = bert_tf.BertSentenceEncoder.from_pretrained(saved)
+        self.assertAllClose(reloaded.encode(texts), scope["model"].encode(texts), atol=1e-6)
+        self.assertEqual(scope["scored"].task_info.kind, "cosent")
 
     def test_python_refusals(self):
         model = bert_tf.BertSentenceEncoder.from_pretrained(self.checkpoint, max_seq_length=16)
