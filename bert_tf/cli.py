@@ -54,7 +54,7 @@ from absl import flags
 
 from bert_tf import quiet
 from bert_tf.backend import select_backend
-from bert_tf.errors import BertTfError, RunStopped
+from bert_tf.errors import BertTfError, RunStopped, raised_inside_tensorflow
 
 HELP_FLAGS = ("--help", "-help", "--helpshort", "-helpshort", "--helpfull", "-helpfull", "-?", "--?")
 
@@ -307,21 +307,22 @@ def result(line: str) -> None:
 
 
 def fail(message: str, exit_code: int = 1, error: bool = True) -> typing.NoReturn:
-    """Prints "PROGRAM: error: MESSAGE" as one line on stderr and exits with `exit_code`.
+    """Prints "PROGRAM: error: MESSAGE" as one line on stderr and ends the process with
+    `exit_code`; `error=False` is a run that stopped on request ("PROGRAM: stopped ...").
 
-    `error=False` is a run that stopped on request ("PROGRAM: stopped ..."): its state is
-    saved, so once the line is out the process ends at once, without the seconds the
-    interpreter's shutdown spends taking TensorFlow's input threads and objects apart.
+    The process ends at once, once the line is out: a stopped run's state is saved, and a
+    failed run's `with` blocks have already removed what it staged. The interpreter's own
+    shutdown would spend seconds taking TensorFlow's input threads and objects apart, and can
+    wait for ever: a tf.data iterator that an error left with a Python function running (its
+    next rows being read) waits for that function, which waits for the lock the shutdown holds.
     """
     sys.stdout.flush()
     label = "error: " if error else ""
     print(f"{_program_name()}: {label}{_one_line(message)}", file=sys.stderr, flush=True)
-    if not error:
-        if quiet.active_filter is not None:
-            quiet.active_filter.drain()  # the line is through the stderr filter before the exit
-        logging.shutdown()
-        os._exit(exit_code)
-    sys.exit(exit_code)
+    if quiet.active_filter is not None:
+        quiet.active_filter.drain()  # the line is through the stderr filter before the exit
+    logging.shutdown()
+    os._exit(exit_code)
 
 
 def _mark_key_flags(flag_values: flags.FlagValues, names: Iterable[str]) -> None:
@@ -435,4 +436,7 @@ def _run_main(main: Callable[[flags.FlagValues, list[str]], object], flag_values
     except Exception as error:  # a bug or a library's internal error: one line, not a traceback
         if flag_values.verbose:
             raise
+        refused = raised_inside_tensorflow(error)  # ours, raised in a tf.data reader
+        if refused is not None:
+            fail(str(refused), refused.exit_code)
         fail(f"{type(error).__name__}: {error} (rerun with --verbose for the traceback)", 1)

@@ -16,6 +16,13 @@ Example:
 
 from __future__ import annotations
 
+import re
+import sys
+
+# How TensorFlow carries a Python exception raised in code it ran (a tf.data reader's
+# numpy_function): the traceback as text, ending with "module.Class: message".
+_RAISED_IN_TENSORFLOW = re.compile(r"^(bert_tf(?:\.\w+)+)\.(\w+): (.+)$", re.M)
+
 
 class BertTfError(Exception):
     """A problem the user can fix; the message says what, with the value, and how."""
@@ -49,3 +56,26 @@ def damaged(path: str, detail: str, fix: str = "") -> DamagedFileError:
     """The one wording of a damaged-file error: "PATH is truncated or corrupt (DETAIL); FIX"."""
     message = f"{path} is truncated or corrupt ({detail})"
     return DamagedFileError(f"{message}; {fix}" if fix else message)
+
+
+def raised_inside_tensorflow(error: BaseException) -> BertTfError | None:
+    """The bert_tf error that Python code run by TensorFlow raised (a data reader refusing a
+    row, inside a tf.data pipeline), recovered from the TensorFlow error that carries it as
+    text with its traceback; None when `error` carries none.
+
+    Example:
+
+    >>> class Carrier(Exception):  # as tf.errors.InvalidArgumentError, with its message
+    ...     message = "{{node}} ...\\nbert_tf.errors.UsageError: --x must be > 0\\n\\n [[PyFunc]]"
+    >>> error = raised_inside_tensorflow(Carrier())
+    >>> type(error).__name__, str(error), error.exit_code
+    ('UsageError', '--x must be > 0', 2)
+    """
+    found = _RAISED_IN_TENSORFLOW.findall(str(getattr(error, "message", "")))
+    if not found:
+        return None
+    module, name, message = found[-1]
+    kind = getattr(sys.modules.get(module), name, None)
+    if not (isinstance(kind, type) and issubclass(kind, BertTfError)):
+        return None
+    return kind(message)

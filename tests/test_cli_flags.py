@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 from unittest import mock
 
 import pytest
@@ -177,6 +178,48 @@ class VerbosityTest(tf.test.TestCase):
                 said = [line for line in ("absl info line", "library info line", "library debug line")
                         if line in result.stderr]  # fmt: skip
                 self.assertEqual(said, shown, result.stderr)
+
+
+READER_ERROR_SCRIPT = """
+import sys
+import time
+from bert_tf import cli
+from bert_tf.tasks.features import TaskDataError
+
+def read(index):
+    if index == 0:
+        raise TaskDataError("data.csv line 3: the second text is empty; remove the row or fill it in")
+    time.sleep(2)  # the next rows: still being read when the error ends the program
+    return index
+
+def main(flag_values, args):
+    import tensorflow as tf  # after cli.run's quiet start, as the programs import it
+
+    def parse(index):
+        return tf.numpy_function(read, [index], tf.int64)
+
+    for _ in tf.data.Dataset.range(100).map(parse, num_parallel_calls=2):
+        pass
+
+cli.run(main, lambda flag_values: None, argv=["prog", *sys.argv[1:]])
+"""
+
+
+class ReaderErrorTest(tf.test.TestCase):
+    def test_a_data_error_raised_inside_tf_data_is_one_line(self):
+        """A reader's refusal of a row, raised in a tf.data pipeline while a program runs,
+        reaches the user as its own line and exit status, not TensorFlow's error text; and the
+        program ends, though the pipeline is still reading its next rows in Python (the
+        interpreter's shutdown waited for them for ever, and they for its lock)."""
+        started = time.monotonic()
+        result = run_python(READER_ERROR_SCRIPT)
+        self.assertLess(time.monotonic() - started, 120)
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        self.assertEqual(result.returncode, 1, result.stderr)
+        self.assertLen(lines, 1, result.stderr)
+        self.assertEndsWith(
+            lines[0], ": error: data.csv line 3: the second text is empty; remove the row or fill it in"
+        )
 
 
 BACKEND_SCRIPT = """

@@ -34,7 +34,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf.checkpoints import TaskHead
-from bert_tf.errors import UsageError
+from bert_tf.errors import UsageError, raised_inside_tensorflow
 from bert_tf.progress_display import Progress
 from bert_tf.tasks import streams
 from bert_tf.tasks.features import ConversionStats, TaskDataError
@@ -447,7 +447,12 @@ class TaskFamily:
                 for chunk_totals in chunks.as_numpy_iterator():
                     totals += chunk_totals
                     display.update(int(totals[0]))
-        except tf.errors.InvalidArgumentError as error:
+        except tf.errors.OpError as error:
+            refused = raised_inside_tensorflow(error)  # a reader's refusal of a row, as it said it
+            if refused is not None:
+                raise refused from None
+            if not isinstance(error, tf.errors.InvalidArgumentError):
+                raise
             # The preprocessor's own checks (a SQuAD question that leaves no room for its
             # context, a label outside the label set): their message, without the graph dump.
             message = error.message.split("assertion failed: [", 1)[-1].split("]", 1)[0].strip(" .")

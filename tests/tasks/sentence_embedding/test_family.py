@@ -172,6 +172,11 @@ class SentenceEmbeddingFamilyTest(tf.test.TestCase):
                 "not a number",
             ),
             "empty dev set": ({"train_file": ("text", "text_b"), "eval_file": ()}, "has no examples"),
+            # Found by the reader inside tf.data (the first rows are read before it): its own line.
+            "an empty positive on a later row": (
+                {"train_file": ("text", "text_b"), "empty_at": 2},
+                r"^\S+train_file.csv line 4: the second text is empty; remove the row or fill it in$",
+            ),
             "batch of one": (
                 {"train_file": ("text", "text_b"), "train_batch_size": 1},
                 "no in-batch negatives",
@@ -181,9 +186,11 @@ class SentenceEmbeddingFamilyTest(tf.test.TestCase):
             root = tempfile.mkdtemp()
             spec = dict(spec)
             settings = {key: spec.pop(key) for key in ("text_b_column", "train_batch_size") if key in spec}
-            score = spec.pop("score", None)
+            score, empty_at = spec.pop("score", None), spec.pop("empty_at", None)
             for split, header in spec.items():
                 rows = [(*row[: len(header)], score)[: len(header)] for row in pairs] if header else []
+                if empty_at is not None:
+                    rows[empty_at] = (rows[empty_at][0], "")
                 settings[split] = write_table(
                     os.path.join(root, f"{split}.csv"), header or ("text", "text_b"), rows
                 )
