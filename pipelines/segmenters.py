@@ -36,6 +36,7 @@ import multiprocessing
 import os
 import pickle
 import re
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures.process import BrokenProcessPool
 from typing import TypeVar
@@ -255,6 +256,14 @@ def default_processes() -> int:
 def _start_worker(marker: WordMarker) -> None:
     global _worker_marker
     _worker_marker = marker
+    # A program ends at once after a stop or an error (bert_tf.cli.fail), without the pool's
+    # shutdown: a worker ends when its parent process has gone.
+    threading.Thread(target=_exit_with_parent, name="exit-with-parent", daemon=True).start()
+
+
+def _exit_with_parent() -> None:
+    multiprocessing.parent_process().join()
+    os._exit(0)
 
 
 def _mark_in_worker(lines: list[str]) -> np.ndarray:

@@ -12,8 +12,10 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from unittest import mock
 
@@ -33,6 +35,15 @@ CHINESE_TEXT = Path(CHINESE_CORPUS).read_text(encoding="utf-8")
 CJK = re.compile("[\u4e00-\u9fff]")
 
 jieba.setLogLevel(60)
+
+
+def _running(pid: int) -> bool:
+    """Whether process `pid` runs (a zombie, ended but not yet reaped by init, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
 
 
 def _read(path: str, max_seq_length: int, max_predictions: int = 20) -> dict[str, np.ndarray]:
@@ -114,6 +125,30 @@ class WordMarkerTest(tf.test.TestCase):
         self.assertEqual(
             [m.tolist() for _, m in segmenters.marked([["中文"]], local, list, processes=2)], [[False, True]]
         )
+
+    def test_workers_end_when_their_program_ends_at_once(self):
+        """A program that ends at once (os._exit: after an error or a stop, bert_tf.cli.fail)
+        with segmentation workers running leaves none behind."""
+        script = (
+            "import multiprocessing, os, sys\n"
+            "from pipelines import segmenters\n"
+            "if __name__ == '__main__':\n"
+            "    blocks = (['中文文本'] * 50 for _ in range(1000))\n"
+            "    marks = segmenters.marked(blocks, segmenters.WordMarker('jieba'), list, processes=2)\n"
+            "    next(marks)\n"
+            "    print(' '.join(str(p.pid) for p in multiprocessing.active_children()), flush=True)\n"
+            "    os._exit(1)\n"
+        )
+        path = os.path.join(tempfile.mkdtemp(dir=self.get_temp_dir()), "ends_at_once.py")
+        Path(path).write_text(script, encoding="utf-8")
+        env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.dirname(__file__)))}
+        result = subprocess.run([sys.executable, path], capture_output=True, text=True, env=env, timeout=60)
+        workers = [int(pid) for pid in result.stdout.split()]
+        self.assertLen(workers, 2, result.stderr)
+        deadline = time.monotonic() + 30
+        while any(_running(pid) for pid in workers) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        self.assertEqual([pid for pid in workers if _running(pid)], [])
 
     def test_bad_settings_are_clear_errors(self):
         with self.assertRaisesRegex(
