@@ -117,9 +117,11 @@ def _rows(path: str, extension: str) -> Iterator[tuple[int, dict]]:
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise TaskDataError(f"{path} line {line_number} is not valid JSON: {error}") from None
+                row = json.loads(line.rstrip("\r\n"))
+            except json.JSONDecodeError as error:  # its own "line 1" would be the line itself
+                raise TaskDataError(
+                    f"{path} line {line_number} is not valid JSON: {error.msg} at column {error.colno}"
+                ) from None
             if not isinstance(row, dict):
                 raise TaskDataError(f"{path} line {line_number}: expected a JSON object per line")
             yield line_number, row
