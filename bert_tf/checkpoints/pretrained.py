@@ -245,7 +245,10 @@ def find_head(path: str | os.PathLike, heads: Sequence[TaskHead]) -> FoundHead |
         return _huggingface_head(source, heads)
     if source.kind == "keras_hub":
         return _keras_hub_head(source, heads)
-    found = google.read_shapes(source.weights) if not google.is_object_based(source.weights) else {}
+    try:
+        found = google.read_shapes(source.weights) if not google.is_object_based(source.weights) else {}
+    except tf.errors.OpError:  # files that are not a checkpoint: loading it says what is wrong
+        return None
     for head in heads:
         shape = found.get(f"{head.name}_weights")
         if (
