@@ -92,7 +92,10 @@ class DataServiceTest(tf.test.TestCase):
         trainers = [
             iter(
                 data_service.from_service(
-                    pretraining_dataset(files, **options), dispatcher.target, "shared", max_outstanding_requests=1
+                    pretraining_dataset(files, **options),
+                    dispatcher.target,
+                    "shared",
+                    max_outstanding_requests=1,
                 )
             )
             for _ in range(2)
